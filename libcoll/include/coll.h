@@ -1,0 +1,170 @@
+/* libcoll public API: communicators, all-reduce and broadcast over host memory,
+ * status codes and error messages. The only header a user of the library includes. */
+#ifndef COLL_H
+#define COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define COLL_API __attribute__((visibility("default")))
+#else
+#define COLL_API
+#endif
+
+/* Ownership and lifetime rules.
+ *  1. coll_comm_t is created by coll_comm_init_* and owned by the caller until
+ *     coll_comm_destroy(); every request must be waited for (or the communicator
+ *     aborted) before destroy.
+ *  2. Buffers passed to a collective belong to the library from the call until the
+ *     request completes (blocking calls: until they return). Do not read the output
+ *     or write the input in between.
+ *  3. A coll_request_t is owned by the caller; coll_request_wait() or a
+ *     coll_request_test() that reports completion frees it and sets it to NULL.
+ *  4. Calls on one communicator are issued from one thread at a time and every rank
+ *     issues the same collectives in the same order (like NCCL and MPI).
+ *  5. Strings returned by coll_status_string() are static; coll_last_error() points
+ *     to thread-local storage valid until the next libcoll call on that thread.
+ *  6. After coll_comm_abort(), every pending and later call on the communicator
+ *     returns COLL_ERR_ABORTED; only coll_comm_destroy() remains to be called. */
+
+/* Status codes: 0 is success, positive means "not yet", negative are errors.
+ * X(name, value, description) */
+#define COLL_STATUS_MAP(X)                                                                 \
+  X(COLL_OK, 0, "success")                                                                 \
+  X(COLL_IN_PROGRESS, 1, "operation still in progress")                                    \
+  X(COLL_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                     \
+  X(COLL_ERR_NO_MEMORY, -2, "out of memory")                                               \
+  X(COLL_ERR_SYSTEM, -3, "system call failed")                                             \
+  X(COLL_ERR_TIMEOUT, -4, "timed out")                                                     \
+  X(COLL_ERR_REMOTE, -5, "a peer failed or closed the connection")                        \
+  X(COLL_ERR_PROTOCOL, -6, "malformed or unexpected message")                              \
+  X(COLL_ERR_MISMATCH, -7, "ranks called different collectives")                           \
+  X(COLL_ERR_ABORTED, -8, "communicator aborted")                                          \
+  X(COLL_ERR_UNSUPPORTED, -9, "not supported in this build or on this system")             \
+  X(COLL_ERR_NOT_FOUND, -10, "not found")                                                  \
+  X(COLL_ERR_REFUSED, -11, "refused (wrong job token)")                                    \
+  X(COLL_ERR_INTERNAL, -12, "internal error")
+
+typedef enum {
+#define COLL_STATUS_ENUM(name, value, text) name = value,
+  COLL_STATUS_MAP(COLL_STATUS_ENUM)
+#undef COLL_STATUS_ENUM
+} coll_status_t;
+
+/* "COLL_ERR_TIMEOUT" for COLL_ERR_TIMEOUT; "COLL_UNKNOWN_STATUS" for other values. */
+COLL_API const char *coll_status_name(coll_status_t status);
+/* A short English description of the status. */
+COLL_API const char *coll_status_string(coll_status_t status);
+/* The detailed message of the last failed call on this thread ("" if none):
+ * which rank, which peer, which system call. */
+COLL_API const char *coll_last_error(void);
+
+typedef enum {
+  COLL_INT8 = 0,
+  COLL_UINT8,
+  COLL_INT32,
+  COLL_UINT32,
+  COLL_INT64,
+  COLL_UINT64,
+  COLL_FLOAT16,
+  COLL_BFLOAT16,
+  COLL_FLOAT32,
+  COLL_FLOAT64,
+  COLL_DTYPE_COUNT
+} coll_dtype_t;
+
+typedef enum { COLL_SUM = 0, COLL_PROD, COLL_MIN, COLL_MAX, COLL_AVG, COLL_OP_COUNT } coll_op_t;
+
+/* Size in bytes of one element, 0 for an unknown type. */
+COLL_API size_t coll_dtype_size(coll_dtype_t dtype);
+/* "float32", "sum", ...; NULL for unknown values. */
+COLL_API const char *coll_dtype_name(coll_dtype_t dtype);
+COLL_API const char *coll_op_name(coll_op_t op);
+
+typedef enum {
+  COLL_ALGO_AUTO = 0, /* chosen by the cost model (see docs/architecture.md) */
+  COLL_ALGO_RING,
+  COLL_ALGO_TREE,
+  COLL_ALGO_HD, /* recursive halving-doubling (Rabenseifner) */
+  COLL_ALGO_MASTER, /* gather to rank 0, reduce, broadcast: DataParallel's pattern */
+  COLL_ALGO_COUNT
+} coll_algo_t;
+
+/* "ring", "tree", "hd", "master", "auto"; NULL for unknown values. */
+COLL_API const char *coll_algo_name(coll_algo_t algo);
+
+typedef struct coll_comm coll_comm_t;
+typedef struct coll_request coll_request_t;
+
+/* Explicit configuration. Zero-initialise, then set what you need:
+ *   coll_config_t cfg = {0}; cfg.rank = r; cfg.size = n; cfg.master_addr = "127.0.0.1"; ... */
+typedef struct {
+  int rank; /* 0 .. size-1 */
+  int size; /* number of ranks, >= 1 */
+  int local_rank; /* rank among the processes of this host; -1: unknown */
+  const char *master_addr; /* store host; NULL: "127.0.0.1" */
+  int master_port; /* store port, 1..65535 */
+  const char *token; /* job token shared by all ranks; NULL: COLL_JOB_TOKEN or none */
+  int host_store; /* 1: this rank hosts the store; 0: never; -1: rank 0 hosts it
+                     unless COLL_STORE_HOSTED=1 says a launcher already does */
+  int timeout_ms; /* per-operation deadline; 0: COLL_TIMEOUT_MS or the default */
+} coll_config_t;
+
+/* Create a communicator from the launcher's environment: RANK/WORLD_SIZE/LOCAL_RANK
+ * (collrun, torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, or
+ * OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK; the store at MASTER_ADDR:MASTER_PORT. */
+COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm);
+/* Create a communicator from an explicit configuration. Collective over all ranks. */
+COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **comm);
+/* Free the communicator. Collective only in the sense that peers see the connections
+ * close; it never blocks longer than the communicator's timeout. NULL is allowed. */
+COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);
+/* Stop all pending work at once; pending and later calls fail with COLL_ERR_ABORTED.
+ * Safe to call from another thread. */
+COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
+COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank);
+COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size);
+
+/* Sum, product, min, max or average of `count` elements across all ranks; every rank
+ * gets the (bit-identical) result in recvbuf. sendbuf == recvbuf is in-place. */
+COLL_API coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
+COLL_API coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, coll_op_t op,
+                                             coll_comm_t *comm, coll_request_t **request);
+/* Copy `count` elements of rank `root`'s buf to every rank's buf. */
+COLL_API coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,
+                                      coll_comm_t *comm);
+COLL_API coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_t dtype,
+                                            int root, coll_comm_t *comm,
+                                            coll_request_t **request);
+
+/* Wait until the request completes (or the communicator's deadline passes), free it
+ * and set *request to NULL. Returns the operation's status. */
+COLL_API coll_status_t coll_request_wait(coll_request_t **request);
+/* COLL_IN_PROGRESS while running; otherwise the operation's status, and the request is
+ * freed and *request set to NULL. */
+COLL_API coll_status_t coll_request_test(coll_request_t **request);
+
+/* Library statistics for benchmarks: bytes of staging memory this rank allocated for
+ * its transports and schedules (current, and the most at once). */
+typedef struct {
+  size_t staging_bytes;
+  size_t staging_bytes_peak;
+} coll_mem_stats_t;
+COLL_API coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *stats);
+
+/* Force an algorithm for this communicator's later all-reduces (COLL_ALGO_AUTO restores
+ * the cost model). Every rank must choose the same; a disagreement fails the next call
+ * with COLL_ERR_MISMATCH. The environment variable COLL_ALGO does the same at init. */
+COLL_API coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLL_H */

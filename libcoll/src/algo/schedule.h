@@ -1,0 +1,131 @@
+/* Schedules: what an algorithm produces. A schedule is the list of steps one rank runs
+ * for one collective call: sends to peers, receives that copy or reduce into a buffer,
+ * and local copies, on element ranges of the user's buffers. Algorithms are pure
+ * functions from (collective, count, type, rank, nranks, root) to a schedule; the
+ * executor runs it over transports, the simulator runs all ranks' schedules in one
+ * process (tests, coll-sim, cost model).
+ *
+ * Semantics (the contract between algorithms, executor and simulator):
+ *  1. Steps run in order. The ops of one step may run concurrently and in any order; a
+ *     step is finished when all its ops are. (An executor may start later steps early
+ *     only where that cannot change the result: per-peer order kept, no memory hazard.)
+ *  2. Between two ranks, the k-th SEND from a to b is matched with the k-th RECV_* of b
+ *     from a, and both have the same element count. Nothing else identifies a message.
+ *  3. Offsets and counts are in elements of the call's dtype. Buffers are named, not
+ *     pointed to: INPUT (the caller's send buffer, read-only), OUTPUT (the caller's
+ *     receive buffer) and SCRATCH (scratch_count elements owned by the executor).
+ *     In-place calls pass the same pointer for INPUT and OUTPUT; schedules must give the
+ *     same result then (never write OUTPUT where INPUT is read later).
+ *  4. RECV_REDUCE: buf[offset..] = src_buf[src_offset..] OP received. RECV_COPY:
+ *     buf[offset..] = received. SEND: send buf[offset..offset+count). LOCAL_COPY:
+ *     buf[offset..] = src_buf[src_offset..]. LOCAL_REDUCE: buf[offset..] =
+ *     buf[offset..] OP src_buf[src_offset..].
+ *  5. For COLL_AVG the schedule sums; the executor divides OUTPUT by nranks at the end.
+ *  6. All ranks must end with bit-identical OUTPUT: every element's final value is
+ *     computed once, by one rank, and then copied. */
+#ifndef COLL_ALGO_SCHEDULE_H
+#define COLL_ALGO_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+typedef enum {
+  SCHED_SEND = 0,
+  SCHED_RECV_COPY,
+  SCHED_RECV_REDUCE,
+  SCHED_LOCAL_COPY,
+  SCHED_LOCAL_REDUCE,
+} sched_op_kind_t;
+
+typedef enum { SCHED_BUF_INPUT = 0, SCHED_BUF_OUTPUT, SCHED_BUF_SCRATCH } sched_buf_t;
+
+typedef enum { COLL_KIND_ALL_REDUCE = 0, COLL_KIND_BROADCAST, COLL_KIND_COUNT } coll_kind_t;
+
+typedef struct {
+  uint8_t kind; /* sched_op_kind_t */
+  uint8_t buf; /* sched_buf_t: destination (RECV_*, LOCAL_*) or source (SEND) */
+  uint8_t src_buf; /* sched_buf_t: local operand of RECV_REDUCE / LOCAL_* */
+  int32_t peer; /* SEND / RECV_*: the other rank; -1 for local ops */
+  size_t offset; /* elements into buf */
+  size_t src_offset; /* elements into src_buf */
+  size_t count; /* elements */
+} sched_op_t;
+
+typedef struct {
+  uint32_t first_op; /* index into sched_t.ops */
+  uint32_t nops;
+} sched_step_t;
+
+typedef struct {
+  coll_kind_t collective;
+  coll_algo_t algo;
+  int rank;
+  int nranks;
+  size_t count;
+  size_t elem_size;
+  sched_step_t *steps;
+  size_t nsteps;
+  size_t steps_cap;
+  sched_op_t *ops;
+  size_t nops;
+  size_t ops_cap;
+  size_t scratch_count; /* elements of SCRATCH the schedule uses */
+} sched_t;
+
+/* What an algorithm is asked for. */
+typedef struct {
+  coll_kind_t collective;
+  size_t count; /* elements */
+  coll_dtype_t dtype;
+  int rank;
+  int nranks;
+  int root; /* broadcast */
+  size_t segment_bytes; /* pipelining unit; 0: the algorithm's default */
+} sched_params_t;
+
+/* Building (used by the algorithm files). */
+void sched_init(sched_t *s, const sched_params_t *p, coll_algo_t algo);
+void sched_free(sched_t *s);
+void sched_reset(sched_t *s);
+/* Open a new step; ops added after it belong to it. */
+coll_status_t sched_begin_step(sched_t *s);
+coll_status_t sched_send(sched_t *s, int peer, sched_buf_t buf, size_t offset, size_t count);
+coll_status_t sched_recv_copy(sched_t *s, int peer, sched_buf_t buf, size_t offset,
+                              size_t count);
+coll_status_t sched_recv_reduce(sched_t *s, int peer, sched_buf_t buf, size_t offset,
+                                sched_buf_t src_buf, size_t src_offset, size_t count);
+coll_status_t sched_local_copy(sched_t *s, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
+                               size_t src_offset, size_t count);
+coll_status_t sched_local_reduce(sched_t *s, sched_buf_t buf, size_t offset,
+                                 sched_buf_t src_buf, size_t src_offset, size_t count);
+/* Drop empty steps and zero-count ops (count 0 calls produce an empty schedule). */
+void sched_finish(sched_t *s);
+
+/* Bytes this rank sends in the schedule. */
+size_t sched_bytes_sent(const sched_t *s);
+
+/* ---- the algorithms ---- */
+/* Build the schedule of `algo` (not AUTO) for p into s (initialised by the call).
+ * COLL_ERR_UNSUPPORTED if the algorithm does not implement p->collective. */
+coll_status_t algo_build(coll_algo_t algo, const sched_params_t *p, sched_t *s);
+
+/* Cost-model constants (seconds per message, seconds per byte, seconds per reduced
+ * byte) for the transport the ranks use; all ranks use rank 0's values. */
+typedef struct {
+  double alpha;
+  double beta;
+  double gamma;
+} algo_cost_t;
+
+/* Measured defaults for this machine kind (documented in docs/architecture.md). */
+extern const algo_cost_t algo_cost_shm_default;
+extern const algo_cost_t algo_cost_tcp_default;
+
+/* Predicted seconds of `algo` for p under cost c. */
+double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
+/* The cheapest algorithm for p under cost c (depends only on values all ranks share). */
+coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c);
+
+#endif

@@ -1,0 +1,77 @@
+/* The TCP rendezvous store (like PyTorch's TCPStore): a key-value server hosted by rank 0
+ * or the launcher at MASTER_ADDR:MASTER_PORT, and the client every rank uses to meet.
+ * The wire format is described in docs/store-protocol.md. */
+#ifndef COLL_BOOTSTRAP_STORE_H
+#define COLL_BOOTSTRAP_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* Protocol limits (defaults; the server may be started with other ones). */
+#define STORE_KEY_MAX 4096u
+#define STORE_VALUE_MAX (64u * 1024u * 1024u)
+
+/* ---- server ---- */
+typedef struct store_server store_server_t;
+
+typedef struct {
+  const char *bind_addr; /* NULL: all interfaces ("0.0.0.0") */
+  uint16_t port; /* 0: pick a free port (read it back with store_server_port) */
+  const char *token; /* NULL or "": no token required */
+  size_t key_max; /* 0: STORE_KEY_MAX */
+  size_t value_max; /* 0: STORE_VALUE_MAX */
+  int max_clients; /* 0: default (at least 4096) */
+} store_server_options_t;
+
+/* Bind, listen and start serving on a background thread (epoll). */
+coll_status_t store_server_start(const store_server_options_t *options, store_server_t **server);
+uint16_t store_server_port(const store_server_t *server);
+/* Number of currently connected clients (for tests). */
+int store_server_client_count(store_server_t *server);
+/* Stop the thread, close every connection, free everything. NULL is allowed. */
+void store_server_stop(store_server_t *server);
+
+/* ---- client ---- */
+typedef struct store_client store_client_t;
+
+/* Connect to host:port, retrying until timeout_ms passes (the server may start after the
+ * client). The token (NULL or "" for none) is sent in a hello frame; a server that wants
+ * another one refuses with COLL_ERR_REFUSED. */
+coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
+                                   int timeout_ms, store_client_t **client);
+/* Close the connection and free. NULL is allowed. */
+void store_client_close(store_client_t *client);
+/* "127.0.0.1:29500" — for messages. */
+const char *store_client_address(const store_client_t *client);
+
+/* Every call below has a deadline of timeout_ms (< 0: wait forever is NOT allowed; it is
+ * treated as the client's default of 30 s). Errors name the store address and the key. */
+coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
+                        int timeout_ms);
+/* Wait until the key exists, then return a malloc'ed copy of its value (caller frees). */
+coll_status_t store_get(store_client_t *client, const char *key, void **value, size_t *len,
+                        int timeout_ms);
+/* Atomically add delta to the counter stored at key (absent: 0) and return the new value.
+ * The counter is stored as its decimal text, so store_get() reads it as a string. */
+coll_status_t store_add(store_client_t *client, const char *key, int64_t delta,
+                        int64_t *new_value, int timeout_ms);
+/* If the key's value equals `expected` (or, with expected == NULL, the key is absent), set
+ * it to `desired`. Returns the value now stored (malloc'ed, caller frees) in *current. */
+coll_status_t store_compare_set(store_client_t *client, const char *key, const void *expected,
+                                size_t expected_len, const void *desired, size_t desired_len,
+                                void **current, size_t *current_len, int timeout_ms);
+/* Wait until all keys exist. */
+coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t nkeys,
+                         int timeout_ms);
+/* Delete the key; *deleted says whether it existed (may be NULL). */
+coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted,
+                           int timeout_ms);
+coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms);
+/* Non-blocking existence test of all keys. */
+coll_status_t store_check(store_client_t *client, const char *const *keys, size_t nkeys,
+                          bool *all_exist, int timeout_ms);
+
+#endif

@@ -1,0 +1,31 @@
+/* Monotonic time and deadlines: every wait in libcoll is bounded by one. */
+#ifndef COLL_COMMON_CLOCK_H
+#define COLL_COMMON_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t coll_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int64_t coll_now_ms(void) { return coll_now_ns() / 1000000LL; }
+
+/* Absolute deadline in ns for a timeout in ms; timeout_ms < 0 means "never". */
+static inline int64_t coll_deadline_ns(int timeout_ms) {
+  return timeout_ms < 0 ? INT64_MAX : coll_now_ns() + (int64_t)timeout_ms * 1000000LL;
+}
+
+/* Milliseconds left until an absolute deadline, clamped to [0, INT32_MAX]; -1 for "never"
+ * (suits poll/epoll_wait). */
+static inline int coll_ms_left(int64_t deadline_ns) {
+  if (deadline_ns == INT64_MAX) return -1;
+  int64_t left = (deadline_ns - coll_now_ns() + 999999) / 1000000;
+  if (left < 0) return 0;
+  if (left > INT32_MAX) return INT32_MAX;
+  return (int)left;
+}
+
+#endif

@@ -1,0 +1,29 @@
+/* Memory operations on host buffers: element-wise reductions for every type and op
+ * (float16/bfloat16 computed in float32), and the final division of AVG. CUDA versions
+ * of the same table live beside it in .cu files (later). */
+#ifndef COLL_MEM_MEMOPS_H
+#define COLL_MEM_MEMOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* dst[i] = a[i] OP b[i] for i < count. dst may alias a or b (exactly, not partially).
+ * For COLL_AVG the function sums; mem_host_finish_avg() divides at the end. */
+typedef void (*mem_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
+
+/* The host reduction for (dtype, op); NULL if either is out of range. */
+mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op);
+
+/* buf[i] /= nranks (integers: truncating division), used once after an AVG sum. */
+void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks);
+
+/* float16 / bfloat16 <-> float32 conversions (round to nearest even), for tests and the
+ * trainer. */
+float mem_half_to_float(uint16_t h);
+uint16_t mem_float_to_half(float f);
+float mem_bf16_to_float(uint16_t h);
+uint16_t mem_float_to_bf16(float f);
+
+#endif

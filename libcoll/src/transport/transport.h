@@ -1,0 +1,92 @@
+/* Transports: move bytes between this rank and one peer. One small table of operations
+ * per transport (shm, tcp; later cuda_ipc, ib), one file each, and an ordered registry
+ * that picks the transport of each pair at rendezvous. A connection knows nothing about
+ * collectives.
+ *
+ * Contract:
+ *  1. Messages between two ranks are matched in order: the k-th post_send on a's
+ *     connection to b meets the k-th post_recv on b's connection to a; both give the same
+ *     length (a mismatch is COLL_ERR_PROTOCOL, not undefined behaviour).
+ *  2. post_* never block. They queue the operation; progress() moves bytes and reports
+ *     how many sends and receives have completed so far (monotonic counters, in posting
+ *     order). A send is complete when its buffer may be reused; a receive when its
+ *     destination holds the final bytes (or the reduction result).
+ *  3. A receive may carry a reduction: dst = operand OP incoming, computed by the
+ *     transport as data arrives (so the bytes are touched once, while in cache).
+ *  4. The connection set blocks in transport_set_wait() until some connection may have
+ *     progressed or the timeout passes: epoll for sockets, futex for shared memory. Never
+ *     spin unboundedly: 4 ranks on 2 cores must stay fast.
+ *  5. Errors carry a message naming the peer rank, its host and the failing call. */
+#ifndef COLL_TRANSPORT_TRANSPORT_H
+#define COLL_TRANSPORT_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/store.h"
+#include "coll.h"
+#include "mem/memops.h"
+
+typedef struct transport_conn transport_conn_t;
+typedef struct transport_set transport_set_t;
+
+typedef struct {
+  void *dst; /* where the bytes or the reduction result go */
+  const void *operand; /* NULL: plain copy; else dst = operand OP incoming */
+  mem_reduce_fn reduce; /* with operand */
+  size_t elem_size; /* the transport hands reduce() whole elements */
+  size_t len; /* bytes */
+} transport_recv_t;
+
+typedef struct transport_ops {
+  const char *name;
+  coll_status_t (*post_send)(transport_conn_t *conn, const void *buf, size_t len);
+  coll_status_t (*post_recv)(transport_conn_t *conn, const transport_recv_t *recv);
+  /* Move what can move now; report completed counts. */
+  coll_status_t (*progress)(transport_conn_t *conn, uint64_t *sends_done, uint64_t *recvs_done);
+  void (*close)(transport_conn_t *conn);
+} transport_ops_t;
+
+/* Common head of every connection: the transport file embeds it first. */
+struct transport_conn {
+  const transport_ops_t *ops;
+  int peer;
+};
+
+static inline coll_status_t transport_post_send(transport_conn_t *c, const void *buf,
+                                                size_t len) {
+  return c->ops->post_send(c, buf, len);
+}
+static inline coll_status_t transport_post_recv(transport_conn_t *c, const transport_recv_t *r) {
+  return c->ops->post_recv(c, r);
+}
+static inline coll_status_t transport_progress(transport_conn_t *c, uint64_t *sends_done,
+                                               uint64_t *recvs_done) {
+  return c->ops->progress(c, sends_done, recvs_done);
+}
+
+/* What rendezvous knows when connecting. */
+typedef struct {
+  store_client_t *store;
+  const char *key_prefix; /* unique per communicator, e.g. "comm/0/" */
+  int rank;
+  int nranks;
+  const char *const *host_ids; /* host id of every rank (same host: same string) */
+  const char *forced; /* COLL_TRANSPORT value or NULL */
+  int timeout_ms;
+} transport_setup_t;
+
+/* Connect this rank to every other rank (collective: all ranks call it). Picks each
+ * pair's transport from the registry (first whose probe accepts the pair), or the forced
+ * one (an error if it cannot serve a pair). */
+coll_status_t transport_set_connect(const transport_setup_t *setup, transport_set_t **set);
+/* The connection to `peer` (NULL for self). */
+transport_conn_t *transport_set_conn(transport_set_t *set, int peer);
+/* Block until a connection may progress, at most timeout_ms. */
+coll_status_t transport_set_wait(transport_set_t *set, int timeout_ms);
+/* Bytes of staging memory this rank holds for its connections. */
+size_t transport_set_staging_bytes(const transport_set_t *set);
+void transport_set_close(transport_set_t *set);
+
+#endif
