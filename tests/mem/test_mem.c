@@ -1,0 +1,338 @@
+/* Check suite 'mem': every host reduction (dtype x op, aliasing forms, odd lengths) against
+ * a scalar reference computed another way, and the float16/bfloat16 conversions. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mem/memops.h"
+
+static const size_t dtype_sizes[COLL_DTYPE_COUNT] = {
+    [COLL_INT8] = 1,    [COLL_UINT8] = 1,    [COLL_INT32] = 4,   [COLL_UINT32] = 4,
+    [COLL_INT64] = 8,   [COLL_UINT64] = 8,   [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
+    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
+};
+
+/* Deterministic pseudo-random numbers (xorshift64*). */
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+/* Integer reference: compute in 64-bit unsigned (wrapping), truncate to the width. */
+static uint64_t ref_int(uint64_t ux, uint64_t uy, int64_t sx, int64_t sy, int is_signed,
+                        coll_op_t op) {
+  switch (op) {
+    case COLL_SUM:
+    case COLL_AVG: return ux + uy;
+    case COLL_PROD: return ux * uy;
+    case COLL_MIN: return is_signed ? (sx < sy ? ux : uy) : (ux < uy ? ux : uy);
+    case COLL_MAX: return is_signed ? (sx > sy ? ux : uy) : (ux > uy ? ux : uy);
+    default: return 0;
+  }
+}
+
+/* Float reference in double; NaN from either side propagates for min/max. */
+static double ref_float(double x, double y, coll_op_t op) {
+  switch (op) {
+    case COLL_SUM:
+    case COLL_AVG: return x + y;
+    case COLL_PROD: return x * y;
+    case COLL_MIN: return (isnan(x) || isnan(y)) ? NAN : (x < y ? x : y);
+    case COLL_MAX: return (isnan(x) || isnan(y)) ? NAN : (x > y ? x : y);
+    default: return 0;
+  }
+}
+
+/* Element i of a buffer as (unsigned bits, signed value) or as a double. */
+static void load_int(const void *p, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
+  switch (t) {
+    case COLL_INT8: *s = ((const int8_t *)p)[i]; break;
+    case COLL_UINT8: *s = ((const uint8_t *)p)[i]; break;
+    case COLL_INT32: *s = ((const int32_t *)p)[i]; break;
+    case COLL_UINT32: *s = ((const uint32_t *)p)[i]; break;
+    case COLL_INT64: *s = ((const int64_t *)p)[i]; break;
+    case COLL_UINT64: *s = (int64_t)((const uint64_t *)p)[i]; break;
+    default: *s = 0;
+  }
+  *u = (uint64_t)*s;
+}
+
+static double load_float(const void *p, size_t i, coll_dtype_t t) {
+  switch (t) {
+    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)p)[i]);
+    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)p)[i]);
+    case COLL_FLOAT32: return ((const float *)p)[i];
+    case COLL_FLOAT64: return ((const double *)p)[i];
+    default: return 0;
+  }
+}
+
+static int is_float(coll_dtype_t t) { return t >= COLL_FLOAT16; }
+
+/* Expected bits of element i, written into out (elem size bytes). Float results go
+ * double -> float -> half: with 24 >= 2*11+2 bits this double rounding is exact. */
+static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, coll_op_t op,
+                     void *out) {
+  if (!is_float(t)) {
+    uint64_t ux, uy;
+    int64_t sx, sy;
+    load_int(a, i, t, &ux, &sx);
+    load_int(b, i, t, &uy, &sy);
+    uint64_t r = ref_int(ux, uy, sx, sy, t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64,
+                         op);
+    memcpy(out, &r, dtype_sizes[t]); /* little-endian: the low bytes */
+    return;
+  }
+  double r = ref_float(load_float(a, i, t), load_float(b, i, t), op);
+  uint16_t h;
+  float f;
+  switch (t) {
+    case COLL_FLOAT16: h = mem_float_to_half((float)r); memcpy(out, &h, 2); break;
+    case COLL_BFLOAT16: h = mem_float_to_bf16((float)r); memcpy(out, &h, 2); break;
+    case COLL_FLOAT32: f = (float)r; memcpy(out, &f, 4); break;
+    default: memcpy(out, &r, 8); break;
+  }
+}
+
+/* Fill with values that exercise each type: small and large integers, negative numbers,
+ * and for floats a few zeros of both signs, infinities and NaNs. */
+static void fill(void *p, size_t n, coll_dtype_t t, uint64_t seed) {
+  uint64_t s = seed | 1;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = rng_next(&s);
+    double v = ((double)(r >> 11) / 9007199254740992.0 - 0.5) * 200.0;
+    if (i % 97 == 5) v = INFINITY;
+    if (i % 89 == 7) v = -0.0;
+    if (i % 83 == 3) v = NAN;
+    switch (t) {
+      case COLL_FLOAT16: ((uint16_t *)p)[i] = mem_float_to_half((float)v); break;
+      case COLL_BFLOAT16: ((uint16_t *)p)[i] = mem_float_to_bf16((float)v); break;
+      case COLL_FLOAT32: ((float *)p)[i] = (float)v; break;
+      case COLL_FLOAT64: ((double *)p)[i] = v; break;
+      default: memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]); break;
+    }
+  }
+}
+
+/* Compare bitwise, except that any NaN matches any NaN. */
+static int same_element(const void *got, const void *want, coll_dtype_t t) {
+  size_t sz = dtype_sizes[t];
+  if (memcmp(got, want, sz) == 0) return 1;
+  if (!is_float(t)) return 0;
+  return isnan(load_float(got, 0, t)) && isnan(load_float(want, 0, t));
+}
+
+static const size_t lengths[] = {0, 1, 3, 16, 17, 255, 256, 257, 1000, 4099};
+
+/* Alias forms: 0 distinct, 1 dst == a, 2 dst == b, 3 dst == a == b. */
+static void check_reduction(coll_dtype_t t, coll_op_t op, int alias) {
+  mem_reduce_fn fn = mem_host_reduce_fn(t, op);
+  ck_assert(fn != NULL);
+  size_t sz = dtype_sizes[t];
+  for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+    size_t n = lengths[li];
+    /* +1 element so that buffers start misaligned for the vector loops. */
+    char *a = malloc((n + 1) * sz), *b = malloc((n + 1) * sz), *d = malloc((n + 1) * sz);
+    char *want = malloc((n + 1) * sz);
+    ck_assert(a && b && d && want);
+    char *pa = a + sz, *pb = b + sz, *pd = d + sz;
+    fill(pa, n, t, 1234 + n);
+    fill(pb, n, t, 987 + n * 7);
+    if (alias == 3) memcpy(pb, pa, n * sz);
+    for (size_t i = 0; i < n; i++) expected(pa, pb, i, t, op, want + i * sz);
+    const void *srca = pa, *srcb = pb;
+    void *dst = pd;
+    if (alias == 1) dst = pa;
+    if (alias == 2) dst = pb;
+    if (alias == 3) dst = pa, srcb = pa;
+    fn(dst, srca, srcb, n);
+    for (size_t i = 0; i < n; i++) {
+      if (!same_element((char *)dst + i * sz, want + i * sz, t))
+        ck_abort_msg("dtype %d op %d alias %d n %zu: element %zu differs from the reference",
+                     (int)t, (int)op, alias, n, i);
+    }
+    free(a);
+    free(b);
+    free(d);
+    free(want);
+  }
+}
+
+/* Loop-test index -> (dtype, op): every pair. */
+START_TEST(reduction_matches_reference_for_every_dtype_and_op) {
+  coll_dtype_t t = (coll_dtype_t)(_i / COLL_OP_COUNT);
+  coll_op_t op = (coll_op_t)(_i % COLL_OP_COUNT);
+  for (int alias = 0; alias < 4; alias++) check_reduction(t, op, alias);
+}
+END_TEST
+
+START_TEST(reduce_table_rejects_unknown_dtype_and_op) {
+  ck_assert(mem_host_reduce_fn(COLL_DTYPE_COUNT, COLL_SUM) == NULL);
+  ck_assert(mem_host_reduce_fn(COLL_FLOAT32, COLL_OP_COUNT) == NULL);
+  ck_assert(mem_host_reduce_fn((coll_dtype_t)-1, COLL_SUM) == NULL);
+}
+END_TEST
+
+START_TEST(integer_sum_and_product_wrap_around) {
+  int8_t a8[2] = {127, -128}, b8[2] = {1, -1}, d8[2];
+  mem_host_reduce_fn(COLL_INT8, COLL_SUM)(d8, a8, b8, 2);
+  ck_assert_int_eq(d8[0], -128);
+  ck_assert_int_eq(d8[1], 127);
+  int64_t a64[1] = {INT64_MAX}, b64[1] = {2}, d64[1];
+  mem_host_reduce_fn(COLL_INT64, COLL_PROD)(d64, a64, b64, 1);
+  ck_assert_int_eq(d64[0], -2);
+  uint32_t a32[1] = {UINT32_MAX}, b32[1] = {2}, d32[1];
+  mem_host_reduce_fn(COLL_UINT32, COLL_SUM)(d32, a32, b32, 1);
+  ck_assert_uint_eq(d32[0], 1);
+}
+END_TEST
+
+START_TEST(float_min_max_propagate_nan_from_either_side) {
+  float a[3] = {NAN, 1.0f, 2.0f}, b[3] = {1.0f, NAN, 3.0f}, d[3];
+  for (coll_op_t op = COLL_MIN; op <= COLL_MAX; op++) {
+    mem_host_reduce_fn(COLL_FLOAT32, op)(d, a, b, 3);
+    ck_assert(isnan(d[0]) && isnan(d[1]));
+    ck_assert(d[2] == (op == COLL_MIN ? 2.0f : 3.0f));
+  }
+}
+END_TEST
+
+START_TEST(finish_avg_divides_every_type) {
+  int32_t i32[3] = {9, -9, 10};
+  mem_host_finish_avg(i32, 3, COLL_INT32, 4);
+  ck_assert_int_eq(i32[0], 2);
+  ck_assert_int_eq(i32[1], -2); /* truncates toward zero */
+  ck_assert_int_eq(i32[2], 2);
+  uint8_t u8[1] = {255};
+  mem_host_finish_avg(u8, 1, COLL_UINT8, 2);
+  ck_assert_uint_eq(u8[0], 127);
+  double f64[2] = {3.0, -1.5};
+  mem_host_finish_avg(f64, 2, COLL_FLOAT64, 3);
+  ck_assert(f64[0] == 1.0 && f64[1] == -0.5);
+  float f32[1] = {0.3f * 3};
+  mem_host_finish_avg(f32, 1, COLL_FLOAT32, 3);
+  ck_assert(f32[0] == (0.3f * 3) / 3.0f);
+  uint16_t h[2] = {mem_float_to_half(6.0f), mem_float_to_half(INFINITY)};
+  mem_host_finish_avg(h, 2, COLL_FLOAT16, 4);
+  ck_assert(mem_half_to_float(h[0]) == 1.5f);
+  ck_assert(isinf(mem_half_to_float(h[1])));
+  uint16_t bf[1] = {mem_float_to_bf16(-8.0f)};
+  mem_host_finish_avg(bf, 1, COLL_BFLOAT16, 8);
+  ck_assert(mem_bf16_to_float(bf[0]) == -1.0f);
+  int8_t one[1] = {5};
+  mem_host_finish_avg(one, 1, COLL_INT8, 1); /* one rank: unchanged */
+  ck_assert_int_eq(one[0], 5);
+}
+END_TEST
+
+/* Independent rounding reference: binary search of the (monotone) positive encodings
+ * 0..max_bits for the nearest value, ties to the even encoding. */
+static uint16_t nearest_encoding(float f, float (*to_float)(uint16_t), uint16_t inf_bits) {
+  uint16_t sign = signbit(f) ? 0x8000 : 0;
+  double v = fabs((double)f);
+  uint16_t lo = 0, hi = inf_bits; /* to_float(lo) <= v < to_float(hi) once narrowed */
+  if (v >= (double)to_float(inf_bits)) return (uint16_t)(sign | inf_bits);
+  while (hi - lo > 1) {
+    uint16_t mid = (uint16_t)((lo + hi) / 2);
+    if ((double)to_float(mid) <= v)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  double dlo = v - (double)to_float(lo);
+  double dhi;
+  if (hi == inf_bits) {
+    /* The value past the largest finite one, for the overflow tie: 2 * max - prev. */
+    double top = 2.0 * (double)to_float(lo) - (double)to_float((uint16_t)(lo - 1));
+    dhi = top - v;
+  } else {
+    dhi = (double)to_float(hi) - v;
+  }
+  uint16_t pick = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+  return (uint16_t)(sign | pick);
+}
+
+START_TEST(half_conversions_round_trip_every_encoding) {
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = mem_half_to_float((uint16_t)h);
+    uint16_t back = mem_float_to_half(f);
+    if ((h & 0x7C00u) == 0x7C00u && (h & 0x3FFu)) {
+      ck_assert_msg(isnan(f) && (back & 0x7C00u) == 0x7C00u && (back & 0x3FFu) &&
+                        (back & 0x8000u) == (h & 0x8000u),
+                    "half NaN 0x%04x must stay NaN", h);
+    } else {
+      ck_assert_msg(back == h, "half 0x%04x -> %g -> 0x%04x", h, (double)f, back);
+    }
+    float g = mem_bf16_to_float((uint16_t)h);
+    uint16_t bback = mem_float_to_bf16(g);
+    if (isnan(g))
+      ck_assert(isnan(mem_bf16_to_float(bback)) && (bback & 0x8000u) == (h & 0x8000u));
+    else
+      ck_assert_msg(bback == h, "bf16 0x%04x -> %g -> 0x%04x", h, (double)g, bback);
+  }
+}
+END_TEST
+
+START_TEST(half_conversions_round_to_nearest_even) {
+  ck_assert_uint_eq(mem_float_to_half(65504.0f), 0x7BFF);
+  ck_assert_uint_eq(mem_float_to_half(65519.0f), 0x7BFF);
+  ck_assert_uint_eq(mem_float_to_half(65520.0f), 0x7C00);
+  ck_assert_uint_eq(mem_float_to_half(-1e9f), 0xFC00);
+  ck_assert_uint_eq(mem_float_to_half(0x1p-24f), 0x0001);
+  ck_assert_uint_eq(mem_float_to_half(0x1p-25f), 0x0000);
+  ck_assert_uint_eq(mem_float_to_half(0x1.000002p-25f), 0x0001);
+  ck_assert_uint_eq(mem_float_to_half(0x3p-25f), 0x0002); /* tie 1.5 units -> 2 (even) */
+  ck_assert_uint_eq(mem_float_to_half(1.0f + 0x1p-11f), 0x3C00); /* tie -> even */
+  ck_assert_uint_eq(mem_float_to_half(1.0f + 0x3p-11f), 0x3C02);
+  ck_assert_uint_eq(mem_float_to_half(-0.0f), 0x8000);
+  ck_assert_uint_eq(mem_float_to_bf16(1.0f + 0x1p-8f), 0x3F80); /* tie -> even */
+  ck_assert_uint_eq(mem_float_to_bf16(1.0f + 0x3p-8f), 0x3F82);
+  ck_assert_uint_eq(mem_float_to_bf16(INFINITY), 0x7F80);
+  ck_assert_uint_eq(mem_float_to_bf16(-INFINITY), 0xFF80);
+  ck_assert(isnan(mem_bf16_to_float(mem_float_to_bf16(NAN))));
+  ck_assert(isnan(mem_half_to_float(mem_float_to_half(-NAN))));
+  ck_assert(isinf(mem_half_to_float(mem_float_to_half(INFINITY))));
+  uint64_t s = 42;
+  for (int i = 0; i < 200000; i++) {
+    uint32_t bits = (uint32_t)(rng_next(&s) >> 32);
+    /* Keep exponents near the half range so that subnormals and overflow show up. */
+    bits = (bits & 0x807FFFFFu) | ((uint32_t)(100 + (bits >> 23) % 50) << 23);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    ck_assert_msg(mem_float_to_half(f) == nearest_encoding(f, mem_half_to_float, 0x7C00),
+                  "float %a to half", (double)f);
+    uint32_t bbits = (uint32_t)(rng_next(&s) >> 32);
+    if ((bbits & 0x7F800000u) == 0x7F800000u) continue;
+    memcpy(&f, &bbits, sizeof f);
+    ck_assert_msg(mem_float_to_bf16(f) == nearest_encoding(f, mem_bf16_to_float, 0x7F80),
+                  "float %a to bf16", (double)f);
+  }
+}
+END_TEST
+
+static Suite *mem_suite(void) {
+  Suite *s = suite_create("mem");
+  TCase *tc = tcase_create("host");
+  tcase_add_loop_test(tc, reduction_matches_reference_for_every_dtype_and_op, 0,
+                      COLL_DTYPE_COUNT * COLL_OP_COUNT);
+  tcase_add_test(tc, reduce_table_rejects_unknown_dtype_and_op);
+  tcase_add_test(tc, integer_sum_and_product_wrap_around);
+  tcase_add_test(tc, float_min_max_propagate_nan_from_either_side);
+  tcase_add_test(tc, finish_avg_divides_every_type);
+  tcase_add_test(tc, half_conversions_round_trip_every_encoding);
+  tcase_add_test(tc, half_conversions_round_to_nearest_even);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(mem_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
