@@ -1,0 +1,127 @@
+/* The public collectives: argument checks, algorithm choice (forced or cost model,
+ * identical on every rank), then the executor, blocking or through a request. */
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "core/comm.h"
+
+/* Checks shared by every collective; on success *call is ready for the executor. */
+static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *call) {
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  st = comm_check_usable(comm, what);
+  if (st != COLL_OK) return st;
+  size_t esz = coll_dtype_size(call->dtype);
+  if (esz == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)call->dtype);
+  if (call->kind == COLL_KIND_ALL_REDUCE && coll_op_name(call->op) == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
+  if (call->kind == COLL_KIND_BROADCAST && (call->root < 0 || call->root >= comm->nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what,
+                      call->root, comm->nranks);
+  if (call->count > 0) {
+    if (call->sendbuf == NULL || call->recvbuf == NULL)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", what,
+                        call->sendbuf == NULL ? "sendbuf" : "recvbuf", call->count);
+    if (call->count > (SIZE_MAX / 2) / esz)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size",
+                        what, call->count, coll_dtype_name(call->dtype));
+    uintptr_t s = (uintptr_t)call->sendbuf, r = (uintptr_t)call->recvbuf;
+    size_t bytes = call->count * esz;
+    if (s != r && s < r + bytes && r < s + bytes)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf and recvbuf overlap partially (in-place calls pass the "
+                        "same pointer twice)",
+                        what);
+  }
+  if (comm->algo_check_pending) {
+    st = rdv_check_algo(comm);
+    if (st != COLL_OK) return st;
+    comm->algo_check_pending = false;
+  }
+  call->algo = comm->algo;
+  if (call->algo == COLL_ALGO_AUTO) {
+    sched_params_t p = {.collective = call->kind,
+                        .count = call->count,
+                        .dtype = call->dtype,
+                        .rank = comm->rank,
+                        .nranks = comm->nranks,
+                        .root = call->root,
+                        .segment_bytes = comm->segment_bytes};
+    call->algo = comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost)
+                                                      : COLL_ALGO_RING;
+  }
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO))
+    coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s", what, call->count,
+             coll_dtype_name(call->dtype), call->kind == COLL_KIND_ALL_REDUCE ? " " : "",
+             call->kind == COLL_KIND_ALL_REDUCE ? coll_op_name(call->op) : "",
+             coll_algo_name(call->algo), comm->algo == COLL_ALGO_AUTO ? " (cost model)" : "",
+             exec_transport_name(comm));
+  return COLL_OK;
+}
+
+static coll_status_t run_blocking(coll_comm_t *comm, const char *what, exec_call_t *call) {
+  coll_status_t st = prepare(comm, what, call);
+  if (st != COLL_OK) return st;
+  st = progress_run_blocking(comm, call);
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
+static coll_status_t run_async(coll_comm_t *comm, const char *what, exec_call_t *call,
+                               coll_request_t **request) {
+  if (request == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+  *request = NULL;
+  coll_status_t st = prepare(comm, what, call);
+  if (st != COLL_OK) return st;
+  st = progress_submit(comm, call, request);
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
+static exec_call_t all_reduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op) {
+  return (exec_call_t){.kind = COLL_KIND_ALL_REDUCE,
+                       .sendbuf = sendbuf,
+                       .recvbuf = recvbuf,
+                       .count = count,
+                       .dtype = dtype,
+                       .op = op};
+}
+
+static exec_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, int root) {
+  return (exec_call_t){.kind = COLL_KIND_BROADCAST,
+                       .sendbuf = buf,
+                       .recvbuf = buf,
+                       .count = count,
+                       .dtype = dtype,
+                       .op = COLL_SUM,
+                       .root = root};
+}
+
+coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                              coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm) {
+  exec_call_t call = all_reduce_call(sendbuf, recvbuf, count, dtype, op);
+  return run_blocking(comm, "coll_all_reduce", &call);
+}
+
+coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                    coll_request_t **request) {
+  exec_call_t call = all_reduce_call(sendbuf, recvbuf, count, dtype, op);
+  return run_async(comm, "coll_all_reduce_async", &call, request);
+}
+
+coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,
+                             coll_comm_t *comm) {
+  exec_call_t call = broadcast_call(buf, count, dtype, root);
+  return run_blocking(comm, "coll_broadcast", &call);
+}
+
+coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_t dtype, int root,
+                                   coll_comm_t *comm, coll_request_t **request) {
+  exec_call_t call = broadcast_call(buf, count, dtype, root);
+  return run_async(comm, "coll_broadcast_async", &call, request);
+}

@@ -1,0 +1,250 @@
+/* Communicator lifetime: init from a config or the launcher's environment (hosting the
+ * store on rank 0 when no launcher does), destroy with a final barrier, abort, and the
+ * small queries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "core/comm.h"
+
+enum { DEFAULT_TIMEOUT_MS = 300000 };
+
+coll_status_t comm_check(const coll_comm_t *comm, const char *what) {
+  if (comm == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: comm is NULL", what);
+  if (comm->magic != COMM_MAGIC)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "%s: comm is not a live communicator (destroyed or corrupt)", what);
+  return COLL_OK;
+}
+
+coll_status_t comm_check_usable(coll_comm_t *comm, const char *what) {
+  if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
+    return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->rank,
+                      what);
+  int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+  if (failed != 0)
+    return coll_error((coll_status_t)failed,
+                      "rank %d: %s: the communicator failed earlier and cannot be used: %s",
+                      comm->rank, what, comm->failed_message);
+  return COLL_OK;
+}
+
+void comm_mark_failed(coll_comm_t *comm, coll_status_t status) {
+  if (status == COLL_ERR_ABORTED || status == COLL_OK) return;
+  /* The message is written before `failed` is published (release), read after (acquire). */
+  int expected = 0;
+  if (atomic_load(&comm->failed) != 0) return;
+  snprintf(comm->failed_message, sizeof comm->failed_message, "%s", coll_last_error());
+  atomic_compare_exchange_strong(&comm->failed, &expected, (int)status);
+}
+
+static size_t staging_now(const coll_comm_t *comm) {
+  size_t t = comm->transports ? transport_set_staging_bytes(comm->transports) : 0;
+  return t + exec_scratch_bytes(&comm->exec);
+}
+
+void comm_update_staging_peak(coll_comm_t *comm) {
+  size_t now = staging_now(comm);
+  if (now > comm->staging_peak) comm->staging_peak = now;
+}
+
+static coll_status_t validate_config(const coll_config_t *cfg) {
+  if (cfg->size < 1)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: size %d must be >= 1",
+                      cfg->size);
+  if (cfg->rank < 0 || cfg->rank >= cfg->size)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: rank %d is outside [0, %d)", cfg->rank, cfg->size);
+  if (cfg->local_rank < -1)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: local_rank %d must be >= -1", cfg->local_rank);
+  if (cfg->size > 1 && (cfg->master_port < 1 || cfg->master_port > 65535))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: master_port %d is outside 1..65535",
+                      cfg->master_port);
+  if (cfg->timeout_ms < 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: timeout_ms %d must be >= 0", cfg->timeout_ms);
+  if (cfg->host_store < -1 || cfg->host_store > 1)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: host_store %d must be -1, 0 or 1",
+                      cfg->host_store);
+  return COLL_OK;
+}
+
+/* Free whatever init got to; also the tail of destroy. */
+static void comm_free(coll_comm_t *comm) {
+  progress_stop(comm);
+  transport_set_close(comm->transports);
+  store_client_close(comm->store);
+  store_server_stop(comm->server);
+  exec_free(&comm->exec);
+  pthread_cond_destroy(&comm->queue_cv);
+  pthread_cond_destroy(&comm->done_cv);
+  pthread_mutex_destroy(&comm->mu);
+  comm->magic = COMM_DEAD_MAGIC;
+  free(comm);
+}
+
+static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg,
+                                   const char *token) {
+  int64_t hosted = 0;
+  coll_status_t st = coll_env_int("COLL_STORE_HOSTED", 0, 1, 0, &hosted);
+  if (st != COLL_OK) return st;
+  bool host = cfg->host_store == 1 || (cfg->host_store == -1 && cfg->rank == 0 && !hosted);
+  const char *addr = cfg->master_addr ? cfg->master_addr : "127.0.0.1";
+  if (host) {
+    /* Like PyTorch: rank 0 serves on all interfaces at MASTER_PORT for the
+     * communicator's life. */
+    store_server_options_t opts = {.bind_addr = NULL, .port = (uint16_t)cfg->master_port,
+                                   .token = token};
+    st = store_server_start(&opts, &comm->server);
+    if (st != COLL_OK)
+      return coll_error_prefix(st, "rank %d: hosting the store on port %d: ", cfg->rank,
+                               cfg->master_port);
+  }
+  st = store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->timeout_ms,
+                            &comm->store);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", cfg->rank);
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **out) {
+  if (config == NULL || out == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: %s is NULL",
+                      config == NULL ? "config" : "comm");
+  *out = NULL;
+  coll_status_t st = validate_config(config);
+  if (st != COLL_OK) return st;
+  int64_t timeout = config->timeout_ms;
+  if (timeout == 0) {
+    st = coll_env_int("COLL_TIMEOUT_MS", 1, INT32_MAX / 2, DEFAULT_TIMEOUT_MS, &timeout);
+    if (st != COLL_OK) return st;
+  }
+  int64_t spin_us;
+  st = coll_env_int("COLL_SPIN_US", 0, 1000000, 20, &spin_us);
+  if (st != COLL_OK) return st;
+  coll_algo_t env_algo;
+  st = launch_env_algo(&env_algo);
+  if (st != COLL_OK) return st;
+  const char *token = config->token ? config->token : coll_env_str("COLL_JOB_TOKEN");
+
+  coll_comm_t *comm = calloc(1, sizeof *comm);
+  if (comm == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_init: out of memory");
+  comm->rank = config->rank;
+  comm->nranks = config->size;
+  comm->local_rank = config->local_rank;
+  comm->timeout_ms = (int)timeout;
+  comm->algo = env_algo;
+  comm->cost = algo_cost_shm_default;
+  snprintf(comm->key_prefix, sizeof comm->key_prefix, "coll/single/");
+  atomic_init(&comm->aborted, 0);
+  atomic_init(&comm->failed, 0);
+  atomic_init(&comm->heartbeat_ns, 0);
+  pthread_mutex_init(&comm->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&comm->queue_cv, &ca);
+  pthread_cond_init(&comm->done_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  comm->magic = COMM_MAGIC;
+  coll_log_set_rank(comm->rank);
+
+  st = exec_init(&comm->exec, comm->nranks);
+  if (st != COLL_OK) goto fail;
+  comm->exec.spin_ns = spin_us * 1000;
+  if (comm->nranks > 1) {
+    st = connect_store(comm, config, token);
+    if (st == COLL_OK) st = rdv_connect(comm, env_algo);
+    if (st != COLL_OK) goto fail;
+  }
+  comm_update_staging_peak(comm);
+  st = progress_start(comm);
+  if (st != COLL_OK) goto fail;
+  *out = comm;
+  coll_error_clear();
+  return COLL_OK;
+fail:
+  comm_free(comm);
+  return st;
+}
+
+coll_status_t coll_comm_init_env(coll_comm_t **comm) {
+  if (comm == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_env: comm is NULL");
+  *comm = NULL;
+  coll_config_t cfg;
+  coll_status_t st = launch_env_config(&cfg);
+  if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_init_env: ");
+  return coll_comm_init_config(&cfg, comm);
+}
+
+coll_status_t coll_comm_destroy(coll_comm_t *comm) {
+  if (comm == NULL) return COLL_OK;
+  coll_status_t st = comm_check(comm, "coll_comm_destroy");
+  if (st != COLL_OK) return st;
+  progress_stop(comm);
+  /* Skip the barrier when the peers may be gone (abort, failure): it could only time
+   * out. Otherwise nobody closes its connections, nor rank 0 its store, while a peer
+   * may still need them. */
+  bool healthy = !atomic_load(&comm->aborted) && !atomic_load(&comm->failed);
+  if (comm->nranks > 1 && healthy) st = rdv_finish(comm);
+  comm_free(comm);
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
+coll_status_t coll_comm_abort(coll_comm_t *comm) {
+  coll_status_t st = comm_check(comm, "coll_comm_abort");
+  if (st != COLL_OK) return st;
+  atomic_store(&comm->aborted, 1);
+  progress_wake_all(comm);
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank) {
+  coll_status_t st = comm_check(comm, "coll_comm_rank");
+  if (st != COLL_OK) return st;
+  if (rank == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_rank: rank is NULL");
+  *rank = comm->rank;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_size(const coll_comm_t *comm, int *size) {
+  coll_status_t st = comm_check(comm, "coll_comm_size");
+  if (st != COLL_OK) return st;
+  if (size == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_size: size is NULL");
+  *size = comm->nranks;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *stats) {
+  coll_status_t st = comm_check(comm, "coll_comm_mem_stats");
+  if (st != COLL_OK) return st;
+  if (stats == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_mem_stats: stats is NULL");
+  stats->staging_bytes = staging_now(comm);
+  stats->staging_bytes_peak =
+      comm->staging_peak > stats->staging_bytes ? comm->staging_peak : stats->staging_bytes;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
+  coll_status_t st = comm_check(comm, "coll_comm_set_algo");
+  if (st != COLL_OK) return st;
+  if ((unsigned)algo >= COLL_ALGO_COUNT)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_set_algo: unknown algorithm %d",
+                      (int)algo);
+  comm->algo = algo;
+  /* Agreement costs a store round trip; it is paid once, at the next collective. */
+  if (comm->nranks > 1) comm->algo_check_pending = true;
+  coll_error_clear();
+  return COLL_OK;
+}

@@ -1,0 +1,169 @@
+/* The communicator: what one rank holds for one group of ranks (store, transports,
+ * agreed constants, executor state, the progress thread and its queue), and the internal
+ * functions the core files share. */
+#ifndef COLL_CORE_COMM_H
+#define COLL_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "algo/schedule.h"
+#include "bootstrap/store.h"
+#include "coll.h"
+#include "transport/transport.h"
+
+/* A live communicator carries COMM_MAGIC; destroy overwrites it, so most uses after
+ * destroy are caught (best effort: the memory may be reused by then). */
+#define COMM_MAGIC 0x636f6c6c636f6d6dULL /* "collcomm" */
+#define COMM_DEAD_MAGIC 0x6465616463636f6dULL
+#define COMM_KEY_PREFIX_MAX 64
+#define COMM_MESSAGE_MAX 512
+/* Schedules kept per communicator: DDP repeats a handful of bucket sizes. */
+#define EXEC_CACHE_SIZE 8
+
+/* One collective call as the executor sees it; the algorithm is already resolved. */
+typedef struct {
+  coll_kind_t kind;
+  const void *sendbuf; /* broadcast: same as recvbuf */
+  void *recvbuf;
+  size_t count;
+  coll_dtype_t dtype;
+  coll_op_t op;
+  int root;
+  coll_algo_t algo; /* never AUTO */
+} exec_call_t;
+
+/* Per peer, the transport's monotonic counters as last seen and what we posted. */
+typedef struct {
+  uint64_t sends_posted;
+  uint64_t recvs_posted;
+  uint64_t sends_done;
+  uint64_t recvs_done;
+} exec_peer_t;
+
+typedef struct {
+  bool valid;
+  coll_kind_t kind;
+  size_t count;
+  coll_dtype_t dtype;
+  int root;
+  coll_algo_t algo;
+  size_t segment_bytes;
+  uint64_t last_use;
+  sched_t sched;
+  uint32_t *op_step; /* step index of each op */
+  uint8_t *state; /* per op: OP_IDLE, OP_POSTED, OP_DONE (reset every run) */
+  uint64_t *seq; /* per posted op: its index in the peer's send or receive order */
+} exec_cache_entry_t;
+
+typedef struct {
+  exec_peer_t *peers; /* nranks */
+  uint8_t *chan_blocked; /* 2 * nranks: per peer, send and receive channel (scan scratch) */
+  void *scratch;
+  size_t scratch_bytes;
+  exec_cache_entry_t cache[EXEC_CACHE_SIZE];
+  uint64_t use_clock;
+  int64_t spin_ns; /* spin this long on progress() before blocking in set_wait */
+} exec_t;
+
+struct coll_request {
+  coll_comm_t *comm;
+  struct coll_request *next;
+  exec_call_t call;
+  atomic_int done;
+  coll_status_t status;
+  char message[COMM_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
+};
+
+struct coll_comm {
+  uint64_t magic;
+  int rank;
+  int nranks;
+  int local_rank;
+  int timeout_ms;
+  char key_prefix[COMM_KEY_PREFIX_MAX];
+  store_server_t *server; /* when this rank hosts the store */
+  store_client_t *store;
+  transport_set_t *transports;
+
+  /* Agreed at init (rank 0's values) and by coll_comm_set_algo. */
+  coll_algo_t algo; /* AUTO: cost model */
+  algo_cost_t cost;
+  size_t segment_bytes; /* COLL_CHUNK_SIZE; 0: the algorithm's default */
+  bool algo_check_pending; /* set_algo was called: agree before the next collective */
+  int algo_epoch;
+
+  exec_t exec;
+
+  /* Progress thread and its FIFO; mu guards everything below up to `epoch`. */
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t queue_cv; /* work queued or stop requested */
+  pthread_cond_t done_cv; /* a request completed or the communicator aborted */
+  coll_request_t *head;
+  coll_request_t *tail;
+  bool busy; /* some thread is running the executor */
+  bool stop;
+  uint64_t epoch; /* completed operations */
+
+  atomic_int aborted;
+  atomic_llong heartbeat_ns; /* last time the executor saw progress (for waiters) */
+  /* First transport-level failure: the communicator is unusable afterwards. */
+  atomic_int failed;
+  char failed_message[COMM_MESSAGE_MAX];
+  size_t staging_peak;
+};
+
+/* ---- comm.c ---- */
+/* COLL_ERR_INVALID_ARGUMENT with a message unless comm is a live communicator. */
+coll_status_t comm_check(const coll_comm_t *comm, const char *what);
+/* Refuse work on an aborted or failed communicator. */
+coll_status_t comm_check_usable(coll_comm_t *comm, const char *what);
+/* Record a failure that leaves the transports in an unknown state. */
+void comm_mark_failed(coll_comm_t *comm, coll_status_t status);
+void comm_update_staging_peak(coll_comm_t *comm);
+
+/* ---- launch_env.c ---- */
+/* Fill cfg from the launcher's environment (torchrun, SLURM, Open MPI). Strings in cfg
+ * point into the environment. */
+coll_status_t launch_env_config(coll_config_t *cfg);
+/* COLL_ALGO as an algorithm (AUTO when unset); an unknown name is an error. */
+coll_status_t launch_env_algo(coll_algo_t *algo);
+
+/* ---- rendezvous.c ---- */
+/* Agree on the key prefix, host ids, forced algorithm and transport and cost constants,
+ * then connect the transports. Collective over all ranks. */
+coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo);
+/* Check through the store that every rank chose the same algorithm with set_algo. */
+coll_status_t rdv_check_algo(coll_comm_t *comm);
+/* Final barrier at destroy: nobody leaves before all arrived, and the store host waits
+ * until all have finished with the store. */
+coll_status_t rdv_finish(coll_comm_t *comm);
+
+/* ---- exec.c ---- */
+coll_status_t exec_init(exec_t *exec, int nranks);
+void exec_free(exec_t *exec);
+/* Run one collective to completion on the calling thread. */
+coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call);
+/* Bytes of scratch the executor holds. */
+size_t exec_scratch_bytes(const exec_t *exec);
+/* The transport name used towards the ring neighbour, for logs. */
+const char *exec_transport_name(coll_comm_t *comm);
+
+/* ---- progress.c ---- */
+coll_status_t progress_start(coll_comm_t *comm);
+/* Drain the queue (aborted work completes at once) and join the thread. */
+void progress_stop(coll_comm_t *comm);
+/* Run call: on the calling thread when nothing is queued (blocking fast path), else
+ * through the queue and wait. */
+coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call);
+/* Queue call for the progress thread. */
+coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
+                              coll_request_t **request);
+/* Wake every waiter (abort). */
+void progress_wake_all(coll_comm_t *comm);
+
+#endif

@@ -1,0 +1,295 @@
+/* Rendezvous through the store: a key prefix per communicator, each rank's host id and
+ * forced choices (COLL_ALGO, COLL_TRANSPORT) and rank 0's tuning constants, then the
+ * transports; also the set_algo agreement and the final barrier of destroy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "core/comm.h"
+
+enum { HOST_ID_MAX = 256, INFO_MAX = 1024, KEY_MAX = 160 };
+
+/* What one rank publishes at init. */
+typedef struct {
+  char host[HOST_ID_MAX];
+  char algo[16];
+  char transport[32]; /* "-" when not forced */
+  size_t chunk;
+  algo_cost_t shm;
+  algo_cost_t tcp;
+} rank_info_t;
+
+/* Ranks on one machine must agree and machines must differ: COLL_HOST_ID when given
+ * (containers, tests), else hostname plus the kernel's boot id. */
+static void host_id(char *out, size_t cap) {
+  const char *forced = coll_env_str("COLL_HOST_ID");
+  if (forced != NULL) {
+    snprintf(out, cap, "%s", forced);
+  } else {
+    char host[128] = "unknown";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+      if (fgets(boot, sizeof boot, f) == NULL) boot[0] = '\0';
+      fclose(f);
+    }
+    boot[strcspn(boot, "\r\n")] = '\0';
+    snprintf(out, cap, "%s/%s", host, boot);
+  }
+  /* The record is line-based. */
+  for (char *p = out; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = '_';
+}
+
+static void format_info(const rank_info_t *in, char *out, size_t cap) {
+  snprintf(out, cap,
+           "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\n",
+           in->host, in->algo, in->transport, in->chunk, in->shm.alpha, in->shm.beta,
+           in->shm.gamma, in->tcp.alpha, in->tcp.beta, in->tcp.gamma);
+}
+
+static bool parse_cost(const char *text, algo_cost_t *c) {
+  char *end;
+  c->alpha = strtod(text, &end);
+  if (*end != ',') return false;
+  c->beta = strtod(end + 1, &end);
+  if (*end != ',') return false;
+  c->gamma = strtod(end + 1, &end);
+  return *end == '\0';
+}
+
+static bool parse_info(char *text, rank_info_t *out) {
+  memset(out, 0, sizeof *out);
+  int seen = 0;
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *eq = strchr(line, '=');
+    if (eq == NULL) return false;
+    *eq = '\0';
+    const char *v = eq + 1;
+    if (strcmp(line, "host") == 0) {
+      snprintf(out->host, sizeof out->host, "%s", v);
+      seen |= 1;
+    } else if (strcmp(line, "algo") == 0) {
+      snprintf(out->algo, sizeof out->algo, "%s", v);
+      seen |= 2;
+    } else if (strcmp(line, "transport") == 0) {
+      snprintf(out->transport, sizeof out->transport, "%s", v);
+      seen |= 4;
+    } else if (strcmp(line, "chunk") == 0) {
+      int64_t n;
+      if (!coll_parse_int(v, &n) || n < 0) return false;
+      out->chunk = (size_t)n;
+      seen |= 8;
+    } else if (strcmp(line, "shm") == 0) {
+      if (!parse_cost(v, &out->shm)) return false;
+      seen |= 16;
+    } else if (strcmp(line, "tcp") == 0) {
+      if (!parse_cost(v, &out->tcp)) return false;
+      seen |= 32;
+    }
+  }
+  return seen == 63;
+}
+
+static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) {
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "%sinfo/%d", comm->key_prefix, r);
+  void *value = NULL;
+  size_t len = 0;
+  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+  if (st != COLL_OK)
+    return coll_error_prefix(st, "rank %d: rendezvous, waiting for rank %d: ", comm->rank, r);
+  char *text = malloc(len + 1);
+  if (text == NULL) {
+    free(value);
+    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->rank);
+  }
+  memcpy(text, value, len);
+  text[len] = '\0';
+  free(value);
+  bool ok = parse_info(text, out);
+  free(text);
+  if (!ok)
+    return coll_error(COLL_ERR_PROTOCOL, "rank %d: rendezvous record of rank %d is malformed",
+                      comm->rank, r);
+  return COLL_OK;
+}
+
+/* The k-th communicator a rank creates on this store gets prefix "coll/c<k>/": ranks
+ * create communicators in the same order (rule 4), so they agree without talking. */
+static coll_status_t agree_prefix(coll_comm_t *comm) {
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "coll/comms/%d", comm->rank);
+  int64_t k = 0;
+  coll_status_t st = store_add(comm->store, key, 1, &k, comm->timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->rank);
+  snprintf(comm->key_prefix, sizeof comm->key_prefix, "coll/c%lld/", (long long)k);
+  return COLL_OK;
+}
+
+/* Every rank checks every record, so all ranks fail together on a mismatch. */
+static coll_status_t check_same(const coll_comm_t *comm, const char *var, const char *mine0,
+                                const char *theirs, int r) {
+  if (strcasecmp(mine0, theirs) == 0) return COLL_OK;
+  if (r == comm->rank)
+    return coll_error(COLL_ERR_MISMATCH,
+                      "rank %d: %s differs between ranks: this rank has '%s' but rank 0 has "
+                      "'%s' (every rank must use the same value)",
+                      comm->rank, var, theirs, mine0);
+  return coll_error(COLL_ERR_MISMATCH,
+                    "rank %d: %s differs between ranks: rank %d has '%s' but rank 0 has '%s' "
+                    "(every rank must use the same value)",
+                    comm->rank, var, r, theirs, mine0);
+}
+
+coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
+  coll_status_t st = agree_prefix(comm);
+  if (st != COLL_OK) return st;
+
+  rank_info_t mine;
+  memset(&mine, 0, sizeof mine);
+  host_id(mine.host, sizeof mine.host);
+  snprintf(mine.algo, sizeof mine.algo, "%s", coll_algo_name(env_algo));
+  const char *forced = coll_env_str("COLL_TRANSPORT");
+  snprintf(mine.transport, sizeof mine.transport, "%s", forced ? forced : "-");
+  int64_t chunk;
+  st = coll_env_int("COLL_CHUNK_SIZE", 0, (int64_t)1 << 30, 0, &chunk);
+  if (st != COLL_OK) return st;
+  mine.chunk = (size_t)chunk;
+  mine.shm = algo_cost_shm_default;
+  mine.tcp = algo_cost_tcp_default;
+
+  char text[INFO_MAX], key[KEY_MAX];
+  format_info(&mine, text, sizeof text);
+  snprintf(key, sizeof key, "%sinfo/%d", comm->key_prefix, comm->rank);
+  st = store_set(comm->store, key, text, strlen(text), comm->timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->rank);
+
+  int n = comm->nranks;
+  rank_info_t *all = calloc((size_t)n, sizeof *all);
+  const char **hosts = calloc((size_t)n, sizeof *hosts);
+  if (all == NULL || hosts == NULL) {
+    st = coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->rank);
+    goto out;
+  }
+  for (int r = 0; r < n; r++) {
+    st = read_rank_info(comm, r, &all[r]);
+    if (st != COLL_OK) goto out;
+    hosts[r] = all[r].host;
+  }
+  for (int r = 1; r < n; r++) {
+    st = check_same(comm, "COLL_ALGO", all[0].algo, all[r].algo, r);
+    if (st == COLL_OK) st = check_same(comm, "COLL_TRANSPORT", all[0].transport, all[r].transport, r);
+    if (st != COLL_OK) goto out;
+  }
+  /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
+  bool one_host = true;
+  for (int r = 1; r < n; r++) one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
+  bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
+  comm->cost = tcp ? all[0].tcp : all[0].shm;
+  comm->segment_bytes = all[0].chunk;
+  comm->algo = env_algo;
+
+  char tp_prefix[COMM_KEY_PREFIX_MAX + 8];
+  snprintf(tp_prefix, sizeof tp_prefix, "%stp/", comm->key_prefix);
+  transport_setup_t setup = {
+      .store = comm->store,
+      .key_prefix = tp_prefix,
+      .rank = comm->rank,
+      .nranks = n,
+      .host_ids = hosts,
+      .forced = forced,
+      .timeout_ms = comm->timeout_ms,
+  };
+  st = transport_set_connect(&setup, &comm->transports);
+  if (st != COLL_OK) {
+    coll_error_prefix(st, "rank %d: connecting transports: ", comm->rank);
+    goto out;
+  }
+  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->key_prefix,
+           n, one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
+           comm->segment_bytes);
+out:
+  free(all);
+  free(hosts);
+  return st;
+}
+
+coll_status_t rdv_check_algo(coll_comm_t *comm) {
+  int epoch = ++comm->algo_epoch;
+  char key[KEY_MAX];
+  const char *mine = coll_algo_name(comm->algo);
+  snprintf(key, sizeof key, "%salgo/%d/%d", comm->key_prefix, epoch, comm->rank);
+  coll_status_t st = store_set(comm->store, key, mine, strlen(mine), comm->timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: coll_comm_set_algo: ", comm->rank);
+  char first[32] = "";
+  for (int r = 0; r < comm->nranks; r++) {
+    snprintf(key, sizeof key, "%salgo/%d/%d", comm->key_prefix, epoch, r);
+    void *value = NULL;
+    size_t len = 0;
+    st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+    if (st != COLL_OK)
+      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ",
+                               comm->rank, r);
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), (const char *)value);
+    free(value);
+    if (r == 0) {
+      memcpy(first, name, sizeof first);
+    } else if (strcmp(first, name) != 0) {
+      return coll_error(COLL_ERR_MISMATCH,
+                        "rank %d: coll_comm_set_algo differs between ranks: rank %d chose "
+                        "'%s' but rank 0 chose '%s'",
+                        comm->rank, r, name, first);
+    }
+  }
+  return COLL_OK;
+}
+
+static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip) {
+  int n = comm->nranks;
+  char **keys = calloc((size_t)n, sizeof *keys);
+  char *storage = calloc((size_t)n, KEY_MAX);
+  if (keys == NULL || storage == NULL) {
+    free(keys);
+    free(storage);
+    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: destroy: out of memory", comm->rank);
+  }
+  size_t nkeys = 0;
+  for (int r = 0; r < n; r++) {
+    if (r == skip) continue;
+    keys[nkeys] = storage + (size_t)r * KEY_MAX;
+    snprintf(keys[nkeys], KEY_MAX, "%s%s/%d", comm->key_prefix, what, r);
+    nkeys++;
+  }
+  coll_status_t st =
+      store_wait(comm->store, (const char *const *)keys, nkeys, comm->timeout_ms);
+  free(keys);
+  free(storage);
+  return st;
+}
+
+coll_status_t rdv_finish(coll_comm_t *comm) {
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "%sdone/%d", comm->key_prefix, comm->rank);
+  coll_status_t st = store_set(comm->store, key, "1", 1, comm->timeout_ms);
+  if (st == COLL_OK) st = wait_all(comm, "done", -1);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
+  if (comm->server == NULL) {
+    snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
+    return store_set(comm->store, key, "1", 1, comm->timeout_ms);
+  }
+  /* The host keeps serving until everyone has finished with the store. Ranks that
+   * host nothing announce it; a launcher-hosted store needs no wait at all. */
+  st = wait_all(comm, "left", comm->rank);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
+  return COLL_OK;
+}
