@@ -24,6 +24,8 @@ typedef struct {
   size_t key_max; /* 0: STORE_KEY_MAX */
   size_t value_max; /* 0: STORE_VALUE_MAX */
   int max_clients; /* 0: default (at least 4096) */
+  int frame_timeout_ms; /* a client silent this long in the middle of a frame is dropped;
+                           0: 30 s */
 } store_server_options_t;
 
 /* Bind, listen and start serving on a background thread (epoll). */
@@ -37,7 +39,7 @@ void store_server_stop(store_server_t *server);
 /* ---- client ---- */
 typedef struct store_client store_client_t;
 
-/* Connect to host:port, retrying until timeout_ms passes (the server may start after the
+/* Connect to host:port, retrying until timeout_ms passes (<= 0: 30 s) (the server may start after the
  * client). The token (NULL or "" for none) is sent in a hello frame; a server that wants
  * another one refuses with COLL_ERR_REFUSED. */
 coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
@@ -47,8 +49,10 @@ void store_client_close(store_client_t *client);
 /* "127.0.0.1:29500" — for messages. */
 const char *store_client_address(const store_client_t *client);
 
-/* Every call below has a deadline of timeout_ms (< 0: wait forever is NOT allowed; it is
- * treated as the client's default of 30 s). Errors name the store address and the key. */
+/* Every call below has a deadline of timeout_ms (<= 0: wait forever is NOT allowed; it is
+ * treated as the client's default of 30 s). Errors name the store address and the key.
+ * One client is used by one thread at a time. After a failed call the connection is closed
+ * and the next call reconnects (within its own deadline). */
 coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
                         int timeout_ms);
 /* Wait until the key exists, then return a malloc'ed copy of its value (caller frees). */
