@@ -1,0 +1,369 @@
+/* tcp transport, data path: messages striped over several non-blocking sockets per peer,
+ * a small frame header per message and stream, copies received straight into the
+ * destination and reductions through a small per-stream staging buffer.
+ *
+ * Striping: message number m of length L is cut into pieces of `piece` bytes (one piece
+ * when L <= piece, also for L == 0). Piece p travels on stream (m + p) % nsocks, so both
+ * sides know from the message number alone which stream carries which bytes. Each stream
+ * sends, per message it has a piece of, one tcp_frame_t then its pieces in order; the
+ * receiver checks the frame's length against the posted receive (COLL_ERR_PROTOCOL on a
+ * mismatch).
+ *
+ * Environment (read at connect, see tcp_setup.c for the rest):
+ *   COLL_TCP_PIECE_BYTES    striping unit, power of two in [4 KiB, 64 MiB] (512 KiB)
+ *   COLL_TCP_STAGING_BYTES  reduction staging per stream, [4 KiB, 8 MiB] (256 KiB) */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "transport/tcp.h"
+
+#define NOT_STARTED SIZE_MAX
+
+static coll_status_t fail(tcp_conn_t *c, coll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static coll_status_t fail(tcp_conn_t *c, coll_status_t st, const char *fmt, ...) {
+  if (c->failed == COLL_OK) {
+    int n = snprintf(c->failure, sizeof c->failure, "peer rank %d (host %s): ", c->base.peer,
+                     c->peer_host);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof c->failure)
+      vsnprintf(c->failure + n, sizeof c->failure - (size_t)n, fmt, ap);
+    va_end(ap);
+    c->failed = st;
+  }
+  return coll_error(c->failed, "%s", c->failure);
+}
+
+static coll_status_t io_error(tcp_conn_t *c, tcp_stream_t *s, int err, const char *what) {
+  if (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ETIMEDOUT ||
+      err == EHOSTUNREACH || err == ENETUNREACH)
+    return fail(c, COLL_ERR_REMOTE, "%s on stream %d: %s (peer failed or closed)", what,
+                s->index, strerror(err));
+  return fail(c, COLL_ERR_SYSTEM, "%s on stream %d: %s", what, s->index, strerror(err));
+}
+
+static size_t npieces(const tcp_conn_t *c, size_t len) {
+  return len == 0 ? 1 : (len + c->piece - 1) / c->piece;
+}
+
+/* First piece of message m that stream s carries (>= npieces: none). */
+static size_t first_piece(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m) {
+  uint64_t n = (uint64_t)c->nsocks;
+  return (size_t)(((uint64_t)s->index + n - m % n) % n);
+}
+
+static int streams_with_pieces(const tcp_conn_t *c, size_t len) {
+  size_t p = npieces(c, len);
+  return p < (size_t)c->nsocks ? (int)p : c->nsocks;
+}
+
+/* Double a queue's capacity keeping every entry at (message number mod capacity). */
+static bool grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted, size_t size) {
+  uint64_t ncap = *cap == 0 ? 16 : *cap * 2;
+  unsigned char *fresh = malloc((size_t)ncap * size);
+  if (fresh == NULL) return false;
+  unsigned char *old = *queue;
+  for (uint64_t m = done; m < posted; m++)
+    memcpy(fresh + (m & (ncap - 1)) * size, old + (m & (*cap - 1)) * size, size);
+  free(old);
+  *queue = fresh;
+  *cap = ncap;
+  return true;
+}
+
+static coll_status_t tcp_post_send(transport_conn_t *conn, const void *buf, size_t len) {
+  tcp_conn_t *c = (tcp_conn_t *)conn;
+  if (buf == NULL && len > 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "tcp send to rank %d: NULL buffer", c->base.peer);
+  if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
+  if (c->sends_posted - c->sends_done == c->send_cap &&
+      !grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
+    return coll_error(COLL_ERR_NO_MEMORY, "tcp send to rank %d: out of memory", c->base.peer);
+  tcp_send_t *m = &c->sends[c->sends_posted & (c->send_cap - 1)];
+  *m = (tcp_send_t){.buf = buf, .len = len, .streams_left = streams_with_pieces(c, len)};
+  c->sends_posted++;
+  return COLL_OK;
+}
+
+static coll_status_t tcp_post_recv(transport_conn_t *conn, const transport_recv_t *recv) {
+  tcp_conn_t *c = (tcp_conn_t *)conn;
+  if (recv == NULL || (recv->dst == NULL && recv->len > 0))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "tcp receive from rank %d: NULL destination",
+                      c->base.peer);
+  if (recv->operand != NULL) {
+    size_t es = recv->elem_size;
+    if (recv->reduce == NULL || es == 0 || es > 64 || (es & (es - 1)) != 0 || recv->len % es != 0)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                        "tcp receive from rank %d: reduction needs a function and a "
+                        "power-of-two element size dividing the length (%zu bytes, elem %zu)",
+                        c->base.peer, recv->len, es);
+  }
+  if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
+  if (c->recvs_posted - c->recvs_done == c->recv_cap &&
+      !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
+    return coll_error(COLL_ERR_NO_MEMORY, "tcp receive from rank %d: out of memory",
+                      c->base.peer);
+  tcp_recv_t *m = &c->recvs[c->recvs_posted & (c->recv_cap - 1)];
+  *m = (tcp_recv_t){.r = *recv, .streams_left = streams_with_pieces(c, recv->len)};
+  c->recvs_posted++;
+  return COLL_OK;
+}
+
+/* Write what the socket takes. *blocked: stopped on a full socket buffer. */
+static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, bool *blocked) {
+  *blocked = false;
+  while (s->send_msg < c->sends_posted) {
+    tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
+    size_t np = npieces(c, m->len);
+    if (s->send_piece == NOT_STARTED) {
+      s->send_piece = first_piece(c, s, s->send_msg);
+      if (s->send_piece >= np) { /* no piece of this message on this stream */
+        s->send_piece = NOT_STARTED;
+        s->send_msg++;
+        continue;
+      }
+      s->hdr_out = (tcp_frame_t){
+          .magic = TCP_FRAME_MAGIC, .seq = (uint32_t)s->send_msg, .len = m->len};
+      s->hdr_sent = 0;
+      s->send_off = 0;
+    }
+    size_t start = s->send_piece * c->piece;
+    size_t plen = m->len - start < c->piece ? m->len - start : c->piece;
+    struct iovec iov[2];
+    int n = 0;
+    if (s->hdr_sent < sizeof s->hdr_out)
+      iov[n++] = (struct iovec){(char *)&s->hdr_out + s->hdr_sent, sizeof s->hdr_out - s->hdr_sent};
+    if (s->send_off < plen)
+      iov[n++] = (struct iovec){(char *)m->buf + start + s->send_off, plen - s->send_off};
+    if (n > 0) {
+      struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+      ssize_t w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          *blocked = true;
+          return COLL_OK;
+        }
+        return io_error(c, s, errno, "send");
+      }
+      size_t got = (size_t)w;
+      size_t h = sizeof s->hdr_out - s->hdr_sent;
+      if (got >= h) {
+        s->hdr_sent = sizeof s->hdr_out;
+        s->send_off += got - h;
+      } else {
+        s->hdr_sent += got;
+      }
+      if (s->send_off < plen || s->hdr_sent < sizeof s->hdr_out) continue;
+    }
+    s->send_piece += (size_t)c->nsocks;
+    s->send_off = 0;
+    if (s->send_piece >= np) {
+      m->streams_left--;
+      s->send_piece = NOT_STARTED;
+      s->send_msg++;
+    }
+  }
+  return COLL_OK;
+}
+
+static coll_status_t check_frame(tcp_conn_t *c, tcp_stream_t *s, const tcp_recv_t *m) {
+  if (s->hdr_in.magic != TCP_FRAME_MAGIC || s->hdr_in.seq != (uint32_t)s->recv_msg)
+    return fail(c, COLL_ERR_PROTOCOL,
+                "bad frame on stream %d (magic 0x%08x, message %u; expected message %u)",
+                s->index, s->hdr_in.magic, s->hdr_in.seq, (uint32_t)s->recv_msg);
+  if (s->hdr_in.len != m->r.len)
+    return fail(c, COLL_ERR_PROTOCOL,
+                "message %llu is %llu bytes but the posted receive expects %zu",
+                (unsigned long long)s->recv_msg, (unsigned long long)s->hdr_in.len, m->r.len);
+  return COLL_OK;
+}
+
+/* Reduce the whole elements waiting in staging into dst. */
+static void reduce_staged(tcp_stream_t *s, const tcp_recv_t *m, size_t start) {
+  size_t es = m->r.elem_size;
+  size_t avail = s->recv_off - s->reduced_off;
+  size_t whole = avail / es * es;
+  if (whole == 0) return;
+  size_t at = start + s->reduced_off;
+  m->r.reduce((char *)m->r.dst + at, (const char *)m->r.operand + at, s->staging, whole / es);
+  if (avail > whole) memmove(s->staging, s->staging + whole, avail - whole);
+  s->reduced_off += whole;
+}
+
+/* Read what has arrived for posted receives. */
+static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s) {
+  while (s->recv_msg < c->recvs_posted) {
+    tcp_recv_t *m = &c->recvs[s->recv_msg & (c->recv_cap - 1)];
+    size_t len = m->r.len;
+    size_t np = npieces(c, len);
+    bool reducing = m->r.operand != NULL;
+    if (s->recv_piece == NOT_STARTED) {
+      s->recv_piece = first_piece(c, s, s->recv_msg);
+      if (s->recv_piece >= np) {
+        s->recv_piece = NOT_STARTED;
+        s->recv_msg++;
+        continue;
+      }
+      s->hdr_got = 0;
+      s->recv_off = 0;
+      s->reduced_off = 0;
+      if (reducing && s->staging == NULL) {
+        s->staging = malloc(c->staging_cap);
+        if (s->staging == NULL)
+          return fail(c, COLL_ERR_NO_MEMORY, "no memory for %zu staging bytes", c->staging_cap);
+      }
+    }
+    size_t start = s->recv_piece * c->piece;
+    size_t plen = len - start < c->piece ? len - start : c->piece;
+    struct iovec iov[2];
+    int n = 0;
+    if (s->hdr_got < sizeof s->hdr_in)
+      iov[n++] = (struct iovec){(char *)&s->hdr_in + s->hdr_got, sizeof s->hdr_in - s->hdr_got};
+    if (s->recv_off < plen) {
+      if (!reducing) {
+        iov[n++] = (struct iovec){(char *)m->r.dst + start + s->recv_off, plen - s->recv_off};
+      } else {
+        size_t held = s->recv_off - s->reduced_off;
+        size_t room = c->staging_cap - held;
+        if (room > plen - s->recv_off) room = plen - s->recv_off;
+        iov[n++] = (struct iovec){s->staging + held, room};
+      }
+    }
+    if (n > 0) {
+      struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+      ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return COLL_OK;
+        return io_error(c, s, errno, "recv");
+      }
+      if (r == 0)
+        return fail(c, COLL_ERR_REMOTE, "connection closed by the peer (stream %d, message %llu)",
+                    s->index, (unsigned long long)s->recv_msg);
+      size_t got = (size_t)r;
+      size_t h = sizeof s->hdr_in - s->hdr_got;
+      if (h > 0 && got >= h) {
+        s->hdr_got = sizeof s->hdr_in;
+        got -= h;
+        coll_status_t st = check_frame(c, s, m);
+        if (st != COLL_OK) return st;
+      } else if (h > 0) {
+        s->hdr_got += got;
+        got = 0;
+      }
+      s->recv_off += got;
+      if (reducing) reduce_staged(s, m, start);
+      if (s->recv_off < plen || s->hdr_got < sizeof s->hdr_in) continue;
+    }
+    s->recv_piece += (size_t)c->nsocks;
+    s->recv_off = 0;
+    s->reduced_off = 0;
+    if (s->recv_piece >= np) {
+      m->streams_left--;
+      s->recv_piece = NOT_STARTED;
+      s->recv_msg++;
+    }
+  }
+  return COLL_OK;
+}
+
+/* Ask epoll for readability while a receive waits on the stream and for writability
+ * while a send is stuck on a full buffer; nothing else, so idle sockets never wake us. */
+static coll_status_t update_interest(tcp_conn_t *c, tcp_stream_t *s, bool send_blocked) {
+  if (!s->in_epoll) return COLL_OK;
+  uint32_t want = (s->recv_msg < c->recvs_posted ? EPOLLIN : 0u) | (send_blocked ? EPOLLOUT : 0u);
+  if (want == s->events) return COLL_OK;
+  struct epoll_event ev = {.events = want, .data.ptr = s};
+  if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, s->fd, &ev) != 0)
+    return fail(c, COLL_ERR_SYSTEM, "epoll_ctl: %s", strerror(errno));
+  s->events = want;
+  return COLL_OK;
+}
+
+static coll_status_t tcp_progress(transport_conn_t *conn, uint64_t *sends_done,
+                                  uint64_t *recvs_done) {
+  tcp_conn_t *c = (tcp_conn_t *)conn;
+  coll_status_t st = c->failed;
+  if (st != COLL_OK) {
+    st = coll_error(st, "%s", c->failure);
+    goto out;
+  }
+  for (int i = 0; i < c->nsocks && st == COLL_OK; i++) {
+    tcp_stream_t *s = &c->streams[i];
+    bool blocked = false;
+    st = stream_send(c, s, &blocked);
+    if (st == COLL_OK) st = stream_recv(c, s);
+    if (st == COLL_OK) st = update_interest(c, s, blocked);
+  }
+  while (c->sends_done < c->sends_posted &&
+         c->sends[c->sends_done & (c->send_cap - 1)].streams_left == 0)
+    c->sends_done++;
+  while (c->recvs_done < c->recvs_posted &&
+         c->recvs[c->recvs_done & (c->recv_cap - 1)].streams_left == 0)
+    c->recvs_done++;
+out:
+  if (sends_done != NULL) *sends_done = c->sends_done;
+  if (recvs_done != NULL) *recvs_done = c->recvs_done;
+  return st;
+}
+
+/* The registry closes whole groups (tcp_setup.c); a single connection is closed there. */
+static void tcp_close_conn(transport_conn_t *conn) { (void)conn; }
+
+const transport_ops_t tcp_ops = {
+    .name = "tcp",
+    .post_send = tcp_post_send,
+    .post_recv = tcp_post_recv,
+    .progress = tcp_progress,
+    .close = tcp_close_conn,
+};
+
+coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks,
+                            int epfd) {
+  int64_t piece, staging;
+  coll_status_t st = coll_env_int("COLL_TCP_PIECE_BYTES", 4096, 64 << 20, 512 << 10, &piece);
+  if (st == COLL_OK)
+    st = coll_env_int("COLL_TCP_STAGING_BYTES", 4096, 8 << 20, 256 << 10, &staging);
+  if (st != COLL_OK) return st;
+  if ((piece & (piece - 1)) != 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "COLL_TCP_PIECE_BYTES=%lld is not a power of two", (long long)piece);
+  c->base = (transport_conn_t){.ops = &tcp_ops, .peer = peer};
+  snprintf(c->peer_host, sizeof c->peer_host, "%s", peer_host);
+  c->nsocks = nsocks;
+  c->piece = (size_t)piece;
+  c->staging_cap = (size_t)staging / 64 * 64;
+  c->epfd = epfd;
+  for (int i = 0; i < TCP_MAX_SOCKS; i++) c->streams[i].fd = -1;
+  for (int i = 0; i < nsocks; i++) {
+    tcp_stream_t *s = &c->streams[i];
+    s->conn = c;
+    s->index = i;
+    s->send_piece = NOT_STARTED;
+    s->recv_piece = NOT_STARTED;
+  }
+  return COLL_OK;
+}
+
+void tcp_conn_free(tcp_conn_t *c) {
+  if (c == NULL) return;
+  for (int i = 0; i < c->nsocks; i++) {
+    if (c->streams[i].fd >= 0) close(c->streams[i].fd);
+    free(c->streams[i].staging);
+  }
+  free(c->sends);
+  free(c->recvs);
+  free(c);
+}

@@ -1,0 +1,38 @@
+/* Internal interface between the transport registry (transport.c) and each transport
+ * file (shm.c, tcp.c): how a transport says whether it can serve a pair, connects a
+ * group of peers, and blocks until one of them may progress. */
+#ifndef COLL_TRANSPORT_TRANSPORT_KIND_H
+#define COLL_TRANSPORT_TRANSPORT_KIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "transport/transport.h"
+
+/* All connections of one rank that use one transport (e.g. every shm peer). */
+typedef struct transport_group transport_group_t;
+
+typedef struct transport_kind {
+  const char *name;
+  /* Can this transport connect setup->rank with `peer`? Must give the same answer on
+   * both ranks of the pair (it may only look at what all ranks share). */
+  bool (*probe)(const transport_setup_t *setup, int peer);
+  /* Connect to every rank r with peers[r] true. Pairwise collective: each listed peer
+   * makes the matching call with this rank listed. Uses the store under
+   * setup->key_prefix and never waits past setup->timeout_ms. */
+  coll_status_t (*open)(const transport_setup_t *setup, const bool *peers,
+                        transport_group_t **group);
+  /* The connection to `peer` (a rank listed at open). */
+  transport_conn_t *(*conn)(transport_group_t *group, int peer);
+  /* Block until one of the group's connections may progress or timeout_ms passes
+   * (0: only check). *woke tells whether something happened (spurious wake-ups are
+   * allowed; missed ones are not). */
+  coll_status_t (*wait)(transport_group_t *group, int timeout_ms, bool *woke);
+  size_t (*staging_bytes)(const transport_group_t *group);
+  void (*close)(transport_group_t *group);
+} transport_kind_t;
+
+extern const transport_kind_t transport_shm_kind;
+extern const transport_kind_t transport_tcp_kind;
+
+#endif
