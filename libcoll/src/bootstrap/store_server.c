@@ -460,17 +460,19 @@ static void serve(store_server_t *s, conn_t *c) {
 
 /* ---- reading ---- */
 
-static void closed_by_peer(store_server_t *s, conn_t *c) {
+/* The peer closed (or reset) the connection: say in what state it left its frame. */
+static void closed_by_peer(store_server_t *s, conn_t *c, bool reset) {
+  const char *how = reset ? "vanished (connection reset)" : "closed";
   if (c->parked) {
-    drop(s, c, COLL_LOG_INFO, "closed while waiting in %s", store_op_name(c->header.code));
+    drop(s, c, COLL_LOG_INFO, "%s while waiting in %s", how, store_op_name(c->header.code));
   } else if (c->have_header) {
-    drop(s, c, COLL_LOG_WARN, "closed mid-frame: %zu of %u body bytes of a %s frame received",
+    drop(s, c, COLL_LOG_WARN, "%s mid-frame: %zu of %u body bytes of a %s frame received", how,
          c->body_have, (unsigned)c->header.body_len, store_op_name(c->header.code));
   } else if (c->head_have > 0) {
-    drop(s, c, COLL_LOG_WARN, "closed mid-frame: %zu of %u header bytes received", c->head_have,
-         STORE_HEADER_SIZE);
+    drop(s, c, COLL_LOG_WARN, "%s mid-frame: %zu of %u header bytes received", how,
+         c->head_have, STORE_HEADER_SIZE);
   } else {
-    drop(s, c, COLL_LOG_INFO, "closed the connection");
+    drop(s, c, reset ? COLL_LOG_WARN : COLL_LOG_INFO, "%s the connection", how);
   }
 }
 
@@ -482,8 +484,8 @@ static ssize_t receive(store_server_t *s, conn_t *c, void *buf, size_t len) {
       c->last_byte_ns = coll_now_ns();
       return n;
     }
-    if (n == 0) {
-      closed_by_peer(s, c);
+    if (n == 0 || errno == ECONNRESET) {
+      closed_by_peer(s, c, n != 0);
       return -1;
     }
     if (errno == EINTR) continue;
@@ -674,11 +676,17 @@ static void *server_main(void *arg) {
       if (c->dead) continue;
       if (ev & EPOLLOUT) flush(s, c);
       if (!c->dead && (ev & EPOLLIN)) read_frames(s, c);
-      if (!c->dead && (ev & EPOLLERR)) drop(s, c, COLL_LOG_WARN, "socket error");
+      if (!c->dead && (ev & EPOLLERR)) {
+        int so_error = 0;
+        socklen_t len = sizeof so_error;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+        if (so_error == 0 || so_error == ECONNRESET) closed_by_peer(s, c, true);
+        else drop(s, c, COLL_LOG_WARN, "socket error: %s", strerror(so_error));
+      }
       /* A hangup while we are not reading (parked, or a reply pending) is noticed here;
        * while reading, recv() reports it with the exact state of the frame. */
       if (!c->dead && (ev & (EPOLLHUP | EPOLLRDHUP)) && !(c->events & EPOLLIN))
-        closed_by_peer(s, c);
+        closed_by_peer(s, c, (ev & EPOLLERR) != 0);
     }
     bury_dead(s);
   }
