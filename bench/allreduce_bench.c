@@ -29,6 +29,7 @@ struct bench {
   bench_row_t *rows;
   size_t nrows, rows_cap;
   bench_meta_t meta;
+  uint8_t *rank_info; /* pid and host of every rank, for the header */
 };
 
 static double now_us(void) {
@@ -159,34 +160,33 @@ static int memory_over_ranks(struct bench *b, size_t *staging, size_t *peak, siz
 
 /* Rank r writes its pid and host name into slot r, everyone else zeros: a byte-wise sum
  * all-reduce then acts as an all-gather (the API has no all-gather). */
-static int print_ranks(struct bench *b) {
+static int gather_ranks(struct bench *b) {
   size_t slot = sizeof(uint32_t) + HOST_LEN;
-  uint8_t *all = calloc((size_t)b->nranks, slot);
-  if (all == NULL) {
+  b->rank_info = calloc((size_t)b->nranks, slot);
+  if (b->rank_info == NULL) {
     fprintf(stderr, "allreduce_bench: rank %d: out of memory\n", b->rank);
     return -1;
   }
   uint32_t pid = (uint32_t)getpid();
   char host[HOST_LEN] = {0};
   gethostname(host, sizeof host - 1);
-  memcpy(all + slot * (size_t)b->rank, &pid, sizeof pid);
-  memcpy(all + slot * (size_t)b->rank + sizeof pid, host, HOST_LEN);
-  if (all_reduce_small(b, all, slot * (size_t)b->nranks, COLL_UINT8, COLL_SUM, "rank list") != 0) {
-    free(all);
-    return -1;
+  memcpy(b->rank_info + slot * (size_t)b->rank, &pid, sizeof pid);
+  memcpy(b->rank_info + slot * (size_t)b->rank + sizeof pid, host, HOST_LEN);
+  return all_reduce_small(b, b->rank_info, slot * (size_t)b->nranks, COLL_UINT8, COLL_SUM,
+                          "rank list");
+}
+
+static void print_ranks(const struct bench *b) {
+  size_t slot = sizeof(uint32_t) + HOST_LEN;
+  printf("# Using ranks\n");
+  for (int r = 0; r < b->nranks; r++) {
+    uint32_t pid;
+    char host[HOST_LEN];
+    memcpy(&pid, b->rank_info + slot * (size_t)r, sizeof pid);
+    memcpy(host, b->rank_info + slot * (size_t)r + sizeof pid, HOST_LEN);
+    host[HOST_LEN - 1] = '\0';
+    printf("#  Rank %2d Pid %6u on %10s\n", r, pid, host);
   }
-  if (b->rank == 0) {
-    printf("# Using ranks\n");
-    for (int r = 0; r < b->nranks; r++) {
-      memcpy(&pid, all + slot * (size_t)r, sizeof pid);
-      memcpy(host, all + slot * (size_t)r + sizeof pid, HOST_LEN);
-      host[HOST_LEN - 1] = '\0';
-      printf("#  Rank %2d Pid %6u on %10s\n", r, pid, host);
-    }
-    printf("#\n");
-  }
-  free(all);
-  return 0;
 }
 
 static void print_header(const struct bench *b) {
@@ -211,6 +211,8 @@ static void print_header(const struct bench *b) {
          "%zu bytes after warm-up at maxBytes (max over ranks); peak RSS (VmHWM) %zu KiB "
          "(max over ranks, includes the bench buffers)\n",
          m->bench_buffer_bytes, b->buf_bytes, b->buf_bytes, m->staging_bytes, m->vmhwm_kib);
+  printf("#\n");
+  print_ranks(b);
   printf("#\n");
   bench_print_columns(stdout);
   fflush(stdout);
@@ -363,7 +365,7 @@ static int setup(struct bench *b) {
     .step_factor = b->args.step_factor,
     .bench_buffer_bytes = 2 * b->buf_bytes,
   };
-  return print_ranks(b);
+  return gather_ranks(b);
 }
 
 static int run_all(struct bench *b) {
@@ -403,5 +405,6 @@ int main(int argc, char **argv) {
   free(b.recvbuf);
   free(b.samples);
   free(b.rows);
+  free(b.rank_info);
   return status;
 }

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# compare.sh: runs allreduce_bench and the reference all-reduces (Open MPI, Gloo) on the same
+# cases, all timed the same way (median of separately timed iterations, max over ranks),
+# and prints one table: case, ours, best reference, ratio, target, PASS/FAIL.
+#
+#   bench/compare.sh [BUILD_DIR]        (default: build; configured and built if needed)
+# Environment: ITERS (timed iterations, default 20), WARMUP (default 5),
+#   LOG_DIR (keep every program's output there; default a temporary directory, kept).
+# Ratio: ours / reference for bandwidth, reference / ours for latency: > 1 means ours is
+# better. Exit status 1 when a case with a target fails.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+iters=${ITERS:-20}
+warmup=${WARMUP:-5}
+logs=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/compare.XXXXXX")}
+mkdir -p "$logs"
+
+# ---- build ------------------------------------------------------------------------------
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" >"$logs/meson-setup.log" 2>&1 || {
+    tail -20 "$logs/meson-setup.log" >&2
+    exit 2
+  }
+fi
+targets=(bench/allreduce_bench tools/collrun)
+for t in bench/ref_mpi bench/ref_gloo; do
+  ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+done
+ninja -C "$build" "${targets[@]}" >"$logs/build.log" 2>&1 || {
+  tail -30 "$logs/build.log" >&2
+  exit 2
+}
+bench=$build/bench/allreduce_bench
+collrun=$build/tools/collrun
+ref_mpi=$build/bench/ref_mpi
+ref_gloo=$build/bench/ref_gloo
+have_mpi=0
+[ -x "$ref_mpi" ] && command -v mpirun >/dev/null && have_mpi=1
+have_gloo=0
+[ -x "$ref_gloo" ] && have_gloo=1
+# Open MPI as root, and more ranks than cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-120000}
+
+# ---- runners: each prints "time_us busbw" of the first data row of its program ---------
+# Data rows have size in column 1, time in 6 and (out-of-place) busbw in 8 in every program.
+first_row() {
+  awk '{ sub(/^\[[0-9]+\] /, "") } /^#/ || NF < 8 { next } { print $6, $8; exit }' "$1"
+}
+
+# ours NAME NRANKS TRANSPORT BYTES [extra bench options]
+ours() {
+  local name=$1 n=$2 transport=$3 bytes=$4
+  shift 4
+  local log=$logs/ours-$name.log
+  timeout 600 "$collrun" -n "$n" "$bench" -b "$bytes" -e "$bytes" -n "$iters" -w "$warmup" \
+    -c 1 -d float -o sum -T "$transport" "$@" >"$log" 2>&1 || {
+    echo "compare: allreduce_bench failed for $name (see $log)" >&2
+    return 1
+  }
+  grep -q "Out of bounds values : 0 OK" "$log" || {
+    echo "compare: allreduce_bench gave wrong results for $name (see $log)" >&2
+    return 1
+  }
+  first_row "$log"
+}
+
+# mpi NAME NRANKS BTL BYTES
+mpi() {
+  [ "$have_mpi" -eq 1 ] || return 1
+  local log=$logs/mpi-$1.log
+  timeout 600 mpirun -np "$2" --oversubscribe --mca btl "$3" "$ref_mpi" -b "$4" -e "$4" \
+    -n "$iters" -w "$warmup" -c 1 -d float -o sum >"$log" 2>&1 || {
+    echo "compare: ref_mpi failed for $1 (see $log)" >&2
+    return 1
+  }
+  first_row "$log"
+}
+
+# gloo NAME NRANKS ALGO BYTES
+gloo() {
+  [ "$have_gloo" -eq 1 ] || return 1
+  local log=$logs/gloo-$1-$3.log store
+  store=$(mktemp -d "$logs/gloo-store.XXXXXX")
+  REF_GLOO_STORE_DIR=$store timeout 600 "$collrun" -n "$2" "$ref_gloo" -A "$3" -b "$4" -e "$4" \
+    -n "$iters" -w "$warmup" -c 1 -d float -o sum >"$log" 2>&1 || {
+    echo "compare: ref_gloo failed for $1 (see $log)" >&2
+    rm -rf "$store"
+    return 1
+  }
+  rm -rf "$store"
+  first_row "$log"
+}
+
+# ---- the table --------------------------------------------------------------------------
+failures=0
+table=()
+# row CASE OURS REF REF_NAME KIND(bw|lat|rel) TARGET_OP TARGET_VALUE TARGET_TEXT
+row() {
+  local case=$1 ours=$2 ref=$3 ref_name=$4 kind=$5 op=$6 target=$7 target_text=$8
+  local unit="GB/s" ratio="-" result="-"
+  [ "$kind" = lat ] && unit="us"
+  [ "$kind" = rel ] && unit="GB/s"
+  if [ -n "$ours" ] && [ -n "$ref" ]; then
+    if [ "$kind" = lat ]; then
+      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", o > 0 ? r / o : 0 }')
+    else
+      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", r > 0 ? o / r : 0 }')
+    fi
+  fi
+  # What the target is compared with: the value itself, or (rel) the ratio.
+  local subject=$ours
+  [ "$kind" = rel ] && subject=$ratio
+  if [ "$op" = "-" ]; then
+    result="info"
+  elif [ -z "$subject" ] || [ "$subject" = "-" ]; then
+    result="FAIL"
+  else
+    result=$(awk -v s="$subject" -v t="$target" -v op="$op" \
+      'BEGIN { ok = (op == ">=") ? (s >= t) : (s <= t); print ok ? "PASS" : "FAIL" }')
+  fi
+  [ "$result" = FAIL ] && failures=$((failures + 1))
+  table+=("$(printf '%-34s %9s %-5s %9s %-5s %-26s %6s   %-14s %s' "$case" "${ours:-n/a}" "$unit" \
+    "${ref:-n/a}" "$unit" "(${ref_name})" "$ratio" "$target_text" "$result")")
+}
+
+best() { # best of "value name" lines, highest first (bandwidth)
+  sort -k1,1 -g -r | head -1
+}
+
+echo "compare: logs in $logs (iters $iters, warm-up $warmup; median everywhere)" >&2
+
+# 1-2. shared memory, 2 ranks, large messages, vs Open MPI's shared-memory BTL (vader).
+for size in 16M 64M; do
+  o=$(ours "shm2-$size" 2 shm "$size") && o_bw=${o#* } || o_bw=""
+  m=$(mpi "shm2-$size" 2 self,vader "$size") && m_bw=${m#* } || m_bw=""
+  [ "$size" = 16M ] && ours_shm2_16m=$o_bw
+  row "shm 2 ranks ${size}iB busbw" "$o_bw" "$m_bw" "Open MPI vader" bw ">=" 3.2 ">= 3.2 GB/s"
+done
+
+# 3-4. TCP loopback, 2 and 4 ranks, vs the best of Gloo (ring, halving-doubling) and Open MPI.
+for n in 2 4; do
+  o=$(ours "tcp$n-16M" "$n" tcp 16M) && o_bw=${o#* } || o_bw=""
+  refs=""
+  m=$(mpi "tcp$n-16M" "$n" self,tcp 16M) && refs+="${m#* } Open-MPI-tcp"$'\n'
+  for algo in ring hd; do
+    g=$(gloo "tcp$n-16M" "$n" "$algo" 16M) && refs+="${g#* } Gloo-$algo"$'\n'
+  done
+  b=$(printf '%s' "$refs" | grep . | best)
+  if [ "$n" = 2 ]; then
+    row "tcp loopback 2 ranks 16MiB busbw" "$o_bw" "${b%% *}" "${b#* }" bw ">=" 2.4 ">= 2.4 GB/s"
+  else
+    row "tcp loopback 4 ranks 16MiB busbw" "$o_bw" "${b%% *}" "${b#* }" bw "-" 0 "(none)"
+  fi
+done
+
+# 5. latency: 8 bytes, 2 ranks, shared memory, vs Open MPI vader.
+o=$(ours "lat8" 2 shm 8) && o_t=${o%% *} || o_t=""
+m=$(mpi "lat8" 2 self,vader 8) && m_t=${m%% *} || m_t=""
+row "shm 2 ranks 8 B latency" "$o_t" "$m_t" "Open MPI vader" lat "<=" 3 "<= 3 us"
+
+# 6. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
+o=$(ours "shm4-16M" 4 shm 16M) && o_bw=${o#* } || o_bw=""
+row "shm 4 ranks (2 cores) 16MiB busbw" "$o_bw" "${ours_shm2_16m:-}" "ours, 2 ranks" rel ">=" 0.6 \
+  ">= 0.6x 2 ranks"
+
+echo
+printf '%-34s %15s %43s %6s   %-14s %s\n' "case" "ours" "best reference" "ratio" "target" "result"
+for line in "${table[@]}"; do echo "$line"; done
+echo
+echo "ratio: ours/reference for bandwidth, reference/ours for latency (> 1: ours is better)"
+echo "logs: $logs"
+[ "$failures" -eq 0 ]
