@@ -135,6 +135,8 @@ static coll_status_t agree_prefix(coll_comm_t *comm) {
   return COLL_OK;
 }
 
+static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip);
+
 /* Every rank checks every record, so all ranks fail together on a mismatch. */
 static coll_status_t check_same(const coll_comm_t *comm, const char *var, const char *mine0,
                                 const char *theirs, int r) {
@@ -185,10 +187,24 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
     if (st != COLL_OK) goto out;
     hosts[r] = all[r].host;
   }
+  /* Announce that this rank has read every record, so that on a mismatch the store's
+   * host can wait before closing the store: every rank then sees the mismatch itself. */
+  snprintf(key, sizeof key, "%sread/%d", comm->key_prefix, comm->rank);
+  st = store_set(comm->store, key, "1", 1, comm->timeout_ms);
+  if (st != COLL_OK) goto out;
   for (int r = 1; r < n; r++) {
     st = check_same(comm, "COLL_ALGO", all[0].algo, all[r].algo, r);
-    if (st == COLL_OK) st = check_same(comm, "COLL_TRANSPORT", all[0].transport, all[r].transport, r);
-    if (st != COLL_OK) goto out;
+    if (st == COLL_OK)
+      st = check_same(comm, "COLL_TRANSPORT", all[0].transport, all[r].transport, r);
+    if (st != COLL_OK) {
+      if (comm->server != NULL) {
+        char message[COMM_MESSAGE_MAX];
+        snprintf(message, sizeof message, "%s", coll_last_error());
+        wait_all(comm, "read", comm->rank);
+        coll_error(st, "%s", message);
+      }
+      goto out;
+    }
   }
   /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
   bool one_host = true;

@@ -1,0 +1,234 @@
+/* Shared helpers of the 'coll' suite (see coll_test_util.h).
+ *
+ * Tolerance for floating-point results: |got - want| <= 4 * nranks * u * scale, where u is
+ * the unit roundoff of the type (2^-11 float16, 2^-8 bfloat16, 2^-24 float32, 2^-53
+ * float64) and scale is the sum of |inputs| (sum, avg) or 1 + |want| (prod): every partial
+ * result is rounded once per reduction step, at most nranks steps, plus AVG's division.
+ * min and max must be exact. Integers are exact (sum and prod wrap). */
+#include "coll_test_util.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mem/memops.h"
+
+int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
+  ct_clean_env();
+  if (job->transport != NULL) setenv("COLL_TRANSPORT", job->transport, 1);
+  coll_config_t cfg = {0};
+  cfg.rank = rank;
+  cfg.size = nranks;
+  cfg.local_rank = rank;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = job->port;
+  cfg.host_store = -1;
+  cfg.timeout_ms = job->timeout_ms > 0 ? job->timeout_ms : 30000;
+  coll_status_t st = coll_comm_init_config(&cfg, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "rank %d: init failed: %s: %s\n", rank, coll_status_name(st),
+            coll_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+void ct_clean_env(void) {
+  static const char *const vars[] = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "MASTER_ADDR", "MASTER_PORT", "COLL_STORE_HOSTED", "COLL_JOB_TOKEN", "COLL_ALGO",
+      "COLL_TRANSPORT", "COLL_TIMEOUT_MS", "COLL_CHUNK_SIZE", "COLL_HOST_ID",
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+static bool is_float(coll_dtype_t dt) {
+  return dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 || dt == COLL_FLOAT32 || dt == COLL_FLOAT64;
+}
+static bool is_signed(coll_dtype_t dt) {
+  return dt == COLL_INT8 || dt == COLL_INT32 || dt == COLL_INT64;
+}
+
+static uint32_t mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+/* The value rank contributes at index i, as the type holds it (floats already rounded
+ * to the type, integers as int64). */
+static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
+  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  double v = op == COLL_PROD ? 1.0 + ((int)(raw % 201) - 100) / 1000.0
+                             : ((int)(raw % 2001) - 1000) / 255.0;
+  switch (dt) {
+    case COLL_FLOAT16: return mem_half_to_float(mem_float_to_half((float)v));
+    case COLL_BFLOAT16: return mem_bf16_to_float(mem_float_to_bf16((float)v));
+    case COLL_FLOAT32: return (float)v;
+    default: return v;
+  }
+}
+
+static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
+  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  bool s = is_signed(dt);
+  switch (op) {
+    case COLL_PROD: return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
+    case COLL_MIN:
+    case COLL_MAX: return s ? (int64_t)(raw % 201) - 100 : (int64_t)(raw % 200);
+    default: return s ? (int64_t)(raw % 21) - 10 : (int64_t)(raw % 21);
+  }
+}
+
+static void store_float(void *buf, size_t i, coll_dtype_t dt, double v) {
+  switch (dt) {
+    case COLL_FLOAT16: ((uint16_t *)buf)[i] = mem_float_to_half((float)v); break;
+    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v); break;
+    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = v; break;
+  }
+}
+
+static double load_float(const void *buf, size_t i, coll_dtype_t dt) {
+  switch (dt) {
+    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)buf)[i]);
+    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)buf)[i]);
+    case COLL_FLOAT32: return ((const float *)buf)[i];
+    default: return ((const double *)buf)[i];
+  }
+}
+
+/* Integers are stored and compared as their low esz bytes (two's complement). */
+static void store_int(void *buf, size_t i, size_t esz, uint64_t v) {
+  memcpy((char *)buf + i * esz, &v, esz); /* little-endian: the low bytes */
+}
+
+static uint64_t load_int(const void *buf, size_t i, size_t esz) {
+  uint64_t v = 0;
+  memcpy(&v, (const char *)buf + i * esz, esz);
+  return v;
+}
+
+void ct_fill(void *buf, size_t count, coll_dtype_t dt, coll_op_t op, int rank, uint32_t salt) {
+  size_t esz = coll_dtype_size(dt);
+  for (size_t i = 0; i < count; i++) {
+    if (is_float(dt)) store_float(buf, i, dt, float_value(dt, op, rank, i, salt));
+    else store_int(buf, i, esz, (uint64_t)int_value(dt, op, rank, i, salt));
+  }
+}
+
+static double unit_roundoff(coll_dtype_t dt) {
+  switch (dt) {
+    case COLL_FLOAT16: return ldexp(1.0, -11);
+    case COLL_BFLOAT16: return ldexp(1.0, -8);
+    case COLL_FLOAT32: return ldexp(1.0, -24);
+    default: return ldexp(1.0, -53);
+  }
+}
+
+/* Sign-extend the low esz bytes. */
+static int64_t sign_extend(uint64_t v, size_t esz) {
+  if (esz == 8) return (int64_t)v;
+  unsigned shift = (unsigned)(64 - 8 * esz);
+  return (int64_t)(v << shift) >> shift;
+}
+
+static uint64_t int_expected(coll_dtype_t dt, coll_op_t op, int nranks, size_t i, uint32_t salt) {
+  size_t esz = coll_dtype_size(dt);
+  bool s = is_signed(dt);
+  uint64_t acc = (uint64_t)int_value(dt, op, 0, i, salt);
+  for (int r = 1; r < nranks; r++) {
+    uint64_t v = (uint64_t)int_value(dt, op, r, i, salt);
+    switch (op) {
+      case COLL_PROD: acc *= v; break;
+      case COLL_MIN:
+        if (s ? (int64_t)v < (int64_t)acc : v < acc) acc = v;
+        break;
+      case COLL_MAX:
+        if (s ? (int64_t)v > (int64_t)acc : v > acc) acc = v;
+        break;
+      default: acc += v; break;
+    }
+  }
+  if (op == COLL_AVG) {
+    /* The sum fits the type for these inputs; C division truncates toward zero. */
+    acc = s ? (uint64_t)(sign_extend(acc, esz) / nranks) : acc / (uint64_t)nranks;
+  }
+  return esz == 8 ? acc : acc & ((1ULL << (8 * esz)) - 1);
+}
+
+size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_op_t op,
+                           int nranks, uint32_t salt, const char *what) {
+  size_t esz = coll_dtype_size(dt), bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    bool ok;
+    double got = 0, want = 0, tol = 0;
+    if (is_float(dt)) {
+      double scale = 0;
+      want = float_value(dt, op, 0, i, salt);
+      scale = fabs(want);
+      for (int r = 1; r < nranks; r++) {
+        double v = float_value(dt, op, r, i, salt);
+        scale += fabs(v);
+        if (op == COLL_PROD) want *= v;
+        else if (op == COLL_MIN) want = v < want ? v : want;
+        else if (op == COLL_MAX) want = v > want ? v : want;
+        else want += v;
+      }
+      if (op == COLL_AVG) want /= nranks;
+      if (op == COLL_PROD) scale = 1 + fabs(want);
+      got = load_float(out, i, dt);
+      tol = (op == COLL_MIN || op == COLL_MAX) ? 0 : 4.0 * nranks * unit_roundoff(dt) * (scale + 1);
+      ok = fabs(got - want) <= tol;
+    } else {
+      uint64_t w = int_expected(dt, op, nranks, i, salt);
+      uint64_t g = load_int(out, i, esz);
+      ok = g == w;
+      got = (double)sign_extend(g, esz);
+      want = (double)sign_extend(w, esz);
+    }
+    if (!ok && bad++ == 0)
+      fprintf(stderr, "%s: %s %s over %d ranks, element %zu of %zu: got %.9g, want %.9g (tol %.3g)\n",
+              what, coll_dtype_name(dt), coll_op_name(op), nranks, i, count, got, want, tol);
+  }
+  return bad;
+}
+
+size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dt, int root,
+                          uint32_t salt, const char *what) {
+  size_t esz = coll_dtype_size(dt), bad = 0;
+  char *want = malloc(count * esz + 1);
+  if (want == NULL) return count ? count : 1;
+  ct_fill(want, count, dt, COLL_SUM, root, salt);
+  for (size_t i = 0; i < count; i++) {
+    if (memcmp((const char *)buf + i * esz, want + i * esz, esz) != 0 && bad++ == 0)
+      fprintf(stderr, "%s: broadcast of %zu %s from root %d differs at element %zu\n", what,
+              count, coll_dtype_name(dt), root, i);
+  }
+  free(want);
+  return bad;
+}
+
+int ct_agree(coll_comm_t *comm, const void *buf, size_t bytes, const char *what) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char *)buf)[i]) * 1099511628211ULL;
+  uint64_t lo = h, hi = h;
+  coll_status_t st = coll_all_reduce(&h, &lo, 1, COLL_UINT64, COLL_MIN, comm);
+  if (st == COLL_OK) st = coll_all_reduce(&h, &hi, 1, COLL_UINT64, COLL_MAX, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s: hash all-reduce failed: %s\n", what, coll_last_error());
+    return 1;
+  }
+  if (lo != hi) {
+    fprintf(stderr, "%s: ranks hold different bytes (hash min %llx max %llx)\n", what,
+            (unsigned long long)lo, (unsigned long long)hi);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,37 @@
+/* Helpers of the 'coll' suite: start a communicator in a forked rank, fill inputs with
+ * values every rank can recompute, check results against a float64 (or exact integer)
+ * reference, and agree that every rank's result is bit-identical. */
+#ifndef TESTS_COLL_TEST_UTIL_H
+#define TESTS_COLL_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+typedef struct {
+  uint16_t port; /* store port; rank 0 hosts the store */
+  const char *transport; /* COLL_TRANSPORT value, NULL: automatic */
+  int timeout_ms; /* 0: 30 s */
+} ct_job_t;
+
+/* Clear launcher/COLL_* variables inherited from the test's environment, set the job's,
+ * and create the communicator. Prints the error and returns non-zero on failure. */
+int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm);
+/* Unset every launcher and COLL_* variable the library reads. */
+void ct_clean_env(void);
+
+/* Fill buf with rank's input for (dtype, op); salt varies the data between calls. */
+void ct_fill(void *buf, size_t count, coll_dtype_t dtype, coll_op_t op, int rank, uint32_t salt);
+/* Number of elements of out that differ from the all-reduce of every rank's ct_fill
+ * input (integers exact, floats within the tolerance documented in the .c). Prints the
+ * first bad element with `what`. */
+size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dtype, coll_op_t op,
+                           int nranks, uint32_t salt, const char *what);
+/* Number of elements of buf that differ from root's ct_fill(..., COLL_SUM, root, salt). */
+size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dtype, int root,
+                          uint32_t salt, const char *what);
+/* 0 when every rank holds the same bytes (hash agreed with MIN and MAX all-reduces). */
+int ct_agree(coll_comm_t *comm, const void *buf, size_t bytes, const char *what);
+
+#endif

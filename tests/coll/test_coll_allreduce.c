@@ -1,0 +1,186 @@
+/* All-reduce and broadcast results over real forked ranks, real store and transports:
+ * every type and op at 4 ranks; every algorithm x transport x rank count for float32
+ * sum (plus an exact integer case); broadcast from every root. Each rank checks its
+ * result against a reference and all ranks check they hold identical bytes. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "coll_test_util.h"
+#include "multiproc.h"
+
+enum { BIG = (1 << 20) + 3 };
+
+static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                    COLL_ALGO_MASTER};
+enum { NALGOS = sizeof algos / sizeof algos[0] };
+
+typedef struct {
+  ct_job_t job;
+  coll_algo_t algo; /* AUTO: loop over all algorithms */
+} case_t;
+
+/* One all-reduce of `count` elements, checked; 0 on success. */
+static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count,
+                          coll_dtype_t dt, coll_op_t op, int in_place, uint32_t salt,
+                          const char *tag) {
+  size_t esz = coll_dtype_size(dt);
+  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
+  char what[160];
+  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank, tag,
+           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt));
+  int rc = 1;
+  if (in == NULL || out == NULL) goto out;
+  ct_fill(in, count, dt, op, rank, salt);
+  memset(out, 0xA5, count * esz);
+  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
+                              : coll_all_reduce(in, out, count, dt, op, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s %s: %s: %s\n", what, coll_op_name(op), coll_status_name(st),
+            coll_last_error());
+    goto out;
+  }
+  const char *res = in_place ? in : out;
+  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
+  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
+  rc = 0;
+out:
+  free(in);
+  free(out);
+  return rc;
+}
+
+static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  if (coll_comm_set_algo(comm, c->algo) != COLL_OK) fails++;
+  static const size_t counts[] = {0, 1, 7, 1023, 4099};
+  uint32_t salt = 1;
+  for (int dt = 0; dt < COLL_DTYPE_COUNT && fails == 0; dt++)
+    for (int op = 0; op < COLL_OP_COUNT && fails == 0; op++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int in_place = 0; in_place < 2; in_place++)
+          fails += one_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt,
+                                  (coll_op_t)op, in_place, salt++, "types x ops");
+  /* The big count once per type family, sum only. */
+  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
+  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+START_TEST(all_types_and_ops_match_the_reference_on_4_ranks) {
+  case_t c = {.job = {.port = mp_free_port()}, .algo = COLL_ALGO_RING};
+  ck_assert_int_eq(mp_run(4, 90000, rank_all_types_and_ops, &c), 0);
+}
+END_TEST
+
+static int rank_algorithms(int rank, int nranks, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  static const size_t counts[] = {0, 1, 7, 1023, BIG};
+  for (int a = 0; a < NALGOS && fails == 0; a++) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s over %s", coll_algo_name(algos[a]),
+             c->job.transport ? c->job.transport : "auto");
+    if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+      for (int in_place = 0; in_place < 2; in_place++)
+        fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM,
+                                in_place, (uint32_t)(k * 2 + (size_t)in_place), tag);
+    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+  }
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+static const int rank_counts[] = {1, 2, 3, 4, 5, 8};
+enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
+
+/* Loop index i: transport (shm, tcp) x rank count. */
+START_TEST(every_algorithm_matches_the_reference_for_every_transport_and_rank_count) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NRANK_COUNTS) ? "tcp" : "shm"}};
+  int n = rank_counts[_i % NRANK_COUNTS];
+  ck_assert_msg(mp_run(n, 100000, rank_algorithms, &c) == 0, "%d ranks over %s failed", n,
+                c.job.transport);
+}
+END_TEST
+
+static int rank_broadcasts(int rank, int nranks, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  static const size_t counts[] = {0, 1, 7, 1023, 65539};
+  char *buf = malloc((size_t)BIG * 4);
+  if (buf == NULL) return 1;
+  for (int a = 0; a < NALGOS && fails == 0; a++) {
+    if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
+    for (int root = 0; root < nranks; root++) {
+      for (size_t k = 0; k <= sizeof counts / sizeof counts[0]; k++) {
+        /* The big count only from the last root, to keep the suite fast. */
+        size_t count = k < sizeof counts / sizeof counts[0] ? counts[k] : BIG;
+        if (count == BIG && root != nranks - 1) continue;
+        coll_dtype_t dt = k % 2 ? COLL_FLOAT32 : COLL_UINT8;
+        uint32_t salt = (uint32_t)(root * 16 + (int)k);
+        if (rank == root) ct_fill(buf, count, dt, COLL_SUM, root, salt);
+        else memset(buf, 0x5A, count * coll_dtype_size(dt));
+        char what[128];
+        snprintf(what, sizeof what, "rank %d: %s broadcast root %d count %zu", rank,
+                 coll_algo_name(algos[a]), root, count);
+        coll_status_t st = coll_broadcast(buf, count, dt, root, comm);
+        if (st != COLL_OK) {
+          fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
+          fails++;
+          continue;
+        }
+        if (ct_check_broadcast(buf, count, dt, root, salt, what) != 0) fails++;
+        else if (ct_agree(comm, buf, count * coll_dtype_size(dt), what) != 0) fails++;
+      }
+    }
+  }
+  free(buf);
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+static const int bcast_rank_counts[] = {1, 2, 3, 5, 8};
+enum { NBCAST = sizeof bcast_rank_counts / sizeof bcast_rank_counts[0] };
+
+START_TEST(broadcast_from_every_root_reaches_every_rank) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NBCAST) ? "tcp" : "shm"}};
+  int n = bcast_rank_counts[_i % NBCAST];
+  ck_assert_msg(mp_run(n, 100000, rank_broadcasts, &c) == 0, "%d ranks over %s failed", n,
+                c.job.transport);
+}
+END_TEST
+
+static Suite *coll_results_suite(void) {
+  Suite *s = suite_create("coll results");
+  TCase *tc = tcase_create("all-reduce");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, all_types_and_ops_match_the_reference_on_4_ranks);
+  tcase_add_loop_test(tc, every_algorithm_matches_the_reference_for_every_transport_and_rank_count,
+                      0, 2 * NRANK_COUNTS);
+  suite_add_tcase(s, tc);
+  TCase *tb = tcase_create("broadcast");
+  tcase_set_timeout(tb, 120);
+  tcase_add_loop_test(tb, broadcast_from_every_root_reaches_every_rank, 0, 2 * NBCAST);
+  suite_add_tcase(s, tb);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(coll_results_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
