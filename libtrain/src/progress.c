@@ -1,0 +1,58 @@
+/* Console output of rank 0. The bar redraws at most ten times a second: printing
+ * every step would cost more than a step. */
+#include "progress.h"
+
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+double progress_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void progress_init(progress_t *p, bool enabled, bool quiet, int log_every, int epochs) {
+  *p = (progress_t){.enabled = enabled, .steps = enabled && !quiet, .tty = isatty(STDOUT_FILENO) == 1,
+                    .log_every = log_every > 0 ? log_every : 100, .epochs = epochs};
+}
+
+void progress_epoch_start(progress_t *p) {
+  p->epoch_start = progress_now();
+  p->last_draw = 0.0;
+}
+
+void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint64_t global_step,
+                   double samples, double mean_loss) {
+  if (!p->steps) return;
+  double now = progress_now();
+  double rate = samples / (now - p->epoch_start + 1e-9);
+  if (p->tty) {
+    if (now - p->last_draw < 0.1 && done != total) return;
+    p->last_draw = now;
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    int filled = total ? (int)((double)done / (double)total * WIDTH) : WIDTH;
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    printf("\repoch %d/%d [%s] %3d%% %8.0f samples/s  loss %.4f ", epoch + 1, p->epochs, bar,
+           total ? (int)(100 * done / total) : 100, rate, mean_loss);
+    fflush(stdout);
+  } else if (global_step % (uint64_t)p->log_every == 0) {
+    printf("epoch %d/%d step %llu/%llu (global %llu): %.0f samples/s, loss %.4f\n", epoch + 1,
+           p->epochs, (unsigned long long)done, (unsigned long long)total,
+           (unsigned long long)global_step, rate, mean_loss);
+    fflush(stdout);
+  }
+}
+
+void progress_epoch_end(progress_t *p, int epoch, double train_loss, double accuracy,
+                        double samples_per_s, double comm_share) {
+  if (!p->enabled) return;
+  if (p->tty && p->steps) printf("\n");
+  printf("epoch %d/%d: train loss %.4f", epoch + 1, p->epochs, train_loss);
+  if (accuracy >= 0.0) printf(", test accuracy %.2f%%", 100.0 * accuracy);
+  printf(", %.0f samples/s, waiting on communication %.1f%% of step time\n", samples_per_s,
+         100.0 * comm_share);
+  fflush(stdout);
+}

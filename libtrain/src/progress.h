@@ -1,0 +1,30 @@
+/* Rank 0's console output while training: a progress bar on a terminal, one line every
+ * N steps otherwise, and the per-epoch summary. */
+#ifndef TRAIN_PROGRESS_H
+#define TRAIN_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  bool enabled; /* rank 0 */
+  bool steps; /* per-step output too (not --quiet) */
+  bool tty;
+  int log_every;
+  int epochs;
+  double last_draw;
+  double epoch_start;
+} progress_t;
+
+void progress_init(progress_t *p, bool enabled, bool quiet, int log_every, int epochs);
+void progress_epoch_start(progress_t *p);
+/* After an optimizer step: `done` of `total` steps of this epoch, samples seen by all
+ * ranks so far in the epoch, this rank's running mean loss. */
+void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint64_t global_step,
+                   double samples, double mean_loss);
+void progress_epoch_end(progress_t *p, int epoch, double train_loss, double accuracy,
+                        double samples_per_s, double comm_share);
+double progress_now(void);
+
+#endif

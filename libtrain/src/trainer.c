@@ -1,0 +1,384 @@
+/* The training loop behind tools/train: set-up (communicator, backend, data, model,
+ * optimizer, DDP, resume), epochs of synchronised steps, evaluation on shards,
+ * checkpoints and the result. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "progress.h"
+
+void train_config_defaults(train_config_t *cfg) {
+  *cfg = (train_config_t){
+      .epochs = 10,
+      .batch = 64,
+      .accumulate = 1,
+      .opt = {.kind = TRAIN_OPT_SGD, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f,
+              .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+      .seed = 42,
+      .hidden = {256, 256},
+      .n_hidden = 2,
+      .data_dir = NULL,
+      .shuffle = true,
+      .bucket_mb = 25.0,
+      .checkpoint_every = 0,
+      .device = TRAIN_DEVICE_CPU,
+      .log_every = 100,
+      .evaluate = true,
+  };
+}
+
+/* Everything one run owns; released in one place. */
+typedef struct {
+  const train_config_t *cfg;
+  coll_comm_t *comm;
+  bool own_comm;
+  int rank, world;
+  train_backend_t *be;
+  train_dataset_t train, test;
+  train_model_t *model;
+  train_optimizer_t *opt;
+  train_ddp_t *ddp;
+  train_sampler_t sampler;
+  float *x; /* one micro-batch of inputs */
+  uint8_t *labels;
+  size_t max_batch;
+  /* Position: the next step to run. */
+  uint64_t epoch, step_in_epoch, global_step;
+} run_t;
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0' ? atoi(v) : fallback;
+}
+
+/* The launcher's world size, or 0 when no launcher set one. */
+static int launcher_world(void) {
+  static const char *const names[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int n = env_int(names[i], 0);
+    if (n > 0) return n;
+  }
+  return 0;
+}
+
+static train_status_t setup_comm(run_t *r) {
+  r->comm = r->cfg->comm;
+  r->rank = 0;
+  r->world = 1;
+  /* Without a launcher (or with a world of one) there is nobody to talk to: run alone
+   * without a store, like `python train.py` next to `torchrun train.py`. */
+  if (r->comm == NULL && launcher_world() > 1) {
+    coll_status_t cs = coll_comm_init_env(&r->comm);
+    if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
+    r->own_comm = true;
+  }
+  if (r->comm != NULL) {
+    coll_status_t cs = coll_comm_rank(r->comm, &r->rank);
+    if (cs == COLL_OK) cs = coll_comm_size(r->comm, &r->world);
+    if (cs != COLL_OK) return train_comm_error(cs, "communicator rank and size");
+  }
+  return TRAIN_OK;
+}
+
+static train_status_t validate(const train_config_t *c) {
+  if (c->epochs <= 0) return train_error(TRAIN_ERR_INVALID, "--epochs must be > 0");
+  if (c->batch == 0 || c->batch > 1u << 20)
+    return train_error(TRAIN_ERR_INVALID, "--batch must be in 1..%u", 1u << 20);
+  if (c->accumulate < 1) return train_error(TRAIN_ERR_INVALID, "--accumulate must be >= 1");
+  if (!(c->bucket_mb > 0.0)) return train_error(TRAIN_ERR_INVALID, "--bucket-mb must be > 0");
+  if (c->checkpoint_every < 0)
+    return train_error(TRAIN_ERR_INVALID, "--checkpoint-every must be >= 0");
+  if (c->resume && c->checkpoint == NULL)
+    return train_error(TRAIN_ERR_INVALID, "--resume needs --checkpoint FILE");
+  if (c->max_steps < 0) return train_error(TRAIN_ERR_INVALID, "--max-steps must be >= 0");
+  return TRAIN_OK;
+}
+
+static train_status_t setup(run_t *r) {
+  const train_config_t *c = r->cfg;
+  train_status_t st = setup_comm(r);
+  if (st != TRAIN_OK) return st;
+  st = train_backend_open(c->device, c->blas_threads, env_int("LOCAL_RANK", r->rank), &r->be);
+  if (st != TRAIN_OK) return st;
+  const char *dir = c->data_dir != NULL ? c->data_dir : TRAIN_DEFAULT_DATA_DIR;
+  st = train_dataset_load(dir, "train", &r->train);
+  if (st == TRAIN_OK && c->evaluate) st = train_dataset_load(dir, "t10k", &r->test);
+  if (st != TRAIN_OK) return st;
+  size_t inputs = r->train.rows * r->train.cols;
+  if (c->evaluate && r->test.rows * r->test.cols != inputs)
+    return train_error(TRAIN_ERR_FORMAT, "%s: test images are %zux%zu, training images %zux%zu",
+                       dir, r->test.rows, r->test.cols, r->train.rows, r->train.cols);
+  /* Evaluation runs in chunks of at least 256 rows: fewer, larger products. */
+  r->max_batch = c->batch > 256 ? c->batch : 256;
+  st = train_model_create(r->be, inputs, c->hidden, c->n_hidden, 10, r->max_batch, c->seed,
+                          &r->model);
+  if (st == TRAIN_OK)
+    st = train_optimizer_create(r->be, &c->opt, train_model_param_count(r->model), &r->opt);
+  if (st == TRAIN_OK)
+    st = train_ddp_create(r->comm, r->model, (size_t)(c->bucket_mb * 1024 * 1024), &r->ddp);
+  if (st == TRAIN_OK)
+    st = train_sampler_init(&r->sampler, r->train.count, r->rank, r->world, c->seed, c->shuffle,
+                            c->drop_last);
+  if (st != TRAIN_OK) return st;
+  r->x = malloc(r->max_batch * inputs * sizeof *r->x);
+  r->labels = malloc(r->max_batch);
+  if (r->x == NULL || r->labels == NULL)
+    return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the input batch");
+  return TRAIN_OK;
+}
+
+static void teardown(run_t *r) {
+  free(r->x);
+  free(r->labels);
+  train_sampler_free(&r->sampler);
+  train_ddp_destroy(r->ddp);
+  train_optimizer_destroy(r->opt);
+  train_model_destroy(r->model);
+  train_dataset_free(&r->train);
+  train_dataset_free(&r->test);
+  train_backend_close(r->be);
+  if (r->own_comm) coll_comm_destroy(r->comm);
+}
+
+static void fill_header(const run_t *r, train_ckpt_header_t *h) {
+  memset(h, 0, sizeof *h);
+  h->epoch = r->epoch;
+  h->step_in_epoch = r->step_in_epoch;
+  h->global_step = r->global_step;
+  h->seed = r->cfg->seed;
+  h->opt_kind = (uint32_t)r->cfg->opt.kind;
+  h->opt_steps = *train_optimizer_steps(r->opt);
+  int n = train_model_linear_count(r->model);
+  h->n_layers = (uint32_t)n;
+  for (int i = 0; i < n; i++) h->dims[i] = (uint32_t)train_model_linear(r->model, i)->in;
+  h->dims[n] = (uint32_t)train_model_linear(r->model, n - 1)->out;
+}
+
+static train_status_t save_checkpoint(run_t *r) {
+  if (r->cfg->checkpoint == NULL || r->rank != 0) return TRAIN_OK;
+  train_ckpt_header_t h;
+  fill_header(r, &h);
+  float *state[2] = {train_optimizer_state(r->opt, 0), train_optimizer_state(r->opt, 1)};
+  return train_checkpoint_write(r->cfg->checkpoint, &h, train_model_params(r->model),
+                                train_model_param_count(r->model), state,
+                                train_optimizer_state_count(r->opt));
+}
+
+/* Rank 0 reads the checkpoint and sends everything to the others, so that only one
+ * rank needs the file. A missing file means a first start: train from scratch. */
+static train_status_t resume(run_t *r) {
+  size_t n = train_model_param_count(r->model);
+  int n_state = train_optimizer_state_count(r->opt);
+  float *state[2] = {train_optimizer_state(r->opt, 0), train_optimizer_state(r->opt, 1)};
+  /* [status, found, epoch, step_in_epoch, global_step, opt_steps] */
+  int64_t pos[6] = {0};
+  train_status_t st = TRAIN_OK;
+  if (r->rank == 0) {
+    if (access(r->cfg->checkpoint, F_OK) != 0 && errno == ENOENT) {
+      printf("no checkpoint at %s yet: starting from scratch\n", r->cfg->checkpoint);
+    } else {
+      train_ckpt_header_t h, mine;
+      st = train_checkpoint_read(r->cfg->checkpoint, &h, train_model_params(r->model), n, state,
+                                 n_state);
+      fill_header(r, &mine);
+      if (st == TRAIN_OK && (h.n_layers != mine.n_layers || h.opt_kind != mine.opt_kind ||
+                             memcmp(h.dims, mine.dims, sizeof h.dims) != 0))
+        st = train_error(TRAIN_ERR_FORMAT, "%s: checkpoint of another model shape or optimizer",
+                         r->cfg->checkpoint);
+      if (st == TRAIN_OK && h.seed != r->cfg->seed)
+        st = train_error(TRAIN_ERR_INVALID, "%s: written with --seed %llu, this run has %llu",
+                         r->cfg->checkpoint, (unsigned long long)h.seed,
+                         (unsigned long long)r->cfg->seed);
+      pos[1] = 1;
+      pos[2] = (int64_t)h.epoch;
+      pos[3] = (int64_t)h.step_in_epoch;
+      pos[4] = (int64_t)h.global_step;
+      pos[5] = (int64_t)h.opt_steps;
+    }
+    pos[0] = st;
+  }
+  /* Every rank learns rank 0's status, so a bad file stops all of them. */
+  train_status_t cst = train_ddp_broadcast(r->ddp, pos, 6, COLL_INT64);
+  if (cst != TRAIN_OK) return cst;
+  if (pos[0] != TRAIN_OK)
+    return r->rank == 0 ? st
+                        : train_error((train_status_t)pos[0], "rank 0 could not resume");
+  if (!pos[1]) return TRAIN_OK;
+  cst = train_ddp_broadcast_params(r->ddp);
+  for (int i = 0; i < n_state && cst == TRAIN_OK; i++)
+    cst = train_ddp_broadcast(r->ddp, state[i], n, COLL_FLOAT32);
+  if (cst != TRAIN_OK) return cst;
+  r->epoch = (uint64_t)pos[2];
+  r->step_in_epoch = (uint64_t)pos[3];
+  r->global_step = (uint64_t)pos[4];
+  *train_optimizer_steps(r->opt) = (uint64_t)pos[5];
+  if (r->rank == 0)
+    printf("resumed from %s: epoch %llu, step %llu\n", r->cfg->checkpoint,
+           (unsigned long long)r->epoch + 1, (unsigned long long)r->global_step);
+  return TRAIN_OK;
+}
+
+/* Test accuracy and loss: each rank evaluates its slice of the test set, the counts
+ * are summed across ranks. */
+static train_status_t evaluate(run_t *r, double *accuracy) {
+  size_t n = r->test.count;
+  size_t first = n * (size_t)r->rank / (size_t)r->world;
+  size_t last = n * (size_t)(r->rank + 1) / (size_t)r->world;
+  uint32_t *idx = malloc(r->max_batch * sizeof *idx);
+  if (idx == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "evaluation indices");
+  double loss = 0.0;
+  size_t correct = 0;
+  train_status_t st = TRAIN_OK;
+  for (size_t i = first; i < last && st == TRAIN_OK; i += r->max_batch) {
+    size_t nb = last - i < r->max_batch ? last - i : r->max_batch;
+    for (size_t k = 0; k < nb; k++) idx[k] = (uint32_t)(i + k);
+    train_dataset_gather(&r->test, idx, nb, r->x, r->labels);
+    st = train_model_forward(r->model, r->x, nb);
+    if (st == TRAIN_OK) st = train_model_loss(r->model, r->labels, nb, 0.0f, &loss, &correct);
+  }
+  free(idx);
+  double counts[3] = {(double)correct, (double)(last - first), loss};
+  if (st == TRAIN_OK) st = train_ddp_sum(r->ddp, counts, 3);
+  if (st == TRAIN_OK) *accuracy = counts[0] / counts[1];
+  return st;
+}
+
+/* One optimizer step: `accumulate` micro-batches, communication only during the last
+ * one's backward. The loss gradient is scaled by 1 / (samples of the step on all ranks)
+ * so that the summed gradients are the mean over the global batch. */
+static train_status_t train_step(run_t *r, size_t first, size_t count, double *loss,
+                                 double *wait_s) {
+  const train_config_t *c = r->cfg;
+  float scale = 1.0f / (float)(count * (size_t)r->world);
+  train_status_t st = TRAIN_OK;
+  for (size_t done = 0; done < count && st == TRAIN_OK;) {
+    size_t nb = count - done < c->batch ? count - done : c->batch;
+    bool last = done + nb == count;
+    train_dataset_gather(&r->train, r->sampler.indices + first + done, nb, r->x, r->labels);
+    st = train_model_forward(r->model, r->x, nb);
+    if (st == TRAIN_OK) st = train_model_loss(r->model, r->labels, nb, scale, loss, NULL);
+    if (st == TRAIN_OK && last) train_ddp_begin_sync(r->ddp);
+    if (st == TRAIN_OK)
+      st = train_model_backward(r->model, r->x, nb, done > 0, last ? train_ddp_grad_ready : NULL,
+                                r->ddp);
+    done += nb;
+  }
+  train_status_t fst = train_ddp_finish_sync(r->ddp, wait_s);
+  if (st == TRAIN_OK) st = fst;
+  if (st == TRAIN_OK)
+    st = train_optimizer_step(r->opt, train_model_params(r->model), train_model_grads(r->model));
+  return st;
+}
+
+static train_status_t train_loop(run_t *r, train_result_t *res) {
+  const train_config_t *c = r->cfg;
+  progress_t prog;
+  progress_init(&prog, r->rank == 0, c->quiet, c->log_every, c->epochs);
+  size_t per_step = c->batch * (size_t)c->accumulate;
+  size_t shard = r->sampler.num_samples;
+  uint64_t steps = c->drop_last ? shard / per_step : (shard + per_step - 1) / per_step;
+  if (steps == 0)
+    return train_error(TRAIN_ERR_INVALID, "%zu samples per rank make no step of %zu (batch x "
+                       "accumulate) with --drop-last", shard, per_step);
+  double total_time = 0.0, total_wait = 0.0, total_samples = 0.0;
+  train_status_t st = TRAIN_OK;
+  bool stop = false;
+  for (; r->epoch < (uint64_t)c->epochs && !stop && st == TRAIN_OK; r->epoch++) {
+    train_sampler_set_epoch(&r->sampler, r->epoch);
+    progress_epoch_start(&prog);
+    double loss = 0.0, samples = 0.0, t_epoch = 0.0, wait_epoch = 0.0;
+    for (; r->step_in_epoch < steps; r->step_in_epoch++) {
+      if (c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps) {
+        stop = true;
+        break;
+      }
+      size_t first = r->step_in_epoch * per_step;
+      size_t count = shard - first < per_step ? shard - first : per_step;
+      double t0 = progress_now();
+      st = train_step(r, first, count, &loss, &wait_epoch);
+      t_epoch += progress_now() - t0;
+      if (st != TRAIN_OK) break;
+      samples += (double)count;
+      r->global_step++;
+      progress_step(&prog, (int)r->epoch, r->step_in_epoch + 1, steps, r->global_step,
+                    samples * r->world, loss / samples);
+      if (c->checkpoint_every > 0 && r->global_step % (uint64_t)c->checkpoint_every == 0) {
+        uint64_t saved = r->step_in_epoch;
+        r->step_in_epoch++; /* the position to resume from is the next step */
+        bool wrap = r->step_in_epoch == steps;
+        if (wrap) {
+          r->epoch++;
+          r->step_in_epoch = 0;
+        }
+        st = save_checkpoint(r);
+        if (wrap) r->epoch--;
+        r->step_in_epoch = saved;
+        if (st != TRAIN_OK) break;
+      }
+    }
+    if (st != TRAIN_OK) break;
+    total_time += t_epoch;
+    total_wait += wait_epoch;
+    total_samples += samples * r->world;
+    /* Mean training loss over all ranks' samples of this epoch. */
+    double sums[2] = {loss, samples};
+    st = train_ddp_sum(r->ddp, sums, 2);
+    if (st != TRAIN_OK) break;
+    res->final_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    if (stop) break; /* an interrupted epoch: no evaluation, position stays mid-epoch */
+    r->step_in_epoch = 0;
+    if (c->check_sync) {
+      uint64_t h = train_params_hash(train_model_params(r->model), train_model_param_count(r->model));
+      st = train_ddp_check_sync(r->ddp, &h);
+      if (st != TRAIN_OK) break;
+    }
+    double acc = -1.0;
+    if (c->evaluate) st = evaluate(r, &acc);
+    if (st != TRAIN_OK) break;
+    res->test_accuracy = acc;
+    progress_epoch_end(&prog, (int)r->epoch, res->final_loss, acc,
+                       samples * r->world / (t_epoch + 1e-12), wait_epoch / (t_epoch + 1e-12));
+    if (c->checkpoint_every == 0 && c->checkpoint != NULL) {
+      r->epoch++;
+      st = save_checkpoint(r);
+      r->epoch--;
+    }
+  }
+  if (st != TRAIN_OK) return st;
+  res->samples_per_s = total_samples / (total_time + 1e-12);
+  res->comm_share = total_wait / (total_time + 1e-12);
+  res->global_step = r->global_step;
+  /* The final state, so that --resume after the end (or after --max-steps) continues. */
+  return save_checkpoint(r);
+}
+
+train_status_t train_run(const train_config_t *cfg, train_result_t *result) {
+  train_result_t res = {.final_loss = NAN, .test_accuracy = -1.0};
+  train_status_t st = validate(cfg);
+  if (st != TRAIN_OK) return st;
+  run_t r = {.cfg = cfg};
+  st = setup(&r);
+  if (st == TRAIN_OK) st = train_ddp_broadcast_params(r.ddp);
+  if (st == TRAIN_OK && cfg->resume) st = resume(&r);
+  if (st == TRAIN_OK) st = train_loop(&r, &res);
+  if (st == TRAIN_OK && cfg->check_sync) {
+    uint64_t h = train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
+    st = train_ddp_check_sync(r.ddp, &h);
+  }
+  if (st == TRAIN_OK)
+    res.param_hash = train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
+  if (st != TRAIN_OK && r.own_comm && r.world > 1) {
+    /* Peers blocked in a collective with us learn at once instead of at the timeout. */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", train_last_error());
+    coll_comm_abort(r.comm);
+    train_error(st, "rank %d: %s", r.rank, msg);
+  }
+  teardown(&r);
+  if (result != NULL) *result = res;
+  return st;
+}
