@@ -1,0 +1,81 @@
+/* Helpers shared by the algorithm files (not part of the schedule.h contract): element
+ * sizes, balanced splits, segment sizes, a time-ordered op plan, and the per-algorithm
+ * builders that algo_build() dispatches to. */
+#ifndef COLL_ALGO_ALGO_INTERNAL_H
+#define COLL_ALGO_ALGO_INTERNAL_H
+
+#include <stddef.h>
+
+#include "algo/schedule.h"
+
+/* Default pipelining unit: fits L2 (512 KiB/core here) so a reduce stays in cache. */
+#define ALGO_DEFAULT_SEGMENT_BYTES ((size_t)512 * 1024)
+
+/* Bytes of one element of dtype; 0 for an unknown dtype. */
+size_t algo_elem_size(coll_dtype_t dtype);
+
+/* Elements per segment for p (p->segment_bytes or the default), at least 1. */
+size_t algo_segment_elems(const sched_params_t *p);
+
+/* Start of part i when [0, count) is cut into `parts` nearly equal contiguous parts (the
+ * first count % parts parts are one element longer). part_start(count, parts, parts) ==
+ * count. */
+static inline size_t algo_part_start(size_t count, size_t parts, size_t i) {
+  size_t rem = count % parts;
+  return count / parts * i + (i < rem ? i : rem);
+}
+
+static inline size_t algo_part_len(size_t count, size_t parts, size_t i) {
+  return algo_part_start(count, parts, i + 1) - algo_part_start(count, parts, i);
+}
+
+static inline size_t algo_div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* A plan: ops tagged with a global time slot, turned into steps (one per distinct time,
+ * in time order, ops of one time in the order added). Used by algorithms written as
+ * "at time t rank r does ...", which keeps all ranks in lock-step: an op matched at time
+ * t on one side is at time t on the other, so the schedule cannot deadlock. */
+typedef struct {
+  size_t time;
+  size_t seq;
+  sched_op_t op;
+} algo_timed_op_t;
+
+typedef struct {
+  algo_timed_op_t *ops;
+  size_t nops;
+  size_t cap;
+} algo_plan_t;
+
+coll_status_t algo_plan_add(algo_plan_t *plan, size_t time, sched_op_t op);
+/* Append the plan's ops to s as steps; frees the plan's memory. */
+coll_status_t algo_plan_emit(algo_plan_t *plan, sched_t *s);
+void algo_plan_free(algo_plan_t *plan);
+
+/* Op constructors for plans. */
+sched_op_t algo_op_send(int peer, sched_buf_t buf, size_t offset, size_t count);
+sched_op_t algo_op_recv_copy(int peer, sched_buf_t buf, size_t offset, size_t count);
+sched_op_t algo_op_recv_reduce(int peer, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
+                               size_t src_offset, size_t count);
+
+/* The builders; s is initialised, p validated, count > 0 or not as given. */
+coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_tree_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_master_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_chain_broadcast(const sched_params_t *p, sched_t *s);
+coll_status_t algo_binomial_broadcast(const sched_params_t *p, sched_t *s);
+coll_status_t algo_direct_broadcast(const sched_params_t *p, sched_t *s);
+
+/* Double binary tree shape (tree.c), exported for the cost model and tests: for tree
+ * t (0 or 1) of n ranks, rank's parent (-1 at the root), its children (-1 where absent)
+ * and its depth. */
+typedef struct {
+  int parent;
+  int child[2];
+  int depth;
+} algo_tree_node_t;
+void algo_dbtree_node(int n, int tree, int rank, algo_tree_node_t *node);
+int algo_dbtree_depth(int n); /* the deepest node's depth (same for both trees) */
+
+#endif

@@ -1,0 +1,329 @@
+/* Check suite 'algo': every all-reduce and broadcast algorithm run in the simulator over
+ * real buffers for many rank counts, counts, types and ops; bytes sent per rank against
+ * each algorithm's formula; the simulator's own checks (deadlock, mismatch, hazard); and
+ * parameter validation. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_internal.h"
+#include "algo_check.h"
+
+static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16};
+enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
+static const coll_algo_t allreduce_algos[] = {COLL_ALGO_RING, COLL_ALGO_MASTER};
+enum { NALGOS = sizeof allreduce_algos / sizeof allreduce_algos[0] };
+
+/* dtype/op pairs covering every dtype and every op at least once. */
+static const struct {
+  coll_dtype_t dtype;
+  coll_op_t op;
+} type_ops[] = {
+    {COLL_FLOAT32, COLL_SUM}, {COLL_INT32, COLL_SUM},     {COLL_INT64, COLL_PROD},
+    {COLL_UINT8, COLL_MAX},   {COLL_FLOAT16, COLL_SUM},   {COLL_BFLOAT16, COLL_MIN},
+    {COLL_FLOAT64, COLL_AVG}, {COLL_INT8, COLL_MIN},      {COLL_UINT32, COLL_AVG},
+    {COLL_UINT64, COLL_SUM},  {COLL_FLOAT32, COLL_PROD},
+};
+enum { NTYPE_OPS = sizeof type_ops / sizeof type_ops[0] };
+
+/* Loop index -> (algorithm, rank count). */
+START_TEST(allreduce_matches_reference_for_every_algorithm_and_rank_count) {
+  coll_algo_t algo = allreduce_algos[_i / NRANK_COUNTS];
+  int n = rank_counts[_i % NRANK_COUNTS];
+  static const size_t counts[] = {0, 1, 7, 1023};
+  static const size_t segments[] = {0, 24}; /* default, and tiny to force many segments */
+  for (size_t ci = 0; ci < 4; ci++)
+    for (size_t ti = 0; ti < NTYPE_OPS; ti++)
+      for (int in_place = 0; in_place < 2; in_place++)
+        for (size_t si = 0; si < 2; si++) {
+          run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = n,
+                          .count = counts[ci], .dtype = type_ops[ti].dtype,
+                          .op = type_ops[ti].op, .in_place = in_place,
+                          .segment_bytes = segments[si]};
+          check_case(&c, NULL);
+        }
+}
+END_TEST
+
+/* One large count (1 Mi + 3 elements): default and a segment size that does not divide
+ * the chunks. */
+START_TEST(allreduce_of_a_large_uneven_count_matches_reference) {
+  coll_algo_t algo = allreduce_algos[_i];
+  static const int ns[] = {3, 8};
+  for (int k = 0; k < 2; k++) {
+    run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = ns[k],
+                    .count = (1u << 20) + 3, .dtype = COLL_FLOAT32, .op = COLL_SUM,
+                    .in_place = k, .segment_bytes = k ? 100000 : 0};
+    check_case(&c, NULL);
+  }
+  run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = 5,
+                  .count = (1u << 20) + 3, .dtype = COLL_INT32, .op = COLL_SUM};
+  check_case(&c, NULL);
+}
+END_TEST
+
+START_TEST(broadcast_delivers_the_roots_data_from_every_root) {
+  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                      COLL_ALGO_MASTER};
+  coll_algo_t algo = algos[_i / NRANK_COUNTS];
+  int n = rank_counts[_i % NRANK_COUNTS];
+  static const size_t counts[] = {0, 1, 7, 1023, 100003};
+  for (int root = 0; root < n; root++)
+    for (size_t ci = 0; ci < 5; ci++)
+      for (int in_place = 0; in_place < 2; in_place++) {
+        if (ci == 4 && root > 1) continue; /* the big count from two roots is enough */
+        run_case_t c = {.algo = algo, .collective = COLL_KIND_BROADCAST, .nranks = n,
+                        .count = counts[ci], .dtype = ci % 2 ? COLL_FLOAT32 : COLL_UINT8,
+                        .op = COLL_SUM, .in_place = in_place,
+                        .segment_bytes = in_place ? 0 : 40, .root = root};
+        check_case(&c, NULL);
+      }
+}
+END_TEST
+
+/* Bytes sent per rank, from a dry run of the simulator (no data). */
+static sim_result_t dry_run(coll_algo_t algo, coll_kind_t kind, int n, size_t count,
+                            int root) {
+  sched_params_t p = {.collective = kind, .count = count, .dtype = COLL_FLOAT32,
+                      .nranks = n, .root = root};
+  sim_config_t cfg = {.dtype = COLL_FLOAT32, .op = COLL_SUM};
+  sim_result_t res;
+  coll_status_t st = sim_run_algo(algo, &p, &cfg, &res);
+  ck_assert_msg(st == COLL_OK, "dry run failed: %s", coll_last_error());
+  return res;
+}
+
+START_TEST(ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank) {
+  for (int n = 1; n <= 33; n += 4) {
+    size_t count = 1000003;
+    sim_result_t res = dry_run(COLL_ALGO_RING, COLL_KIND_ALL_REDUCE, n, count, 0);
+    for (int r = 0; r < n; r++) {
+      /* Exactly: everything but the chunks (r+1) and (r+2), in 4-byte elements. */
+      size_t c1 = algo_part_len(count, (size_t)n, (size_t)((r + 1) % n));
+      size_t c2 = algo_part_len(count, (size_t)n, (size_t)((r + 2) % n));
+      size_t exact = n == 1 ? 0 : (2 * count - c1 - c2) * 4;
+      ck_assert_uint_eq(res.bytes_sent[r], exact);
+      double formula = 2.0 * (n - 1) / n * (double)count * 4;
+      ck_assert(res.bytes_sent[r] >= formula - 8 && res.bytes_sent[r] <= formula + 8);
+      ck_assert_uint_eq(res.bytes_received[r], res.bytes_sent[r == 0 ? n - 1 : r - 1]);
+    }
+    if (n > 1) ck_assert_uint_eq(res.link_bytes[0 * n + 1], res.bytes_sent[0]);
+    sim_result_free(&res);
+  }
+}
+END_TEST
+
+START_TEST(master_sends_everything_through_rank_zero) {
+  for (int n = 1; n <= 9; n++) {
+    size_t count = 777777, S = count * 4;
+    sim_result_t res = dry_run(COLL_ALGO_MASTER, COLL_KIND_ALL_REDUCE, n, count, 0);
+    ck_assert_uint_eq(res.bytes_sent[0], (size_t)(n - 1) * S);
+    ck_assert_uint_eq(res.bytes_received[0], (size_t)(n - 1) * S);
+    for (int r = 1; r < n; r++) {
+      ck_assert_uint_eq(res.bytes_sent[r], S);
+      ck_assert_uint_eq(res.link_bytes[(size_t)r * n + 0], S);
+    }
+    sim_result_free(&res);
+  }
+}
+END_TEST
+
+START_TEST(broadcast_bytes_follow_each_shape) {
+  size_t count = 300001, S = count * 4;
+  for (int n = 1; n <= 12; n++) {
+    int root = n / 2;
+    sim_result_t chain = dry_run(COLL_ALGO_RING, COLL_KIND_BROADCAST, n, count, root);
+    sim_result_t direct = dry_run(COLL_ALGO_MASTER, COLL_KIND_BROADCAST, n, count, root);
+    sim_result_t binom = dry_run(COLL_ALGO_TREE, COLL_KIND_BROADCAST, n, count, root);
+    size_t total_chain = 0, total_binom = 0;
+    for (int r = 0; r < n; r++) {
+      total_chain += chain.bytes_sent[r];
+      total_binom += binom.bytes_sent[r];
+      ck_assert_uint_le(chain.bytes_sent[r], S); /* nobody sends more than once */
+      ck_assert_uint_eq(direct.bytes_sent[r], r == root ? (size_t)(n - 1) * S : 0);
+      ck_assert_uint_eq(chain.bytes_received[r], r == root ? 0 : S);
+      ck_assert_uint_eq(binom.bytes_received[r], r == root ? 0 : S);
+    }
+    ck_assert_uint_eq(total_chain, (size_t)(n - 1) * S);
+    ck_assert_uint_eq(total_binom, (size_t)(n - 1) * S);
+    int log2n = 0;
+    while ((1 << log2n) < n) log2n++;
+    ck_assert_uint_eq(binom.bytes_sent[root], (size_t)log2n * S);
+    ck_assert_uint_eq(binom.max_steps, (size_t)log2n);
+    sim_result_free(&chain);
+    sim_result_free(&direct);
+    sim_result_free(&binom);
+  }
+}
+END_TEST
+
+/* ---- the simulator catches broken schedules ---- */
+
+static void two_rank_params(sched_params_t *p, int rank) {
+  *p = (sched_params_t){.collective = COLL_KIND_ALL_REDUCE, .count = 8,
+                        .dtype = COLL_INT32, .rank = rank, .nranks = 2};
+}
+
+START_TEST(simulator_reports_a_deadlock) {
+  sched_t s[2];
+  for (int r = 0; r < 2; r++) {
+    sched_params_t p;
+    two_rank_params(&p, r);
+    sched_init(&s[r], &p, COLL_ALGO_RING);
+    /* Both ranks first wait to receive, then send: nobody can move. */
+    ck_assert_int_eq(sched_begin_step(&s[r]), COLL_OK);
+    ck_assert_int_eq(sched_recv_copy(&s[r], 1 - r, SCHED_BUF_OUTPUT, 0, 8), COLL_OK);
+    ck_assert_int_eq(sched_begin_step(&s[r]), COLL_OK);
+    ck_assert_int_eq(sched_send(&s[r], 1 - r, SCHED_BUF_INPUT, 0, 8), COLL_OK);
+  }
+  sim_config_t cfg = {.dtype = COLL_INT32, .op = COLL_SUM};
+  sim_result_t res;
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_ERR_INTERNAL);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "deadlock"));
+  /* The same ops with the send first on rank 0 run fine. */
+  sched_reset(&s[0]);
+  ck_assert_int_eq(sched_begin_step(&s[0]), COLL_OK);
+  ck_assert_int_eq(sched_send(&s[0], 1, SCHED_BUF_INPUT, 0, 8), COLL_OK);
+  ck_assert_int_eq(sched_begin_step(&s[0]), COLL_OK);
+  ck_assert_int_eq(sched_recv_copy(&s[0], 1, SCHED_BUF_OUTPUT, 0, 8), COLL_OK);
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_OK);
+  ck_assert_uint_eq(res.nrounds, 2);
+  sim_result_free(&res);
+  sched_free(&s[0]);
+  sched_free(&s[1]);
+}
+END_TEST
+
+START_TEST(simulator_reports_mismatched_counts_and_unpaired_messages) {
+  sched_t s[2];
+  for (int r = 0; r < 2; r++) {
+    sched_params_t p;
+    two_rank_params(&p, r);
+    sched_init(&s[r], &p, COLL_ALGO_RING);
+  }
+  sched_send(&s[0], 1, SCHED_BUF_INPUT, 0, 8);
+  sched_recv_copy(&s[1], 0, SCHED_BUF_OUTPUT, 0, 4);
+  sim_config_t cfg = {.dtype = COLL_INT32, .op = COLL_SUM};
+  sim_result_t res;
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_ERR_MISMATCH);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "receives 4"));
+  sched_send(&s[0], 1, SCHED_BUF_INPUT, 0, 8); /* a second send nobody receives */
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_ERR_MISMATCH);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "sends 2 messages"));
+  sched_free(&s[0]);
+  sched_free(&s[1]);
+}
+END_TEST
+
+START_TEST(simulator_reports_hazards_and_out_of_bounds_ops) {
+  sched_t s[2];
+  for (int r = 0; r < 2; r++) {
+    sched_params_t p;
+    two_rank_params(&p, r);
+    sched_init(&s[r], &p, COLL_ALGO_RING);
+  }
+  /* Rank 1 receives into OUTPUT[0..8) while sending INPUT[4..8): in-place they alias. */
+  sched_begin_step(&s[0]);
+  sched_send(&s[0], 1, SCHED_BUF_INPUT, 0, 8);
+  sched_recv_copy(&s[0], 1, SCHED_BUF_OUTPUT, 0, 4);
+  sched_begin_step(&s[1]);
+  sched_recv_copy(&s[1], 0, SCHED_BUF_OUTPUT, 0, 8);
+  sched_send(&s[1], 0, SCHED_BUF_INPUT, 4, 4);
+  sim_config_t cfg = {.dtype = COLL_INT32, .op = COLL_SUM};
+  sim_result_t res;
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_ERR_INTERNAL);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "touch the same elements"));
+  sched_reset(&s[1]);
+  sched_reset(&s[0]);
+  sched_send(&s[0], 1, SCHED_BUF_INPUT, 4, 8); /* past the end of 8 elements */
+  sched_recv_copy(&s[1], 0, SCHED_BUF_OUTPUT, 0, 8);
+  ck_assert_int_eq(sim_run(s, 2, &cfg, &res), COLL_ERR_INTERNAL);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "out of bounds"));
+  sched_free(&s[0]);
+  sched_free(&s[1]);
+}
+END_TEST
+
+START_TEST(simulator_records_every_executed_op) {
+  run_case_t c = {.algo = COLL_ALGO_RING, .collective = COLL_KIND_ALL_REDUCE, .nranks = 3,
+                  .count = 6, .dtype = COLL_INT32, .op = COLL_SUM};
+  sim_result_t res;
+  check_case(&c, &res);
+  /* 3 ranks x 4 steps x (send + recv), each op recorded once; rounds = 4 steps. */
+  ck_assert_uint_eq(sim_event_count(&res), 24);
+  ck_assert_uint_eq(res.nrounds, 4);
+  size_t sends = 0;
+  for (size_t i = 0; i < sim_event_count(&res); i++) {
+    const sim_event_t *e = sim_event_at(&res, i);
+    if (e->op.kind == SCHED_SEND) {
+      sends++;
+      ck_assert_int_eq(e->op.peer, (e->rank + 1) % 3);
+      ck_assert_uint_eq(e->op.count, 2);
+      ck_assert_uint_eq(e->round, e->step);
+    }
+  }
+  ck_assert_uint_eq(sends, 12);
+  ck_assert_ptr_null(sim_event_at(&res, 24));
+  sim_result_free(&res);
+}
+END_TEST
+
+START_TEST(algo_build_rejects_bad_parameters) {
+  sched_t s;
+  sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE, .count = 4, .dtype = COLL_FLOAT32,
+                      .rank = 0, .nranks = 2};
+  ck_assert_int_eq(algo_build(COLL_ALGO_AUTO, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(algo_build(COLL_ALGO_COUNT, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  p.rank = 2;
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(coll_last_error(), "rank 2 of 2"));
+  p.rank = 0;
+  p.nranks = 0;
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  p.nranks = 2;
+  p.dtype = COLL_DTYPE_COUNT;
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  p.dtype = COLL_FLOAT32;
+  p.collective = COLL_KIND_BROADCAST;
+  p.root = 5;
+  ck_assert_int_eq(algo_build(COLL_ALGO_TREE, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  p.root = 1;
+  p.count = SIZE_MAX / 2;
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, &p, &s), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, NULL, &s), COLL_ERR_INVALID_ARGUMENT);
+  p.count = 0;
+  ck_assert_int_eq(algo_build(COLL_ALGO_RING, &p, &s), COLL_OK);
+  ck_assert_uint_eq(s.nsteps, 0);
+  sched_free(&s);
+}
+END_TEST
+
+static Suite *algo_suite(void) {
+  Suite *s = suite_create("algo");
+  TCase *tc = tcase_create("sim");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
+                      NALGOS * NRANK_COUNTS);
+  tcase_add_loop_test(tc, allreduce_of_a_large_uneven_count_matches_reference, 0, NALGOS);
+  tcase_add_loop_test(tc, broadcast_delivers_the_roots_data_from_every_root, 0,
+                      4 * NRANK_COUNTS);
+  tcase_add_test(tc, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
+  tcase_add_test(tc, master_sends_everything_through_rank_zero);
+  tcase_add_test(tc, broadcast_bytes_follow_each_shape);
+  tcase_add_test(tc, simulator_reports_a_deadlock);
+  tcase_add_test(tc, simulator_reports_mismatched_counts_and_unpaired_messages);
+  tcase_add_test(tc, simulator_reports_hazards_and_out_of_bounds_ops);
+  tcase_add_test(tc, simulator_records_every_executed_op);
+  tcase_add_test(tc, algo_build_rejects_bad_parameters);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(algo_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
