@@ -72,12 +72,16 @@ static bool read_some(run_t *run, double deadline) {
     if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
     ssize_t got = read(pfds[i].fd, chunk, sizeof chunk);
     if (got > 0) {
-      if (i == 0) append(&run->out, &run->out_len, chunk, (size_t)got);
-      else append(&run->err, &run->err_len, chunk, (size_t)got);
+      if (i == 0)
+        append(&run->out, &run->out_len, chunk, (size_t)got);
+      else
+        append(&run->err, &run->err_len, chunk, (size_t)got);
     } else {
       close(pfds[i].fd);
-      if (i == 0) run->out_fd = -1;
-      else run->err_fd = -1;
+      if (i == 0)
+        run->out_fd = -1;
+      else
+        run->err_fd = -1;
     }
   }
   return true;

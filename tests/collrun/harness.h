@@ -15,7 +15,7 @@ typedef struct {
   size_t out_len;
   char *err;
   size_t err_len;
-  int status; /* wait status once finished */
+  int status;       /* wait status once finished */
   double elapsed_s; /* from start to exit */
   double start_s;
 } run_t;

@@ -24,9 +24,9 @@ static const char *env_or_dash(const char *name) {
 
 static void print_env(void) {
   static const char *const names[] = {
-      "RANK",           "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "GROUP_RANK",
-      "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "COLL_JOB_TOKEN", "COLL_STORE_HOSTED",
-      "OMP_NUM_THREADS",
+      "RANK",           "WORLD_SIZE",        "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+      "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR",     "MASTER_PORT",
+      "COLL_JOB_TOKEN", "COLL_STORE_HOSTED", "OMP_NUM_THREADS",
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     printf("%s=%s ", names[i], env_or_dash(names[i]));

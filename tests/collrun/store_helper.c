@@ -60,7 +60,8 @@ int main(void) {
   }
   printf("STORE_OK RANK=%lld\n", (long long)rank);
   snprintf(key, sizeof key, "finished/%lld", (long long)rank);
-  for (int64_t r = 0; r < world; r++) snprintf(names[r], sizeof names[r], "finished/%lld", (long long)r);
+  for (int64_t r = 0; r < world; r++)
+    snprintf(names[r], sizeof names[r], "finished/%lld", (long long)r);
   int64_t group_rank;
   if (store_set(client, key, "x", 1, TIMEOUT_MS) != COLL_OK ||
       coll_env_int("GROUP_RANK", 0, 1 << 20, 0, &group_rank) != COLL_OK ||

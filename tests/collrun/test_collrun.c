@@ -157,9 +157,20 @@ START_TEST(two_nodes_on_one_host_make_one_job_with_global_ranks) {
   run_t node[2];
   /* Node 1 first: its ranks must wait for node 0's store to appear. */
   for (int k = 1; k >= 0; k--) {
-    const char *args[] = {"-n", "2", "--nnodes", "2", "--node-rank", k == 0 ? "0" : "1",
-                          "--master-addr", "127.0.0.1", "--master-port", port, "--token",
-                          "shared-secret", store_helper, NULL};
+    const char *args[] = {"-n",
+                          "2",
+                          "--nnodes",
+                          "2",
+                          "--node-rank",
+                          k == 0 ? "0" : "1",
+                          "--master-addr",
+                          "127.0.0.1",
+                          "--master-port",
+                          port,
+                          "--token",
+                          "shared-secret",
+                          store_helper,
+                          NULL};
     run_start(&node[k], collrun, args);
     if (k == 1) usleep(200 * 1000);
   }
@@ -239,8 +250,8 @@ START_TEST(a_rank_killed_by_sigkill_is_named_and_collrun_exits_137) {
 END_TEST
 
 START_TEST(ranks_ignoring_sigterm_get_sigkill_after_the_grace_period) {
-  const char *args[] = {"-n",        "3",    "--grace-ms", "300", rank_helper, "exit",
-                        "0",         "5",    "ignore-term", NULL};
+  const char *args[] = {"-n",   "3", "--grace-ms", "300",         rank_helper,
+                        "exit", "0", "5",          "ignore-term", NULL};
   run_t run = run_to_end(args);
   assert_exit(&run, 5);
   assert_contains(run.err, "300 ms after SIGTERM; sending SIGKILL");
@@ -283,7 +294,8 @@ START_TEST(timeout_stops_the_job_with_exit_124) {
   const char *args[] = {"--timeout", "0.5", "-n", "2", rank_helper, "sleep", NULL};
   run_t run = run_to_end(args);
   assert_exit(&run, 124);
-  assert_contains(run.err, "collrun: job timed out after 0.5 s (--timeout); stopping 2 running ranks");
+  assert_contains(run.err,
+                  "collrun: job timed out after 0.5 s (--timeout); stopping 2 running ranks");
   ck_assert_msg(run.elapsed_s >= 0.5 && run.elapsed_s < 5, "took %.2f s", run.elapsed_s);
   assert_all_gone(&run, 2);
   run_free(&run);
@@ -295,7 +307,7 @@ END_TEST
 enum { LINES = 300, WIDTH = 3000, NRANKS_LINES = 3 };
 
 typedef struct {
-  char tag; /* 'r' for stdout lines, 'e' for stderr lines */
+  char tag;  /* 'r' for stdout lines, 'e' for stderr lines */
   int every; /* stdout: every line; stderr: every 10th */
   int next[NRANKS_LINES];
   int ends[NRANKS_LINES];
@@ -375,8 +387,12 @@ START_TEST(bad_command_lines_exit_with_a_message) {
       {.args = {"-n", "2", "--nnodes", "2", "--node-rank", "2", "--master-port", "1", H, NULL},
        .exit_code = 2,
        .message = "--node-rank 2 must be below --nnodes (2)"},
-      {.args = {"-n", "2", "--bogus", H, NULL}, .exit_code = 2, .message = "unknown option '--bogus'"},
-      {.args = {"-n", "2", "--timeout", "-1", H, NULL}, .exit_code = 2, .message = "--timeout '-1'"},
+      {.args = {"-n", "2", "--bogus", H, NULL},
+       .exit_code = 2,
+       .message = "unknown option '--bogus'"},
+      {.args = {"-n", "2", "--timeout", "-1", H, NULL},
+       .exit_code = 2,
+       .message = "--timeout '-1'"},
       {.args = {"-n", "2", "--grace-ms", NULL}, .exit_code = 2, .message = "needs a value"},
       {.args = {"-n", "2", "/nonexistent/prog", NULL},
        .exit_code = 127,
@@ -419,11 +435,12 @@ START_TEST(help_documents_options_and_every_rank_variable) {
   run_t run = run_to_end(args);
   assert_exit(&run, 0);
   static const char *const words[] = {
-      "--nproc-per-node", "--nnodes",   "--node-rank",      "--master-addr", "--master-port",
-      "--token",          "--no-prefix", "--grace-ms",      "--timeout",     "RANK",
-      "WORLD_SIZE",       "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",    "GROUP_WORLD_SIZE",
-      "MASTER_ADDR",      "MASTER_PORT", "COLL_JOB_TOKEN",  "COLL_STORE_HOSTED",
-      "OMP_NUM_THREADS",  "exit status",
+      "--nproc-per-node", "--nnodes",       "--node-rank",       "--master-addr",
+      "--master-port",    "--token",        "--no-prefix",       "--grace-ms",
+      "--timeout",        "RANK",           "WORLD_SIZE",        "LOCAL_RANK",
+      "LOCAL_WORLD_SIZE", "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR",
+      "MASTER_PORT",      "COLL_JOB_TOKEN", "COLL_STORE_HOSTED", "OMP_NUM_THREADS",
+      "exit status",
   };
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) assert_contains(run.out, words[i]);
   run_free(&run);

@@ -37,8 +37,8 @@ typedef enum {
 } stop_reason_t;
 
 typedef struct {
-  int rank; /* global */
-  pid_t pid; /* also the id of its process group */
+  int rank;     /* global */
+  pid_t pid;    /* also the id of its process group */
   bool running; /* not reaped yet: while so, its pid and group id cannot be reused */
   output_stream_t out;
   output_stream_t err;
@@ -49,17 +49,17 @@ typedef struct {
   const job_options_t *options;
   job_rank_t *ranks;
   int nranks; /* started so far */
-  int live; /* started and not reaped */
+  int live;   /* started and not reaped */
   output_sink_t sink;
   int epfd;
   int sigfd;
   stop_reason_t stop;
   int exit_code;
-  int64_t job_deadline_ns; /* --timeout; INT64_MAX: none */
+  int64_t job_deadline_ns;  /* --timeout; INT64_MAX: none */
   int64_t kill_deadline_ns; /* SIGKILL time while stopping; INT64_MAX: not stopping yet */
-  int64_t give_up_ns; /* after SIGKILL; INT64_MAX: not killed yet */
-  int failed; /* index of the rank whose failure stopped the job; -1: none */
-  int failed_status; /* its wait status */
+  int64_t give_up_ns;       /* after SIGKILL; INT64_MAX: not killed yet */
+  int failed;               /* index of the rank whose failure stopped the job; -1: none */
+  int failed_status;        /* its wait status */
 } job_t;
 
 static sigset_t job_signals(void) {
@@ -106,9 +106,7 @@ static void begin_stop(job_t *job, stop_reason_t reason, int exit_code, int sig)
     job->kill_deadline_ns = coll_deadline_ns(job->options->grace_ms);
 }
 
-static bool status_failed(int status) {
-  return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-}
+static bool status_failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 static int status_exit_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

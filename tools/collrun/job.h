@@ -10,8 +10,8 @@
 enum { JOB_EXIT_TIMEOUT = 124, JOB_EXIT_LAUNCH_FAILED = 1 };
 
 typedef struct {
-  bool prefix; /* "[RANK] " before each output line */
-  int grace_ms; /* SIGTERM ... SIGKILL */
+  bool prefix;      /* "[RANK] " before each output line */
+  int grace_ms;     /* SIGTERM ... SIGKILL */
   double timeout_s; /* 0: none */
 } job_options_t;
 

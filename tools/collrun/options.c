@@ -182,8 +182,7 @@ options_result_t options_parse(int argc, char **argv, options_t *options) {
         ok = parse_int_option("--nnodes", optarg, 1, OPTIONS_MAX_NODES, &options->nnodes);
         break;
       case OPT_NODE_RANK:
-        ok = parse_int_option("--node-rank", optarg, 0, OPTIONS_MAX_NODES - 1,
-                              &options->node_rank);
+        ok = parse_int_option("--node-rank", optarg, 0, OPTIONS_MAX_NODES - 1, &options->node_rank);
         break;
       case OPT_MASTER_ADDR:
         if (*optarg == '\0') return usage_error("--master-addr must not be empty");
@@ -220,8 +219,7 @@ options_result_t options_parse(int argc, char **argv, options_t *options) {
     return usage_error("--node-rank %d must be below --nnodes (%d)", options->node_rank,
                        options->nnodes);
   if (options->nnodes > 1 && !have_port)
-    return usage_error(
-        "--master-port is required with --nnodes > 1 (every node must know it)");
+    return usage_error("--master-port is required with --nnodes > 1 (every node must know it)");
   if ((int64_t)options->nnodes * options->nproc > INT32_MAX)
     return usage_error("--nnodes times -n is too large");
   options->prog_argv = argv + optind;

@@ -16,8 +16,8 @@ typedef struct {
   int nnodes;
   int node_rank;
   const char *master_addr; /* never NULL after parsing */
-  int master_port; /* 0: pick a free one (single node only) */
-  const char *token; /* --token, else $COLL_JOB_TOKEN; NULL when neither */
+  int master_port;         /* 0: pick a free one (single node only) */
+  const char *token;       /* --token, else $COLL_JOB_TOKEN; NULL when neither */
   bool prefix;
   int grace_ms;
   double timeout_s; /* 0: no deadline */
@@ -25,8 +25,8 @@ typedef struct {
 } options_t;
 
 typedef enum {
-  OPTIONS_RUN, /* parsed: start the job */
-  OPTIONS_HELP, /* --help was printed: exit 0 */
+  OPTIONS_RUN,         /* parsed: start the job */
+  OPTIONS_HELP,        /* --help was printed: exit 0 */
   OPTIONS_USAGE_ERROR, /* a message was printed: exit 2 */
 } options_result_t;
 

@@ -85,8 +85,8 @@ static void flush_partial(output_stream_t *stream, output_sink_t *sink, output_t
 }
 
 bool output_stream_init(output_stream_t *stream, int fd, int out_fd, int rank) {
-  *stream = (output_stream_t){.fd = fd, .out_fd = out_fd, .rank = rank,
-                              .buf = malloc(OUTPUT_LINE_MAX)};
+  *stream =
+      (output_stream_t){.fd = fd, .out_fd = out_fd, .rank = rank, .buf = malloc(OUTPUT_LINE_MAX)};
   return stream->buf != NULL;
 }
 

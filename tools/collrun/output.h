@@ -32,17 +32,17 @@ typedef struct {
 
 /* One pipe from a rank (its stdout or its stderr). */
 typedef struct {
-  int fd; /* read end, non-blocking; -1 once closed */
+  int fd;     /* read end, non-blocking; -1 once closed */
   int out_fd; /* STDOUT_FILENO or STDERR_FILENO */
-  int rank; /* global rank, for the prefix */
-  char *buf; /* the unfinished line */
+  int rank;   /* global rank, for the prefix */
+  char *buf;  /* the unfinished line */
   size_t len;
 } output_stream_t;
 
 typedef enum {
-  OUTPUT_DATA, /* read some bytes */
+  OUTPUT_DATA,  /* read some bytes */
   OUTPUT_AGAIN, /* nothing to read now */
-  OUTPUT_EOF, /* the writer closed the pipe: close the stream (output_stream_close) */
+  OUTPUT_EOF,   /* the writer closed the pipe: close the stream (output_stream_close) */
 } output_read_t;
 
 bool output_sink_init(output_sink_t *sink, bool prefix);
@@ -52,8 +52,7 @@ void output_sink_free(output_sink_t *sink);
 bool output_stream_init(output_stream_t *stream, int fd, int out_fd, int rank);
 /* One read(); whole lines are written out and added to the tail. At EOF an unfinished
  * last line is written out too. */
-output_read_t output_stream_read(output_stream_t *stream, output_sink_t *sink,
-                                 output_tail_t *tail);
+output_read_t output_stream_read(output_stream_t *stream, output_sink_t *sink, output_tail_t *tail);
 /* Read until the pipe is empty or at EOF (a rank that exited has written everything). */
 void output_stream_drain(output_stream_t *stream, output_sink_t *sink, output_tail_t *tail);
 /* Write out an unfinished last line (with a newline), close the fd, free the buffer. */

@@ -18,8 +18,9 @@ extern char **environ;
 
 /* Variables collrun sets for ranks: inherited values of these are dropped. */
 static const char *const rank_vars[] = {
-    "RANK",        "WORLD_SIZE",     "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "GROUP_RANK",
-    "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "COLL_JOB_TOKEN", "COLL_STORE_HOSTED",
+    "RANK",           "WORLD_SIZE",        "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR", "MASTER_PORT",
+    "COLL_JOB_TOKEN", "COLL_STORE_HOSTED",
 };
 enum { RANK_VAR_COUNT = sizeof rank_vars / sizeof rank_vars[0], ENV_EXTRA = RANK_VAR_COUNT + 1 };
 
@@ -120,8 +121,8 @@ static char **build_env(const spawn_plan_t *plan, int local_rank, size_t *first_
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static _Noreturn void exec_child(const spawn_plan_t *plan, char **env, pid_t launcher,
-                                 int out_w, int err_w) {
+static _Noreturn void exec_child(const spawn_plan_t *plan, char **env, pid_t launcher, int out_w,
+                                 int err_w) {
   /* Own process group: signals for this rank reach what it started too, and the
    * terminal's Ctrl-C reaches only collrun, which forwards it once. */
   setpgid(0, 0);

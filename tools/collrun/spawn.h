@@ -8,9 +8,9 @@
 
 /* What every rank of this node shares. */
 typedef struct {
-  const char *path; /* PROG resolved against PATH (spawn_resolve_program) */
+  const char *path;  /* PROG resolved against PATH (spawn_resolve_program) */
   char *const *argv; /* PROG ARGS..., NULL-terminated */
-  int nproc; /* ranks on this node */
+  int nproc;         /* ranks on this node */
   int nnodes;
   int node_rank;
   const char *master_addr;
