@@ -1,0 +1,372 @@
+/* Transport tests: real rank processes meet through a real store server started in the
+ * test process, connect over shm or tcp (forced, or chosen from host ids), and exchange
+ * messages in rings and all pairs, with and without reduction; failures (length
+ * mismatch, a killed peer) must come back as the right status naming the peer. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "mem/memops.h"
+#include "multiproc.h"
+#include "tp_util.h"
+
+#define MIB (1024u * 1024u)
+#define STAGING_LIMIT (16u * MIB) /* per peer connection, the documented default bound */
+
+static const char *const one_host[] = {"hostA", "hostA", "hostA", "hostA", "hostA"};
+static const char *const many_hosts[] = {"h0", "h1", "h2", "h3", "h4"};
+static const char *const two_hosts[] = {"hostA", "hostA", "hostB", "hostB"};
+
+typedef struct {
+  tp_job_t job;
+  int victim; /* for the kill test */
+} test_arg_t;
+
+/* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
+static int run_ranks(int n, mp_rank_fn fn, test_arg_t *arg, int timeout_ms) {
+  store_server_options_t opt = {.bind_addr = "127.0.0.1"};
+  store_server_t *server = NULL;
+  ck_assert_int_eq(store_server_start(&opt, &server), COLL_OK);
+  arg->job.port = store_server_port(server);
+  int failed = mp_run(n, timeout_ms, fn, arg);
+  store_server_stop(server);
+  return failed;
+}
+
+#define RANK_CHECK(cond, ...)                                                     \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "rank %d: ", rank);                                         \
+      fprintf(stderr, __VA_ARGS__);                                               \
+      fprintf(stderr, " (%s:%d; last error: %s)\n", __FILE__, __LINE__, coll_last_error()); \
+      return 1;                                                                   \
+    }                                                                             \
+  } while (0)
+
+static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 40 * MIB};
+#define NSIZES (sizeof copy_sizes / sizeof copy_sizes[0])
+
+/* Each rank sends every size to the next rank and receives from the previous one, all
+ * posted at once; then a burst of many small messages to test ordering and queueing. */
+static int ring_copy_body(tp_rank_t *tp, int rank, int n) {
+  tp_rank_t t = *tp;
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  void *out[NSIZES], *in[NSIZES];
+  for (size_t i = 0; i < NSIZES; i++) {
+    out[i] = malloc(copy_sizes[i] + 1);
+    in[i] = malloc(copy_sizes[i] + 1);
+    tp_fill(out[i], copy_sizes[i], rank, (int)i);
+    memset(in[i], 0xee, copy_sizes[i] + 1);
+    transport_recv_t r = {.dst = in[i], .len = copy_sizes[i]};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_send(&t, next, out[i], copy_sizes[i]) == COLL_OK, "post send");
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  for (size_t i = 0; i < NSIZES; i++) {
+    size_t bad = tp_check(in[i], copy_sizes[i], prev, (int)i);
+    RANK_CHECK(bad == SIZE_MAX, "size %zu: byte %zu differs", copy_sizes[i], bad);
+    RANK_CHECK(((unsigned char *)in[i])[copy_sizes[i]] == 0xee, "size %zu: wrote past the end",
+               copy_sizes[i]);
+    free(out[i]);
+    free(in[i]);
+  }
+  enum { BURST = 300 };
+  static unsigned char small_out[BURST][40], small_in[BURST][40];
+  for (int k = 0; k < BURST; k++) {
+    size_t len = (size_t)(k % 40);
+    tp_fill(small_out[k], len, rank, 100 + k);
+    transport_recv_t r = {.dst = small_in[k], .len = len};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post small recv");
+    RANK_CHECK(tp_send(&t, next, small_out[k], len) == COLL_OK, "post small send");
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain burst");
+  for (int k = 0; k < BURST; k++)
+    RANK_CHECK(tp_check(small_in[k], (size_t)(k % 40), prev, 100 + k) == SIZE_MAX,
+               "small message %d differs", k);
+  size_t staging = transport_set_staging_bytes(t.set);
+  RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes", staging);
+  *tp = t;
+  return 0;
+}
+
+static int ring_copy_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  int rc = ring_copy_body(&t, rank, n);
+  tp_close(&t);
+  return rc;
+}
+
+static const size_t reduce_counts[] = {0, 1, 7, 16 * 1024, 256 * 1024 + 3, 10 * MIB};
+#define NCOUNTS (sizeof reduce_counts / sizeof reduce_counts[0])
+
+static float value_of(int rank, size_t i) { return (float)(rank + 1) * 8.0f + (float)(i % 13); }
+
+/* Ring with reduction: dst = mine + incoming, into a separate buffer for every count and
+ * in place (dst == operand) once more for the largest. */
+static int ring_reduce_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
+  RANK_CHECK(sum != NULL, "no float32 sum");
+  float *mine[NCOUNTS + 1], *dst[NCOUNTS + 1], *sent[NCOUNTS + 1];
+  for (size_t i = 0; i <= NCOUNTS; i++) {
+    bool in_place = i == NCOUNTS;
+    size_t count = in_place ? reduce_counts[NCOUNTS - 1] : reduce_counts[i];
+    size_t bytes = count * sizeof(float);
+    mine[i] = malloc(bytes + 4);
+    for (size_t k = 0; k < count; k++) mine[i][k] = value_of(rank, k);
+    /* In place, the receive overwrites `mine`, so the send goes from a copy. */
+    dst[i] = in_place ? mine[i] : malloc(bytes + 4);
+    sent[i] = in_place ? malloc(bytes + 4) : mine[i];
+    if (in_place) memcpy(sent[i], mine[i], bytes);
+    transport_recv_t r = {.dst = dst[i], .operand = mine[i], .reduce = sum,
+                          .elem_size = sizeof(float), .len = bytes};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post reduce recv");
+    RANK_CHECK(tp_send(&t, next, sent[i], bytes) == COLL_OK, "post send");
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  for (size_t i = 0; i <= NCOUNTS; i++) {
+    size_t count = i < NCOUNTS ? reduce_counts[i] : reduce_counts[NCOUNTS - 1];
+    for (size_t k = 0; k < count; k++) {
+      float want = value_of(rank, k) + value_of(prev, k);
+      RANK_CHECK(dst[i][k] == want, "count %zu%s: element %zu is %g, want %g", count,
+                 i < NCOUNTS ? "" : " in place", k, (double)dst[i][k], (double)want);
+    }
+    free(i == NCOUNTS ? sent[i] : dst[i]);
+    free(mine[i]);
+  }
+  size_t staging = transport_set_staging_bytes(t.set);
+  RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes over the limit",
+             staging);
+  tp_close(&t);
+  return 0;
+}
+
+/* Every rank exchanges three sizes with every other rank at the same time. */
+static int all_pairs_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  static const size_t sizes[] = {1, 64 * 1024, MIB + 3};
+  enum { NS = 3 };
+  unsigned char *out[NS], *in[8][NS];
+  for (int s = 0; s < NS; s++) {
+    out[s] = malloc(sizes[s]);
+    tp_fill(out[s], sizes[s], rank, s);
+  }
+  for (int peer = 0; peer < n; peer++) {
+    if (peer == rank) continue;
+    for (int s = 0; s < NS; s++) {
+      in[peer][s] = malloc(sizes[s]);
+      transport_recv_t r = {.dst = in[peer][s], .len = sizes[s]};
+      RANK_CHECK(tp_recv(&t, peer, &r) == COLL_OK, "post recv");
+      RANK_CHECK(tp_send(&t, peer, out[s], sizes[s]) == COLL_OK, "post send");
+    }
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  for (int peer = 0; peer < n; peer++) {
+    if (peer == rank) continue;
+    for (int s = 0; s < NS; s++) {
+      RANK_CHECK(tp_check(in[peer][s], sizes[s], peer, s) == SIZE_MAX, "from %d size %zu differs",
+                 peer, sizes[s]);
+      free(in[peer][s]);
+    }
+  }
+  for (int s = 0; s < NS; s++) free(out[s]);
+  tp_close(&t);
+  return 0;
+}
+
+/* Rank 0 sends 100 bytes where rank 1 expects 64: rank 1 must get COLL_ERR_PROTOCOL
+ * naming rank 0. Rank 0 stays connected until rank 1 has checked. */
+static int mismatch_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  char buf[100] = {0};
+  if (rank == 0) {
+    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain send");
+    void *v = NULL;
+    size_t len = 0;
+    RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 10000) == COLL_OK, "wait");
+    free(v);
+  } else {
+    transport_recv_t r = {.dst = buf, .len = 64};
+    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
+    coll_status_t st = tp_drain(&t, 10000);
+    store_set(t.store, "mismatch/checked", "1", 1, 1000);
+    RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
+    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL, "message '%s' does not name rank 0",
+               coll_last_error());
+    RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
+               coll_last_error());
+  }
+  tp_close(&t);
+  return 0;
+}
+
+/* The victim starts sending 40 MiB and kills itself with SIGKILL once part of it moved;
+ * the survivor, receiving, must get COLL_ERR_REMOTE (or a timeout) naming it, fast. */
+static int killed_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  size_t len = 40 * MIB;
+  char *buf = calloc(1, len);
+  if (rank == arg->victim) {
+    RANK_CHECK(tp_send(&t, 1 - rank, buf, len) == COLL_OK, "post send");
+    transport_conn_t *c = transport_set_conn(t.set, 1 - rank);
+    for (int i = 0; i < 3; i++) {
+      transport_progress(c, NULL, NULL);
+      transport_set_wait(t.set, 5);
+    }
+    kill(getpid(), SIGKILL);
+    return 1;
+  }
+  transport_recv_t r = {.dst = buf, .len = len};
+  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
+  int64_t start = coll_now_ms();
+  coll_status_t st = tp_drain(&t, 5000);
+  int64_t took = coll_now_ms() - start;
+  RANK_CHECK(st == COLL_ERR_REMOTE || st == COLL_ERR_TIMEOUT, "got %s", coll_status_name(st));
+  char want[32];
+  snprintf(want, sizeof want, "rank %d", arg->victim);
+  RANK_CHECK(st != COLL_ERR_REMOTE || strstr(coll_last_error(), want) != NULL,
+             "message '%s' does not name %s", coll_last_error(), want);
+  RANK_CHECK(took < 6000, "took %lld ms", (long long)took);
+  fprintf(stderr, "rank %d: dead peer reported after %lld ms: %s\n", rank, (long long)took,
+          coll_last_error());
+  free(buf);
+  tp_close(&t);
+  return 0;
+}
+
+/* Transport of every pair, and a ring over a set that mixes shm and tcp. */
+static int mixed_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  for (int peer = 0; peer < n; peer++) {
+    if (peer == rank) {
+      RANK_CHECK(transport_set_conn(t.set, peer) == NULL, "self has a connection");
+      continue;
+    }
+    const char *want = strcmp(arg->job.hosts[peer], arg->job.hosts[rank]) == 0 ? "shm" : "tcp";
+    RANK_CHECK(strcmp(transport_set_conn(t.set, peer)->ops->name, want) == 0,
+               "peer %d uses %s, want %s", peer, transport_set_conn(t.set, peer)->ops->name, want);
+  }
+  int rc = ring_copy_body(&t, rank, n);
+  tp_close(&t);
+  return rc;
+}
+
+static const char *transport_of(int i) { return i % 2 == 0 ? "shm" : "tcp"; }
+
+static test_arg_t forced_arg(const char *forced, const char *prefix) {
+  return (test_arg_t){.job = {.prefix = prefix, .hosts = one_host, .forced = forced,
+                              .timeout_ms = 10000}};
+}
+
+/* Loop index i: transport i % 2, ranks 2 + i / 2 (2..5). */
+START_TEST(ring_of_2_to_5_ranks_delivers_every_size_intact) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/ring/");
+  int n = 2 + _i / 2;
+  ck_assert_int_eq(run_ranks(n, ring_copy_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/reduce/");
+  int n = 2 + _i / 2;
+  ck_assert_int_eq(run_ranks(n, ring_reduce_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(all_pairs_exchange_at_once) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/pairs/");
+  ck_assert_int_eq(run_ranks(4, all_pairs_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/mismatch/");
+  ck_assert_int_eq(run_ranks(2, mismatch_rank, &arg, 30000), 0);
+}
+END_TEST
+
+START_TEST(killed_peer_is_reported_to_the_survivor_within_the_deadline) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/kill/");
+  arg.victim = 0;
+  /* One failure: the victim, killed by its own hand. */
+  ck_assert_int_eq(run_ranks(2, killed_rank, &arg, 30000), 1);
+}
+END_TEST
+
+START_TEST(hosts_pick_shm_within_and_tcp_across_in_one_set) {
+  test_arg_t arg = {.job = {.prefix = "t/mixed/", .hosts = two_hosts, .timeout_ms = 10000}};
+  ck_assert_int_eq(run_ranks(4, mixed_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(different_hosts_default_to_tcp) {
+  test_arg_t arg = {.job = {.prefix = "t/hosts/", .hosts = many_hosts, .timeout_ms = 10000}};
+  ck_assert_int_eq(run_ranks(3, mixed_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(forcing_shm_across_hosts_fails_with_a_message) {
+  store_server_options_t opt = {.bind_addr = "127.0.0.1"};
+  store_server_t *server = NULL;
+  ck_assert_int_eq(store_server_start(&opt, &server), COLL_OK);
+  store_client_t *client = NULL;
+  ck_assert_int_eq(store_client_connect("127.0.0.1", store_server_port(server), NULL, 5000, &client),
+                   COLL_OK);
+  transport_setup_t setup = {.store = client, .key_prefix = "t/force/", .rank = 0, .nranks = 2,
+                             .host_ids = many_hosts, .forced = "shm", .timeout_ms = 1000};
+  transport_set_t *set = NULL;
+  ck_assert_int_eq(transport_set_connect(&setup, &set), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(set);
+  ck_assert_msg(strstr(coll_last_error(), "different hosts") != NULL, "%s", coll_last_error());
+  setup.forced = "carrier-pigeon";
+  ck_assert_int_eq(transport_set_connect(&setup, &set), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(coll_last_error(), "carrier-pigeon") != NULL, "%s", coll_last_error());
+  store_client_close(client);
+  store_server_stop(server);
+}
+END_TEST
+
+static Suite *transport_suite(void) {
+  Suite *s = suite_create("transport");
+  TCase *tc = tcase_create("exchange");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
+  tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
+  tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
+  tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
+  tcase_add_test(tc, different_hosts_default_to_tcp);
+  suite_add_tcase(s, tc);
+  TCase *te = tcase_create("errors");
+  tcase_set_timeout(te, 60);
+  tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0, 2);
+  tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
+  tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
+  suite_add_tcase(s, te);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(transport_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

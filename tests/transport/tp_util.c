@@ -1,0 +1,97 @@
+/* Helpers shared by the transport tests and the pairwise benchmark (see tp_util.h). */
+#include "tp_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+
+coll_status_t tp_open(const tp_job_t *job, int rank, int nranks, tp_rank_t *out) {
+  memset(out, 0, sizeof *out);
+  out->rank = rank;
+  out->nranks = nranks;
+  size_t n = (size_t)nranks;
+  out->sends_posted = calloc(n, sizeof(uint64_t));
+  out->sends_done = calloc(n, sizeof(uint64_t));
+  out->recvs_posted = calloc(n, sizeof(uint64_t));
+  out->recvs_done = calloc(n, sizeof(uint64_t));
+  int timeout = job->timeout_ms > 0 ? job->timeout_ms : 10000;
+  coll_status_t st = store_client_connect("127.0.0.1", job->port, NULL, timeout, &out->store);
+  if (st != COLL_OK) return st;
+  transport_setup_t setup = {
+      .store = out->store,
+      .key_prefix = job->prefix,
+      .rank = rank,
+      .nranks = nranks,
+      .host_ids = job->hosts,
+      .forced = job->forced,
+      .timeout_ms = timeout,
+  };
+  return transport_set_connect(&setup, &out->set);
+}
+
+void tp_close(tp_rank_t *t) {
+  transport_set_close(t->set);
+  store_client_close(t->store);
+  free(t->sends_posted);
+  free(t->sends_done);
+  free(t->recvs_posted);
+  free(t->recvs_done);
+  memset(t, 0, sizeof *t);
+}
+
+coll_status_t tp_send(tp_rank_t *t, int peer, const void *buf, size_t len) {
+  coll_status_t st = transport_post_send(transport_set_conn(t->set, peer), buf, len);
+  if (st == COLL_OK) t->sends_posted[peer]++;
+  return st;
+}
+
+coll_status_t tp_recv(tp_rank_t *t, int peer, const transport_recv_t *recv) {
+  coll_status_t st = transport_post_recv(transport_set_conn(t->set, peer), recv);
+  if (st == COLL_OK) t->recvs_posted[peer]++;
+  return st;
+}
+
+coll_status_t tp_drain(tp_rank_t *t, int timeout_ms) {
+  int64_t deadline = coll_deadline_ns(timeout_ms);
+  for (;;) {
+    bool pending = false, moved = false;
+    for (int p = 0; p < t->nranks; p++) {
+      transport_conn_t *c = transport_set_conn(t->set, p);
+      if (c == NULL) continue;
+      if (t->sends_done[p] == t->sends_posted[p] && t->recvs_done[p] == t->recvs_posted[p])
+        continue;
+      uint64_t sd = 0, rd = 0;
+      coll_status_t st = transport_progress(c, &sd, &rd);
+      if (st != COLL_OK) return st;
+      moved = moved || sd != t->sends_done[p] || rd != t->recvs_done[p];
+      t->sends_done[p] = sd;
+      t->recvs_done[p] = rd;
+      pending = pending || sd < t->sends_posted[p] || rd < t->recvs_posted[p];
+    }
+    if (!pending) return COLL_OK;
+    if (moved) continue;
+    int left = coll_ms_left(deadline);
+    if (left == 0) return coll_error(COLL_ERR_TIMEOUT, "tp_drain: no completion in %d ms", timeout_ms);
+    coll_status_t st = transport_set_wait(t->set, left < 10 ? left : 10);
+    if (st != COLL_OK) return st;
+  }
+}
+
+static uint8_t pattern_byte(size_t i, int sender, int tag) {
+  uint32_t x = (uint32_t)i * 2654435761u + (uint32_t)sender * 40503u + (uint32_t)tag * 977u;
+  return (uint8_t)(x >> 24 ^ x >> 11 ^ (uint32_t)i);
+}
+
+void tp_fill(void *buf, size_t len, int sender, int tag) {
+  uint8_t *b = buf;
+  for (size_t i = 0; i < len; i++) b[i] = pattern_byte(i, sender, tag);
+}
+
+size_t tp_check(const void *buf, size_t len, int sender, int tag) {
+  const uint8_t *b = buf;
+  for (size_t i = 0; i < len; i++)
+    if (b[i] != pattern_byte(i, sender, tag)) return i;
+  return SIZE_MAX;
+}

@@ -1,0 +1,46 @@
+/* Helpers shared by the transport tests and the pairwise benchmark: connect a rank's
+ * transport set through a real store, drive progress until counters are reached, and
+ * fill / check buffers with a pattern that differs per sender and message. */
+#ifndef TESTS_TRANSPORT_TP_UTIL_H
+#define TESTS_TRANSPORT_TP_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/store.h"
+#include "transport/transport.h"
+
+typedef struct {
+  uint16_t port; /* store server on 127.0.0.1 */
+  const char *prefix; /* key prefix, unique per test */
+  const char *const *hosts; /* host id per rank */
+  const char *forced; /* "shm", "tcp" or NULL */
+  int timeout_ms;
+} tp_job_t;
+
+typedef struct {
+  store_client_t *store;
+  transport_set_t *set;
+  int rank;
+  int nranks;
+  uint64_t *sends_posted, *sends_done, *recvs_posted, *recvs_done; /* by peer */
+} tp_rank_t;
+
+/* Connect the store client and the transport set; COLL_OK or the connect status. */
+coll_status_t tp_open(const tp_job_t *job, int rank, int nranks, tp_rank_t *out);
+void tp_close(tp_rank_t *t);
+
+coll_status_t tp_send(tp_rank_t *t, int peer, const void *buf, size_t len);
+coll_status_t tp_recv(tp_rank_t *t, int peer, const transport_recv_t *recv);
+/* Progress every connection until all posted operations completed, blocking in
+ * transport_set_wait when nothing moves. COLL_ERR_TIMEOUT after timeout_ms without
+ * completion; otherwise the first transport error. */
+coll_status_t tp_drain(tp_rank_t *t, int timeout_ms);
+
+/* Deterministic bytes for (sender, message tag). */
+void tp_fill(void *buf, size_t len, int sender, int tag);
+/* Index of the first byte that differs from tp_fill(sender, tag), or SIZE_MAX. */
+size_t tp_check(const void *buf, size_t len, int sender, int tag);
+
+#endif
