@@ -428,8 +428,8 @@ static int rank_mem_and_log(int rank, int nranks, void *arg) {
   int saved = dup(2);
   dup2(fd, 2);
   coll_comm_t *comm;
+  setenv("COLL_DEBUG", "INFO", 1); /* read once, at the first log line */
   int bad = ct_init(arg, rank, nranks, &comm);
-  setenv("COLL_DEBUG", "INFO", 1);
   if (bad) return 1;
   coll_comm_set_algo(comm, COLL_ALGO_RING);
   static float x[1 << 18];
