@@ -12,7 +12,7 @@
 
 static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16};
 enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
-static const coll_algo_t allreduce_algos[] = {COLL_ALGO_RING, COLL_ALGO_MASTER};
+static const coll_algo_t allreduce_algos[] = {COLL_ALGO_RING, COLL_ALGO_MASTER, COLL_ALGO_TREE};
 enum { NALGOS = sizeof allreduce_algos / sizeof allreduce_algos[0] };
 
 /* dtype/op pairs covering every dtype and every op at least once. */
@@ -154,6 +154,72 @@ START_TEST(broadcast_bytes_follow_each_shape) {
     sim_result_free(&chain);
     sim_result_free(&direct);
     sim_result_free(&binom);
+  }
+}
+END_TEST
+
+START_TEST(double_binary_trees_cover_every_rank_and_swap_leaves) {
+  for (int n = 1; n <= 70; n++) {
+    int depth = algo_dbtree_depth(n), log2n = 0;
+    while ((1 << log2n) < n) log2n++;
+    ck_assert_int_le(depth, log2n);
+    int leaf_in_both = 0;
+    for (int t = 0; t < 2; t++) {
+      int roots = 0;
+      int *parent_count = calloc((size_t)n, sizeof *parent_count);
+      for (int r = 0; r < n; r++) {
+        algo_tree_node_t node;
+        algo_dbtree_node(n, t, r, &node);
+        ck_assert_int_le(node.depth, depth);
+        if (node.parent < 0) roots++;
+        for (int k = 0; k < 2; k++) {
+          int c = node.child[k];
+          if (c < 0) continue;
+          ck_assert_int_lt(c, n);
+          parent_count[c]++;
+          algo_tree_node_t cn;
+          algo_dbtree_node(n, t, c, &cn);
+          ck_assert_int_eq(cn.parent, r);
+          ck_assert_int_eq(cn.depth, node.depth + 1);
+        }
+      }
+      ck_assert_int_eq(roots, 1);
+      for (int r = 0; r < n; r++) {
+        algo_tree_node_t node;
+        algo_dbtree_node(n, t, r, &node);
+        ck_assert_int_eq(parent_count[r], node.parent < 0 ? 0 : 1);
+      }
+      free(parent_count);
+    }
+    for (int r = 0; r < n; r++) {
+      algo_tree_node_t a, b;
+      algo_dbtree_node(n, 0, r, &a);
+      algo_dbtree_node(n, 1, r, &b);
+      if (a.child[0] < 0 && b.child[0] < 0) leaf_in_both++;
+    }
+    ck_assert_msg(n < 3 || leaf_in_both == 0, "n=%d: %d ranks are leaves in both trees", n,
+                  leaf_in_both);
+  }
+}
+END_TEST
+
+START_TEST(tree_bytes_follow_the_tree_shape) {
+  for (int n = 1; n <= 20; n++) {
+    size_t count = 200001, S = count * 4;
+    size_t half[2] = {algo_part_len(count, 2, 0) * 4, algo_part_len(count, 2, 1) * 4};
+    sim_result_t res = dry_run(COLL_ALGO_TREE, COLL_KIND_ALL_REDUCE, n, count, 0);
+    for (int r = 0; r < n; r++) {
+      size_t want = 0;
+      for (int t = 0; t < 2; t++) {
+        algo_tree_node_t node;
+        algo_dbtree_node(n, t, r, &node);
+        size_t msgs = (node.parent >= 0) + (node.child[0] >= 0) + (node.child[1] >= 0);
+        want += msgs * half[t];
+      }
+      ck_assert_uint_eq(res.bytes_sent[r], want);
+      ck_assert_uint_le(res.bytes_sent[r], 3 * S); /* at most 3 links of S/2 per tree */
+    }
+    sim_result_free(&res);
   }
 }
 END_TEST
@@ -311,6 +377,8 @@ static Suite *algo_suite(void) {
   tcase_add_test(tc, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
   tcase_add_test(tc, master_sends_everything_through_rank_zero);
   tcase_add_test(tc, broadcast_bytes_follow_each_shape);
+  tcase_add_test(tc, double_binary_trees_cover_every_rank_and_swap_leaves);
+  tcase_add_test(tc, tree_bytes_follow_the_tree_shape);
   tcase_add_test(tc, simulator_reports_a_deadlock);
   tcase_add_test(tc, simulator_reports_mismatched_counts_and_unpaired_messages);
   tcase_add_test(tc, simulator_reports_hazards_and_out_of_bounds_ops);
