@@ -1,11 +1,12 @@
 /* A rank program for the collrun tests that meets the other ranks in the store collrun
  * hosts: connect to MASTER_ADDR:MASTER_PORT with COLL_JOB_TOKEN, check that a wrong token
  * is refused, publish "rank/<RANK>", wait for every rank's key, and print the result.
- * Ranks of node 0 (whose collrun hosts the store) leave last: they wait until every rank
- * has set "finished/<RANK>", so that the store outlives every rank's use of it. */
+ * Ranks of other nodes than 0 then pause and use the store once more: node 0's ranks have
+ * exited by then, and node 0's collrun must keep the store up for them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bootstrap/store.h"
 #include "common/env.h"
@@ -59,15 +60,15 @@ int main(void) {
     goto cleanup;
   }
   printf("STORE_OK RANK=%lld\n", (long long)rank);
-  snprintf(key, sizeof key, "finished/%lld", (long long)rank);
-  for (int64_t r = 0; r < world; r++)
-    snprintf(names[r], sizeof names[r], "finished/%lld", (long long)r);
   int64_t group_rank;
-  if (store_set(client, key, "x", 1, TIMEOUT_MS) != COLL_OK ||
-      coll_env_int("GROUP_RANK", 0, 1 << 20, 0, &group_rank) != COLL_OK ||
-      (group_rank == 0 && store_wait(client, keys, (size_t)world, TIMEOUT_MS) != COLL_OK)) {
-    fprintf(stderr, "store (finishing): %s\n", coll_last_error());
-    goto cleanup;
+  if (coll_env_int("GROUP_RANK", 0, 1 << 20, 0, &group_rank) != COLL_OK) goto cleanup;
+  if (group_rank > 0) {
+    usleep(300 * 1000);
+    if (store_add(client, "late", 1, &arrived, TIMEOUT_MS) != COLL_OK) {
+      fprintf(stderr, "store (late use): %s\n", coll_last_error());
+      goto cleanup;
+    }
+    printf("LATE_OK RANK=%lld\n", (long long)rank);
   }
   rc = 0;
 cleanup:

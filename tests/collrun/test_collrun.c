@@ -131,62 +131,6 @@ START_TEST(ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused) {
 }
 END_TEST
 
-typedef struct {
-  int node_rank;
-  int seen[MAX_RANKS];
-} node_check_t;
-
-static void check_node_line(const char *line, void *arg) {
-  node_check_t *c = arg;
-  const char *rest;
-  int prefix = prefix_rank(line, &rest);
-  ck_assert_msg(prefix >= 0, "no prefix: %s", line);
-  if (strncmp(rest, "RANK=", 5) != 0) return;
-  long rank = field_long(line, "RANK");
-  ck_assert_int_eq(prefix, rank);
-  ck_assert_int_eq(rank / 2, c->node_rank); /* global = node_rank * N + local */
-  ck_assert_int_eq(field_long(line, "LOCAL_RANK"), rank % 2);
-  ck_assert_int_eq(field_long(line, "WORLD_SIZE"), 4);
-  ck_assert_int_eq(field_long(line, "GROUP_RANK"), c->node_rank);
-  c->seen[rank]++;
-}
-
-START_TEST(two_nodes_on_one_host_make_one_job_with_global_ranks) {
-  char port[16];
-  snprintf(port, sizeof port, "%u", (unsigned)mp_free_port());
-  run_t node[2];
-  /* Node 1 first: its ranks must wait for node 0's store to appear. */
-  for (int k = 1; k >= 0; k--) {
-    const char *args[] = {"-n",
-                          "2",
-                          "--nnodes",
-                          "2",
-                          "--node-rank",
-                          k == 0 ? "0" : "1",
-                          "--master-addr",
-                          "127.0.0.1",
-                          "--master-port",
-                          port,
-                          "--token",
-                          "shared-secret",
-                          store_helper,
-                          NULL};
-    run_start(&node[k], collrun, args);
-    if (k == 1) usleep(200 * 1000);
-  }
-  for (int k = 0; k < 2; k++) run_finish(&node[k], RUN_TIMEOUT_MS);
-  for (int k = 0; k < 2; k++) {
-    assert_exit(&node[k], 0);
-    node_check_t c = {.node_rank = k};
-    for_each_line(node[k].out, check_node_line, &c);
-    for (int r = 2 * k; r < 2 * k + 2; r++) ck_assert_int_eq(c.seen[r], 1);
-    ck_assert_int_eq(count_of(node[k].out, "STORE_OK"), 2);
-    ck_assert_int_eq(count_of(node[k].out, "WRONG_TOKEN_REFUSED"), 2);
-    run_free(&node[k]);
-  }
-}
-END_TEST
-
 /* ---- failures ---- */
 
 typedef struct {
@@ -218,6 +162,92 @@ static const char *failure_line(const run_t *run, char *buf, size_t cap) {
   snprintf(buf, cap, "%.*s", (int)len, start);
   return buf;
 }
+
+/* ---- several nodes ---- */
+
+typedef struct {
+  int node_rank;
+  int seen[MAX_RANKS];
+} node_check_t;
+
+static void check_node_line(const char *line, void *arg) {
+  node_check_t *c = arg;
+  const char *rest;
+  int prefix = prefix_rank(line, &rest);
+  ck_assert_msg(prefix >= 0, "no prefix: %s", line);
+  if (strncmp(rest, "RANK=", 5) != 0) return;
+  long rank = field_long(line, "RANK");
+  ck_assert_int_eq(prefix, rank);
+  ck_assert_int_eq(rank / 2, c->node_rank); /* global = node_rank * N + local */
+  ck_assert_int_eq(field_long(line, "LOCAL_RANK"), rank % 2);
+  ck_assert_int_eq(field_long(line, "WORLD_SIZE"), 4);
+  ck_assert_int_eq(field_long(line, "GROUP_RANK"), c->node_rank);
+  c->seen[rank]++;
+}
+
+/* Two collruns of 2 ranks each on 127.0.0.1, node 1 started first: it must wait for node
+ * 0's store. prog_args: the rank program and its arguments, NULL-terminated. */
+static void run_two_nodes(run_t node[2], const char *const *prog_args) {
+  char port[16];
+  snprintf(port, sizeof port, "%u", (unsigned)mp_free_port());
+  for (int k = 1; k >= 0; k--) {
+    const char *args[24] = {"-n",
+                            "2",
+                            "--nnodes",
+                            "2",
+                            "--node-rank",
+                            k == 0 ? "0" : "1",
+                            "--master-addr",
+                            "127.0.0.1",
+                            "--master-port",
+                            port,
+                            "--token",
+                            "shared-secret",
+                            "--grace-ms",
+                            "2000"};
+    size_t n = 14;
+    for (size_t i = 0; prog_args[i] != NULL && n < 23; i++) args[n++] = prog_args[i];
+    run_start(&node[k], collrun, args);
+    if (k == 1) usleep(200 * 1000);
+  }
+  for (int k = 0; k < 2; k++) run_finish(&node[k], RUN_TIMEOUT_MS);
+}
+
+START_TEST(two_nodes_on_one_host_make_one_job_with_global_ranks) {
+  run_t node[2];
+  const char *prog[] = {store_helper, NULL};
+  run_two_nodes(node, prog);
+  for (int k = 0; k < 2; k++) {
+    assert_exit(&node[k], 0);
+    node_check_t c = {.node_rank = k};
+    for_each_line(node[k].out, check_node_line, &c);
+    for (int r = 2 * k; r < 2 * k + 2; r++) ck_assert_int_eq(c.seen[r], 1);
+    ck_assert_int_eq(count_of(node[k].out, "STORE_OK"), 2);
+    ck_assert_int_eq(count_of(node[k].out, "WRONG_TOKEN_REFUSED"), 2);
+    /* Node 1's ranks used the store after node 0's ranks had exited. */
+    ck_assert_int_eq(count_of(node[k].out, "LATE_OK"), k == 1 ? 2 : 0);
+    run_free(&node[k]);
+  }
+}
+END_TEST
+
+START_TEST(a_rank_failing_on_one_node_stops_the_ranks_of_every_node) {
+  run_t node[2];
+  const char *prog[] = {rank_helper, "exit", "3", "4", NULL}; /* rank 3 is on node 1 */
+  run_two_nodes(node, prog);
+  assert_exit(&node[1], 4);
+  char line[4096];
+  assert_contains(failure_line(&node[1], line, sizeof line), "collrun: rank 3 (pid ");
+  assert_exit(&node[0], 4);
+  assert_contains(node[0].err, "collrun: another node failed (node 1: rank 3 (pid ");
+  /* Seen within about a second; the sleeping ranks end at SIGTERM. */
+  ck_assert_msg(node[0].elapsed_s < 8, "node 0 took %.2f s", node[0].elapsed_s);
+  for (int k = 0; k < 2; k++) {
+    assert_all_gone(&node[k], 0);
+    run_free(&node[k]);
+  }
+}
+END_TEST
 
 START_TEST(a_rank_exiting_3_stops_the_job_and_is_named_with_its_code) {
   const char *args[] = {"-n", "3", "--grace-ms", "2000", rank_helper, "exit", "2", "3", NULL};
@@ -452,8 +482,11 @@ static Suite *collrun_suite(void) {
   TCase *env = tcase_create("environment");
   tcase_add_test(env, each_rank_gets_a_distinct_rank_and_the_torchrun_environment);
   tcase_add_test(env, ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused);
-  tcase_add_test(env, two_nodes_on_one_host_make_one_job_with_global_ranks);
   suite_add_tcase(s, env);
+  TCase *nodes = tcase_create("nodes");
+  tcase_add_test(nodes, two_nodes_on_one_host_make_one_job_with_global_ranks);
+  tcase_add_test(nodes, a_rank_failing_on_one_node_stops_the_ranks_of_every_node);
+  suite_add_tcase(s, nodes);
   TCase *fail = tcase_create("failures");
   tcase_add_test(fail, a_rank_exiting_3_stops_the_job_and_is_named_with_its_code);
   tcase_add_test(fail, a_rank_killed_by_sigkill_is_named_and_collrun_exits_137);

@@ -5,7 +5,9 @@
  *
  * Stopping: the first rank that fails (or a signal, or the deadline) moves the job to
  * "stopping": SIGTERM to the process group of every rank still running, SIGKILL to those
- * left after the grace period, and after that at most KILL_WAIT_MS for them to be reaped. */
+ * left after the grace period, and after that at most KILL_WAIT_MS for them to be reaped.
+ * With several nodes the failure is also told to the other nodes' collruns (nodes.c), and
+ * a failure they tell stops this node the same way. */
 #include "job.h"
 
 #include <errno.h>
@@ -26,6 +28,7 @@ enum {
   KILL_WAIT_MS = 5000, /* SIGKILLed ranks not reaped by then are given up on */
   MAX_EVENTS = 64,
   TAIL_TEXT_MAX = OUTPUT_TAIL_LINES * (OUTPUT_TAIL_WIDTH + 3) + 16,
+  WHY_MAX = TAIL_TEXT_MAX + 256,
 };
 
 typedef enum {
@@ -34,6 +37,7 @@ typedef enum {
   STOP_SIGNAL,
   STOP_TIMEOUT,
   STOP_LAUNCH_FAILED,
+  STOP_OTHER_NODE, /* another node's collrun reported a failure */
 } stop_reason_t;
 
 typedef struct {
@@ -58,8 +62,8 @@ typedef struct {
   int64_t job_deadline_ns;  /* --timeout; INT64_MAX: none */
   int64_t kill_deadline_ns; /* SIGKILL time while stopping; INT64_MAX: not stopping yet */
   int64_t give_up_ns;       /* after SIGKILL; INT64_MAX: not killed yet */
-  int failed;               /* index of the rank whose failure stopped the job; -1: none */
-  int failed_status;        /* its wait status */
+  int64_t next_watch_ns;    /* next look for other nodes' failures; INT64_MAX: none */
+  char why[WHY_MAX];        /* a rank's failure, as printed at the end (without "collrun: ") */
 } job_t;
 
 static sigset_t job_signals(void) {
@@ -95,21 +99,37 @@ static void kill_now(job_t *job) {
   job->give_up_ns = coll_deadline_ns(KILL_WAIT_MS);
 }
 
-/* Enter "stopping" (once): send sig now and SIGKILL after the grace period. */
-static void begin_stop(job_t *job, stop_reason_t reason, int exit_code, int sig) {
+/* Enter "stopping" (once): send sig now and SIGKILL after the grace period; tell the
+ * other nodes why (unless they told us). */
+static void begin_stop(job_t *job, stop_reason_t reason, int exit_code, int sig, const char *why) {
   job->stop = reason;
   job->exit_code = exit_code;
+  job->next_watch_ns = INT64_MAX;
   signal_running(job, sig);
   if (sig == SIGKILL)
     kill_now(job);
   else
     job->kill_deadline_ns = coll_deadline_ns(job->options->grace_ms);
+  if (job->options->nodes != NULL && reason != STOP_OTHER_NODE)
+    nodes_report_failure(job->options->nodes, exit_code, why);
 }
 
 static bool status_failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 static int status_exit_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* "rank 2 (pid 1234) exited with code 3; last output: ..." */
+static void describe_failure(const job_rank_t *r, int status, char *dst, size_t cap) {
+  char tail[TAIL_TEXT_MAX];
+  output_tail_format(&r->tail, tail, sizeof tail);
+  if (WIFEXITED(status))
+    snprintf(dst, cap, "rank %d (pid %d) exited with code %d; last output: %s", r->rank,
+             (int)r->pid, WEXITSTATUS(status), tail);
+  else
+    snprintf(dst, cap, "rank %d (pid %d) was killed by signal %d (SIG%s); last output: %s", r->rank,
+             (int)r->pid, WTERMSIG(status), signal_name(WTERMSIG(status)), tail);
 }
 
 static void drain_rank(job_t *job, job_rank_t *r) {
@@ -131,9 +151,8 @@ static void reap_children(job_t *job) {
        * that its last lines are really its last lines. */
       drain_rank(job, r);
       if (status_failed(status) && job->stop == STOP_NONE) {
-        job->failed = i;
-        job->failed_status = status;
-        begin_stop(job, STOP_RANK_FAILED, status_exit_code(status), SIGTERM);
+        describe_failure(r, status, job->why, sizeof job->why);
+        begin_stop(job, STOP_RANK_FAILED, status_exit_code(status), SIGTERM, job->why);
       }
       break;
     }
@@ -151,7 +170,9 @@ static void on_signal(job_t *job, int sig) {
   }
   fprintf(stderr, "collrun: got SIG%s; forwarding it to %d running ranks (SIGKILL in %d ms)\n",
           signal_name(sig), job->live, job->options->grace_ms);
-  begin_stop(job, STOP_SIGNAL, 128 + sig, sig);
+  char why[64];
+  snprintf(why, sizeof why, "collrun got SIG%s", signal_name(sig));
+  begin_stop(job, STOP_SIGNAL, 128 + sig, sig, why);
 }
 
 static void read_signals(job_t *job) {
@@ -171,7 +192,17 @@ static void check_deadlines(job_t *job) {
   if (job->stop == STOP_NONE && now >= job->job_deadline_ns) {
     fprintf(stderr, "collrun: job timed out after %g s (--timeout); stopping %d running ranks\n",
             job->options->timeout_s, job->live);
-    begin_stop(job, STOP_TIMEOUT, JOB_EXIT_TIMEOUT, SIGTERM);
+    begin_stop(job, STOP_TIMEOUT, JOB_EXIT_TIMEOUT, SIGTERM, "timed out (--timeout)");
+  }
+  if (now >= job->next_watch_ns) {
+    job->next_watch_ns = now + (int64_t)NODES_WATCH_MS * 1000000;
+    int code;
+    char why[WHY_MAX];
+    if (nodes_check_failure(job->options->nodes, &code, why, sizeof why)) {
+      fprintf(stderr, "collrun: another node failed (%s); stopping %d running ranks\n", why,
+              job->live);
+      begin_stop(job, STOP_OTHER_NODE, code, SIGTERM, NULL);
+    }
   }
   if (now >= job->kill_deadline_ns && job->live > 0) {
     fprintf(stderr, "collrun: %d ranks still running %d ms after SIGTERM; sending SIGKILL\n",
@@ -184,6 +215,7 @@ static int next_wait_ms(const job_t *job) {
   int64_t deadline = job->stop == STOP_NONE ? job->job_deadline_ns : INT64_MAX;
   if (job->kill_deadline_ns < deadline) deadline = job->kill_deadline_ns;
   if (job->give_up_ns < deadline) deadline = job->give_up_ns;
+  if (job->next_watch_ns < deadline) deadline = job->next_watch_ns;
   return coll_ms_left(deadline);
 }
 
@@ -221,20 +253,6 @@ static bool start_rank(job_t *job, const spawn_plan_t *plan, int local_rank) {
   if (!ok) fprintf(stderr, "collrun: out of memory\n");
   uint64_t tag = (uint64_t)local_rank * 2 + 1; /* 0 is the signalfd */
   return ok && watch(job, child.out_fd, tag) && watch(job, child.err_fd, tag + 1);
-}
-
-static void report(const job_t *job) {
-  if (job->stop != STOP_RANK_FAILED) return; /* the other reasons were told when they came */
-  const job_rank_t *r = &job->ranks[job->failed];
-  char tail[TAIL_TEXT_MAX];
-  output_tail_format(&r->tail, tail, sizeof tail);
-  int status = job->failed_status;
-  if (WIFEXITED(status))
-    fprintf(stderr, "collrun: rank %d (pid %d) exited with code %d; last output: %s\n", r->rank,
-            (int)r->pid, WEXITSTATUS(status), tail);
-  else
-    fprintf(stderr, "collrun: rank %d (pid %d) was killed by signal %d (SIG%s); last output: %s\n",
-            r->rank, (int)r->pid, WTERMSIG(status), signal_name(WTERMSIG(status)), tail);
 }
 
 static void event_loop(job_t *job) {
@@ -276,7 +294,7 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
       .job_deadline_ns = INT64_MAX,
       .kill_deadline_ns = INT64_MAX,
       .give_up_ns = INT64_MAX,
-      .failed = -1,
+      .next_watch_ns = options->nodes != NULL ? 0 : INT64_MAX,
   };
   sigset_t set = job_signals();
   job.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -293,7 +311,8 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
     if (!start_rank(&job, plan, i)) {
       fprintf(stderr, "collrun: could not start local rank %d; killing the %d started\n", i,
               job.live);
-      begin_stop(&job, STOP_LAUNCH_FAILED, JOB_EXIT_LAUNCH_FAILED, SIGKILL);
+      begin_stop(&job, STOP_LAUNCH_FAILED, JOB_EXIT_LAUNCH_FAILED, SIGKILL,
+                 "collrun could not start its ranks");
       break;
     }
   }
@@ -302,7 +321,8 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
     output_stream_close(&job.ranks[i].out, &job.sink, &job.ranks[i].tail);
     output_stream_close(&job.ranks[i].err, &job.sink, &job.ranks[i].tail);
   }
-  report(&job);
+  /* Last, after every output line: the failing rank (other reasons were told as they came). */
+  if (job.stop == STOP_RANK_FAILED) fprintf(stderr, "collrun: %s\n", job.why);
 cleanup:
   if (job.sigfd >= 0) close(job.sigfd);
   if (job.epfd >= 0) close(job.epfd);

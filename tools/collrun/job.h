@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "nodes.h"
 #include "spawn.h"
 
 enum { JOB_EXIT_TIMEOUT = 124, JOB_EXIT_LAUNCH_FAILED = 1 };
@@ -13,6 +14,7 @@ typedef struct {
   bool prefix;      /* "[RANK] " before each output line */
   int grace_ms;     /* SIGTERM ... SIGKILL */
   double timeout_s; /* 0: none */
+  nodes_t *nodes;   /* several nodes: watch and tell the others; NULL on one node */
 } job_options_t;
 
 /* Block the signals the job's signalfd takes (SIGCHLD, SIGINT, SIGTERM) and ignore

@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
   if (path == NULL) return EXIT_NOT_FOUND;
   int exit_code = JOB_EXIT_LAUNCH_FAILED;
   store_server_t *store = NULL;
+  nodes_t *nodes = NULL;
   /* Before the store's thread exists, so that it inherits the blocked mask. */
   if (!job_block_signals()) {
     perror("collrun: blocking signals");
@@ -83,6 +84,12 @@ int main(int argc, char **argv) {
     }
     port = store_server_port(store);
   }
+  if (options.nnodes > 1) {
+    /* Node 0 talks to its own store; the others wait here for node 0 to be up. */
+    nodes = nodes_connect(options.node_rank == 0 ? "127.0.0.1" : options.master_addr, port, token,
+                          options.node_rank, options.nnodes);
+    if (nodes == NULL) goto cleanup;
+  }
   spawn_plan_t plan = {
       .path = path,
       .argv = options.prog_argv,
@@ -97,9 +104,15 @@ int main(int argc, char **argv) {
       .prefix = options.prefix,
       .grace_ms = options.grace_ms,
       .timeout_s = options.timeout_s,
+      .nodes = nodes,
   };
   exit_code = job_run(&plan, &job_options);
+  if (nodes != NULL) {
+    nodes_report_done(nodes);
+    if (options.node_rank == 0) nodes_wait_for_others(nodes); /* they may still use the store */
+  }
 cleanup:
+  nodes_close(nodes);
   store_server_stop(store);
   free(path);
   return exit_code;
