@@ -93,9 +93,25 @@ gloo() {
   first_row "$log"
 }
 
+# torch NAME NRANKS BYTES: PyTorch's gloo backend (optional: /usr/bin/python3 with torch)
+torch_ref() {
+  [ "$have_torch" -eq 1 ] || return 1
+  local log=$logs/torch-$1.log
+  REF_TORCH_STORE=$logs/torch-store-$1 timeout 600 "$collrun" -n "$2" /usr/bin/python3 \
+    "$root/bench/ref_torch.py" -b "$3" -e "$3" -n "$iters" -w "$warmup" >"$log" 2>&1 || {
+    echo "compare: ref_torch failed for $1 (see $log)" >&2
+    return 1
+  }
+  first_row "$log"
+}
+have_torch=0
+/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1 && have_torch=1
+
 # ---- the table --------------------------------------------------------------------------
 failures=0
 table=()
+row_format='%-34s %9s %-5s  %9s %-5s %-22s %6s  %-16s %s'
+
 # row CASE OURS REF REF_NAME KIND(bw|lat|rel) TARGET_OP TARGET_VALUE TARGET_TEXT
 row() {
   local case=$1 ours=$2 ref=$3 ref_name=$4 kind=$5 op=$6 target=$7 target_text=$8
@@ -104,9 +120,9 @@ row() {
   [ "$kind" = rel ] && unit="GB/s"
   if [ -n "$ours" ] && [ -n "$ref" ]; then
     if [ "$kind" = lat ]; then
-      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", o > 0 ? r / o : 0 }')
+      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", (o > 0 ? r / o : 0) }')
     else
-      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", r > 0 ? o / r : 0 }')
+      ratio=$(awk -v o="$ours" -v r="$ref" 'BEGIN { printf "%.2f", (r > 0 ? o / r : 0) }')
     fi
   fi
   # What the target is compared with: the value itself, or (rel) the ratio.
@@ -121,15 +137,20 @@ row() {
       'BEGIN { ok = (op == ">=") ? (s >= t) : (s <= t); print ok ? "PASS" : "FAIL" }')
   fi
   [ "$result" = FAIL ] && failures=$((failures + 1))
-  table+=("$(printf '%-34s %9s %-5s %9s %-5s %-26s %6s   %-14s %s' "$case" "${ours:-n/a}" "$unit" \
+  table+=("$(printf "$row_format" "$case" "${ours:-n/a}" "$unit" \
     "${ref:-n/a}" "$unit" "(${ref_name})" "$ratio" "$target_text" "$result")")
 }
 
 best() { # best of "value name" lines, highest first (bandwidth)
   sort -k1,1 -g -r | head -1
 }
+lowest() { # best of "value name" lines, lowest first (latency)
+  sort -k1,1 -g | head -1
+}
 
 echo "compare: logs in $logs (iters $iters, warm-up $warmup; median everywhere)" >&2
+# Other work on the machine skews every number (2 cores here): say how busy it was.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
 # 1-2. shared memory, 2 ranks, large messages, vs Open MPI's shared-memory BTL (vader).
 for size in 16M 64M; do
@@ -160,15 +181,27 @@ o=$(ours "lat8" 2 shm 8) && o_t=${o%% *} || o_t=""
 m=$(mpi "lat8" 2 self,vader 8) && m_t=${m%% *} || m_t=""
 row "shm 2 ranks 8 B latency" "$o_t" "$m_t" "Open MPI vader" lat "<=" 3 "<= 3 us"
 
-# 6. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
+# 6. latency over TCP loopback, 8 bytes, 2 ranks, vs Gloo, PyTorch's gloo backend, Open MPI.
+o=$(ours "tcp-lat8" 2 tcp 8) && o_t=${o%% *} || o_t=""
+refs=""
+m=$(mpi "tcp-lat8" 2 self,tcp 8) && refs+="${m%% *} Open-MPI-tcp"$'\n'
+for algo in ring hd; do
+  g=$(gloo "tcp-lat8" 2 "$algo" 8) && refs+="${g%% *} Gloo-$algo"$'\n'
+done
+t=$(torch_ref "tcp-lat8" 2 8) && refs+="${t%% *} PyTorch-gloo"$'\n'
+b=$(printf '%s' "$refs" | grep . | lowest)
+row "tcp 2 ranks 8 B latency" "$o_t" "${b%% *}" "${b#* }" lat "-" 0 "(none)"
+
+# 7. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
 o=$(ours "shm4-16M" 4 shm 16M) && o_bw=${o#* } || o_bw=""
 row "shm 4 ranks (2 cores) 16MiB busbw" "$o_bw" "${ours_shm2_16m:-}" "ours, 2 ranks" rel ">=" 0.6 \
   ">= 0.6x 2 ranks"
 
 echo
-printf '%-34s %15s %43s %6s   %-14s %s\n' "case" "ours" "best reference" "ratio" "target" "result"
+printf "$row_format\n" "case" "ours" "" "best ref" "" "(program)" "ratio" "target" "result"
 for line in "${table[@]}"; do echo "$line"; done
 echo
 echo "ratio: ours/reference for bandwidth, reference/ours for latency (> 1: ours is better)"
+echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "logs: $logs"
 [ "$failures" -eq 0 ]
