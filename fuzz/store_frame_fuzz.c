@@ -11,8 +11,8 @@
 
 enum { ARGS_CAP = 64 };
 
-#define REQUIRE(cond) \
-  do {                \
+#define REQUIRE(cond)     \
+  do {                    \
     if (!(cond)) abort(); \
   } while (0)
 
@@ -65,11 +65,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   store_arg_t args[ARGS_CAP];
   size_t frame_len = 0;
   const char *why = NULL;
-  store_parse_t whole = store_proto_frame(buf, len, reply, &limits, &h, args, ARGS_CAP,
-                                          &frame_len, &why);
+  store_parse_t whole =
+      store_proto_frame(buf, len, reply, &limits, &h, args, ARGS_CAP, &frame_len, &why);
   REQUIRE(whole != STORE_PARSE_BAD || why != NULL);
   store_parse_t pieces = parse_in_pieces(buf, len, reply, &limits, piece_seed);
-  bool too_many_args = whole == STORE_PARSE_BAD && strcmp(why, "more arguments than the caller can hold") == 0;
+  bool too_many_args =
+      whole == STORE_PARSE_BAD && strcmp(why, "more arguments than the caller can hold") == 0;
   if (!too_many_args) REQUIRE(whole == pieces);
 
   if (whole == STORE_PARSE_OK) {

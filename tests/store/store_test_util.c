@@ -62,8 +62,8 @@ size_t util_frame(uint8_t *out, uint8_t op, uint8_t flags, uint32_t timeout_ms,
     const char *a = args[i] != NULL ? args[i] : "";
     views[i] = (store_arg_t){.data = (const uint8_t *)a, .len = (uint32_t)strlen(a)};
   }
-  store_header_t h = {.version = STORE_PROTO_VERSION, .code = op, .flags = flags,
-                      .timeout_ms = timeout_ms};
+  store_header_t h = {
+      .version = STORE_PROTO_VERSION, .code = op, .flags = flags, .timeout_ms = timeout_ms};
   return store_proto_encode(out, &h, views, nargs);
 }
 

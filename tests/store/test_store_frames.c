@@ -46,8 +46,8 @@ static void teardown(fixture_t *f) {
   store_server_stop(f->server);
 }
 
-static void header_bytes(uint8_t *out, uint8_t version, uint8_t op, uint8_t flags,
-                         uint32_t nargs, uint32_t body_len) {
+static void header_bytes(uint8_t *out, uint8_t version, uint8_t op, uint8_t flags, uint32_t nargs,
+                         uint32_t body_len) {
   memset(out, 0, STORE_HEADER_SIZE);
   out[0] = version;
   out[1] = op;

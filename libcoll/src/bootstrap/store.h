@@ -19,13 +19,13 @@ typedef struct store_server store_server_t;
 
 typedef struct {
   const char *bind_addr; /* NULL: all interfaces ("0.0.0.0") */
-  uint16_t port; /* 0: pick a free port (read it back with store_server_port) */
-  const char *token; /* NULL or "": no token required */
-  size_t key_max; /* 0: STORE_KEY_MAX */
-  size_t value_max; /* 0: STORE_VALUE_MAX */
-  int max_clients; /* 0: default (at least 4096) */
-  int frame_timeout_ms; /* a client silent this long in the middle of a frame is dropped;
-                           0: 30 s */
+  uint16_t port;         /* 0: pick a free port (read it back with store_server_port) */
+  const char *token;     /* NULL or "": no token required */
+  size_t key_max;        /* 0: STORE_KEY_MAX */
+  size_t value_max;      /* 0: STORE_VALUE_MAX */
+  int max_clients;       /* 0: default (at least 4096) */
+  int frame_timeout_ms;  /* a client silent this long in the middle of a frame is dropped;
+                            0: 30 s */
 } store_server_options_t;
 
 /* Bind, listen and start serving on a background thread (epoll). */
@@ -39,8 +39,8 @@ void store_server_stop(store_server_t *server);
 /* ---- client ---- */
 typedef struct store_client store_client_t;
 
-/* Connect to host:port, retrying until timeout_ms passes (<= 0: 30 s) (the server may start after the
- * client). The token (NULL or "" for none) is sent in a hello frame; a server that wants
+/* Connect to host:port, retrying until timeout_ms passes (<= 0: 30 s) (the server may start after
+ * the client). The token (NULL or "" for none) is sent in a hello frame; a server that wants
  * another one refuses with COLL_ERR_REFUSED. */
 coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
                                    int timeout_ms, store_client_t **client);
@@ -60,8 +60,8 @@ coll_status_t store_get(store_client_t *client, const char *key, void **value, s
                         int timeout_ms);
 /* Atomically add delta to the counter stored at key (absent: 0) and return the new value.
  * The counter is stored as its decimal text, so store_get() reads it as a string. */
-coll_status_t store_add(store_client_t *client, const char *key, int64_t delta,
-                        int64_t *new_value, int timeout_ms);
+coll_status_t store_add(store_client_t *client, const char *key, int64_t delta, int64_t *new_value,
+                        int timeout_ms);
 /* If the key's value equals `expected` (or, with expected == NULL, the key is absent), set
  * it to `desired`. Returns the value now stored (malloc'ed, caller frees) in *current. */
 coll_status_t store_compare_set(store_client_t *client, const char *key, const void *expected,
@@ -71,8 +71,7 @@ coll_status_t store_compare_set(store_client_t *client, const char *key, const v
 coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t nkeys,
                          int timeout_ms);
 /* Delete the key; *deleted says whether it existed (may be NULL). */
-coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted,
-                           int timeout_ms);
+coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted, int timeout_ms);
 coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms);
 /* Non-blocking existence test of all keys. */
 coll_status_t store_check(store_client_t *client, const char *const *keys, size_t nkeys,

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,8 +51,10 @@ static int effective_timeout(int timeout_ms) {
 }
 
 static void format_duration(int ms, char *out, size_t size) {
-  if (ms % 1000 == 0) snprintf(out, size, "%d s", ms / 1000);
-  else snprintf(out, size, "%d ms", ms);
+  if (ms % 1000 == 0)
+    snprintf(out, size, "%d s", ms / 1000);
+  else
+    snprintf(out, size, "%d ms", ms);
 }
 
 static void subject_key(call_t *call, const char *key) {
@@ -180,14 +181,6 @@ static coll_status_t hello(store_client_t *c, int64_t deadline_ns) {
   return COLL_OK;
 }
 
-/* Raise the soft descriptor limit once when a process holding many connections hits it. */
-static bool raise_nofile(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return false;
-  rl.rlim_cur = rl.rlim_max;
-  return setrlimit(RLIMIT_NOFILE, &rl) == 0;
-}
-
 /* Connect and greet, retrying refused or failed attempts until the deadline: the server
  * may come up after its clients. A refused token is final. */
 static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeout_ms) {
@@ -203,7 +196,7 @@ static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeo
       disconnect(c);
       if (st == COLL_ERR_REFUSED) return st;
       snprintf(last, sizeof last, "%s", coll_last_error());
-    } else if (err == EMFILE && raise_nofile()) {
+    } else if (err == EMFILE && store_net_raise_nofile()) {
       continue;
     } else {
       snprintf(last, sizeof last, "%s", err < 0 ? gai_strerror(-err) : strerror(err));
@@ -273,10 +266,12 @@ static coll_status_t roundtrip(store_client_t *c, const call_t *call, int64_t de
 
 coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
                                    int timeout_ms, store_client_t **client) {
-  if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: client is NULL");
+  if (client == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: client is NULL");
   *client = NULL;
   if (host == NULL || host[0] == '\0' || port == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: need a host and a port (got '%s':%u)",
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "store_client_connect: need a host and a port (got '%s':%u)",
                       host != NULL ? host : "(null)", (unsigned)port);
   if (token != NULL && strlen(token) > STORE_TOKEN_MAX)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: token longer than %u bytes",
@@ -291,8 +286,10 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
     store_client_close(c);
     return coll_error(COLL_ERR_NO_MEMORY, "store_client_connect: out of memory");
   }
-  if (strchr(host, ':') != NULL) snprintf(c->address, sizeof c->address, "[%.256s]:%u", host, (unsigned)port);
-  else snprintf(c->address, sizeof c->address, "%.256s:%u", host, (unsigned)port);
+  if (strchr(host, ':') != NULL)
+    snprintf(c->address, sizeof c->address, "[%.256s]:%u", host, (unsigned)port);
+  else
+    snprintf(c->address, sizeof c->address, "%.256s:%u", host, (unsigned)port);
   int ms = effective_timeout(timeout_ms);
   coll_status_t st = reconnect(c, coll_deadline_ns(ms), ms);
   if (st != COLL_OK) {
@@ -322,18 +319,21 @@ static coll_status_t check_key(const store_client_t *c, const char *op, const ch
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: empty or NULL key", op);
   size_t len = strlen(key);
   if (len > c->limits.key_max)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: key '%.64s...' is %zu bytes, over the store's limit of %u",
-                      op, key, len, (unsigned)c->limits.key_max);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "%s: key '%.64s...' is %zu bytes, over the store's limit of %u", op, key, len,
+                      (unsigned)c->limits.key_max);
   return COLL_OK;
 }
 
 static coll_status_t check_value(const store_client_t *c, const char *op, const char *key,
                                  const void *value, size_t len) {
   if (value == NULL && len > 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s of key '%.256s': NULL value of %zu bytes", op, key, len);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s of key '%.256s': NULL value of %zu bytes", op,
+                      key, len);
   if (len > c->limits.value_max)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s of key '%.256s': value of %zu bytes over the store's limit of %u",
-                      op, key, len, (unsigned)c->limits.value_max);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "%s of key '%.256s': value of %zu bytes over the store's limit of %u", op,
+                      key, len, (unsigned)c->limits.value_max);
   return COLL_OK;
 }
 
@@ -362,11 +362,12 @@ static call_t start_call(const char *op, const char *key, int timeout_ms) {
   return call;
 }
 
-/* How long the server may park a get/wait: a little less than the client's own deadline,
- * so that the server's answer (which names the missing key) arrives before we give up. */
+/* How long the server may park a get/wait: a fifth (at most 1 s) less than the client's own
+ * deadline, so that the server's answer (which names the missing key) arrives before we
+ * give up even on a loaded machine. */
 static uint32_t park_ms(int64_t deadline_ns) {
   int left = coll_ms_left(deadline_ns);
-  int margin = left / 10 < 200 ? left / 10 : 200;
+  int margin = left / 5 < 1000 ? left / 5 : 1000;
   return (uint32_t)(left - margin);
 }
 
@@ -398,8 +399,8 @@ coll_status_t store_get(store_client_t *client, const char *key, void **value, s
   call_t call = start_call("get", key, timeout_ms);
   int64_t deadline = coll_deadline_ns(call.timeout_ms);
   store_arg_t arg = str_arg(key);
-  store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_GET,
-                      .timeout_ms = park_ms(deadline)};
+  store_header_t h = {
+      .version = STORE_PROTO_VERSION, .code = STORE_OP_GET, .timeout_ms = park_ms(deadline)};
   reply_t rep = {0};
   st = roundtrip(client, &call, deadline, &h, &arg, 1, &rep);
   if (st == COLL_OK) st = expect(client, &call, &rep, 1, SIZE_MAX);
@@ -412,8 +413,8 @@ coll_status_t store_get(store_client_t *client, const char *key, void **value, s
   return COLL_OK;
 }
 
-coll_status_t store_add(store_client_t *client, const char *key, int64_t delta,
-                        int64_t *new_value, int timeout_ms) {
+coll_status_t store_add(store_client_t *client, const char *key, int64_t delta, int64_t *new_value,
+                        int timeout_ms) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_add: client is NULL");
   coll_status_t st = check_key(client, "add", key);
   if (st != COLL_OK) return st;
@@ -448,7 +449,8 @@ coll_status_t store_compare_set(store_client_t *client, const char *key, const v
   int64_t deadline = coll_deadline_ns(call.timeout_ms);
   store_arg_t args[3] = {str_arg(key), bytes_arg(expected, expected != NULL ? expected_len : 0),
                          bytes_arg(desired, desired_len)};
-  store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_COMPARE_SET,
+  store_header_t h = {.version = STORE_PROTO_VERSION,
+                      .code = STORE_OP_COMPARE_SET,
                       .flags = expected == NULL ? STORE_FLAG_ABSENT : 0};
   reply_t rep = {0};
   st = roundtrip(client, &call, deadline, &h, args, 3, &rep);
@@ -479,15 +481,17 @@ static coll_status_t keys_request(store_client_t *client, const char *op, store_
     body += 4 + strlen(keys[i]);
   }
   if (body > STORE_KEYLIST_BODY_MAX)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: the %zu keys take %zu bytes, over the limit of %u",
-                      op, nkeys, body, STORE_KEYLIST_BODY_MAX);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "%s: the %zu keys take %zu bytes, over the limit of %u", op, nkeys, body,
+                      STORE_KEYLIST_BODY_MAX);
   *call = start_call(op, NULL, timeout_ms);
   subject_keys(call, keys, nkeys);
   int64_t deadline = coll_deadline_ns(call->timeout_ms);
   store_arg_t *args = malloc(sizeof *args * nkeys);
   if (args == NULL) return coll_error(COLL_ERR_NO_MEMORY, "%s: out of memory", op);
   for (size_t i = 0; i < nkeys; i++) args[i] = str_arg(keys[i]);
-  store_header_t h = {.version = STORE_PROTO_VERSION, .code = (uint8_t)code,
+  store_header_t h = {.version = STORE_PROTO_VERSION,
+                      .code = (uint8_t)code,
                       .timeout_ms = code == STORE_OP_WAIT ? park_ms(deadline) : 0};
   coll_status_t st = roundtrip(client, call, deadline, &h, args, (uint32_t)nkeys, rep);
   free(args);
@@ -501,7 +505,8 @@ coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t
   if (nkeys == 0) return COLL_OK;
   reply_t rep = {0};
   call_t call;
-  coll_status_t st = keys_request(client, "wait", STORE_OP_WAIT, keys, nkeys, timeout_ms, &rep, &call);
+  coll_status_t st =
+      keys_request(client, "wait", STORE_OP_WAIT, keys, nkeys, timeout_ms, &rep, &call);
   if (st == COLL_OK) st = expect(client, &call, &rep, 0, 0);
   free(rep.body);
   return st;
@@ -515,15 +520,15 @@ coll_status_t store_check(store_client_t *client, const char *const *keys, size_
   if (nkeys == 0) return COLL_OK;
   reply_t rep = {0};
   call_t call;
-  coll_status_t st = keys_request(client, "check", STORE_OP_CHECK, keys, nkeys, timeout_ms, &rep, &call);
+  coll_status_t st =
+      keys_request(client, "check", STORE_OP_CHECK, keys, nkeys, timeout_ms, &rep, &call);
   if (st == COLL_OK) st = expect(client, &call, &rep, 1, 1);
   if (st == COLL_OK) *all_exist = rep.args[0].data[0] != 0;
   free(rep.body);
   return st;
 }
 
-coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted,
-                           int timeout_ms) {
+coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted, int timeout_ms) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_delete: client is NULL");
   coll_status_t st = check_key(client, "delete", key);
   if (st != COLL_OK) return st;

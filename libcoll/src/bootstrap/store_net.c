@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -18,16 +19,17 @@
 
 coll_status_t store_net_listen(const char *bind_addr, uint16_t port, int *fd_out,
                                uint16_t *bound_port) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;
   char service[8];
   snprintf(service, sizeof service, "%u", (unsigned)port);
   const char *host = bind_addr != NULL && bind_addr[0] != '\0' ? bind_addr : "0.0.0.0";
   int gai = getaddrinfo(host, service, &hints, &res);
   if (gai != 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "store server: cannot resolve bind address '%s': %s",
-                      host, gai_strerror(gai));
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "store server: cannot resolve bind address '%s': %s", host,
+                      gai_strerror(gai));
   coll_status_t st = COLL_OK;
   int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -82,6 +84,13 @@ void store_net_format_addr(const struct sockaddr *addr, socklen_t len, char *out
   }
 }
 
+bool store_net_raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return false;
+  rl.rlim_cur = rl.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &rl) == 0;
+}
+
 void store_net_tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -103,8 +112,8 @@ static int wait_fd(int fd, short events, int64_t deadline_ns) {
 }
 
 int store_net_connect_once(const char *host, uint16_t port, int64_t deadline_ns, int *err) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_NUMERICSERV};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
   struct addrinfo *res = NULL;
   char service[8];
   snprintf(service, sizeof service, "%u", (unsigned)port);

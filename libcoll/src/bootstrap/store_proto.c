@@ -19,7 +19,9 @@ static const op_rule_t op_rules[STORE_OP_END] = {
     [STORE_OP_SET] = {.name = "set", .min_args = 2, .max_args = 2},
     [STORE_OP_GET] = {.name = "get", .min_args = 1, .max_args = 1},
     [STORE_OP_ADD] = {.name = "add", .min_args = 2, .max_args = 2},
-    [STORE_OP_COMPARE_SET] = {.name = "compare_set", .min_args = 3, .max_args = 3,
+    [STORE_OP_COMPARE_SET] = {.name = "compare_set",
+                              .min_args = 3,
+                              .max_args = 3,
                               .flags_allowed = STORE_FLAG_ABSENT},
     [STORE_OP_WAIT] = {.name = "wait", .min_args = 1, .max_args = STORE_KEYS_MAX},
     [STORE_OP_DELETE] = {.name = "delete", .min_args = 1, .max_args = 1},
@@ -103,7 +105,8 @@ static store_parse_t check_request_header(const store_header_t *h, const store_l
                                           const char **why) {
   if (h->code == 0 || h->code >= STORE_OP_END) return bad(why, "unknown operation code");
   const op_rule_t *rule = &op_rules[h->code];
-  if ((h->flags & ~rule->flags_allowed) != 0) return bad(why, "flags not allowed for this operation");
+  if ((h->flags & ~rule->flags_allowed) != 0)
+    return bad(why, "flags not allowed for this operation");
   if (h->nargs < rule->min_args || h->nargs > rule->max_args)
     return bad(why, "wrong number of arguments for this operation");
   uint64_t min_body = 0;
@@ -130,7 +133,8 @@ static store_parse_t check_reply_header(const store_header_t *h, const store_lim
   if (h->timeout_ms != 0) return bad(why, "reply timeout field not zero");
   uint32_t max_args = h->code == STORE_REPLY_OK ? STORE_REPLY_ARGS_MAX : 1;
   uint32_t min_args = h->code == STORE_REPLY_OK ? 0 : 1;
-  if (h->nargs < min_args || h->nargs > max_args) return bad(why, "wrong number of reply arguments");
+  if (h->nargs < min_args || h->nargs > max_args)
+    return bad(why, "wrong number of reply arguments");
   uint64_t per_arg = 4u + (uint64_t)arg_max(arg_kind(h, true, 0), limits);
   if (h->body_len < 4ull * h->nargs) return bad(why, "body too short for its arguments");
   if (h->body_len > per_arg * h->nargs) return bad(why, "body longer than the limits allow");
@@ -155,8 +159,8 @@ store_parse_t store_proto_header(const uint8_t *buf, size_t len, bool reply,
       .body_len = store_get_u32(buf + 12),
   };
   if (h.reserved != 0) return bad(why, "reserved header byte not zero");
-  store_parse_t rc = reply ? check_reply_header(&h, limits, why)
-                           : check_request_header(&h, limits, why);
+  store_parse_t rc =
+      reply ? check_reply_header(&h, limits, why) : check_request_header(&h, limits, why);
   if (rc != STORE_PARSE_OK) return rc;
   *header = h;
   return STORE_PARSE_OK;
@@ -181,7 +185,8 @@ store_parse_t store_proto_body(const store_header_t *header, bool reply, const u
     if (len > left_in_body - 4) return bad(why, "argument runs past the end of the body");
     if (have - scan->offset - 4 < len) return STORE_PARSE_NEED_MORE;
     const uint8_t *data = body + scan->offset + 4;
-    if (kind == ARG_KEY && memchr(data, '\0', len) != NULL) return bad(why, "key contains a NUL byte");
+    if (kind == ARG_KEY && memchr(data, '\0', len) != NULL)
+      return bad(why, "key contains a NUL byte");
     if (!reply && header->code == STORE_OP_COMPARE_SET && scan->index == 1 &&
         (header->flags & STORE_FLAG_ABSENT) && len != 0)
       return bad(why, "compare_set expects an absent key but carries an expected value");

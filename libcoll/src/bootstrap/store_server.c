@@ -1,25 +1,19 @@
-/* The store server: one thread, one epoll set, every client a non-blocking socket read one
- * frame at a time. Blocking get/wait requests are parked (not answered, not blocking the
- * thread) until their keys appear or their deadline passes. A client that breaks the
- * protocol is dropped with a logged reason; nobody else notices. */
+/* The store server's I/O and lifetime: one thread, one epoll set, every client a
+ * non-blocking socket read one frame at a time (store_serve.c says what requests mean).
+ * A client that breaks the protocol is dropped with a logged reason; nobody else notices. */
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap/store.h"
 #include "bootstrap/store_net.h"
-#include "bootstrap/store_proto.h"
-#include "bootstrap/store_table.h"
+#include "bootstrap/store_server_conn.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -28,60 +22,9 @@ enum {
   DEFAULT_MAX_CLIENTS = 16384,
   DEFAULT_FRAME_TIMEOUT_MS = 30000,
   EVENTS_PER_WAIT = 256,
-  FRAMES_PER_EVENT = 16, /* then let other clients have a turn */
+  FRAMES_PER_EVENT = 16,  /* then let other clients have a turn */
   READ_CHUNK = 64 * 1024, /* body buffers grow by what has arrived, not by what is announced */
-  LISTEN_PAUSE_MS = 100, /* after EMFILE: stop accepting for a moment instead of spinning */
-};
-
-typedef struct conn conn_t;
-struct conn {
-  int fd;
-  bool dead; /* closed; freed at the end of the current batch of events */
-  bool greeted; /* a valid hello was received */
-  uint32_t events; /* current epoll interest */
-  char peer[64];
-  /* The frame being received. */
-  uint8_t head[STORE_HEADER_SIZE];
-  size_t head_have;
-  bool have_header;
-  store_header_t header;
-  uint8_t *body;
-  size_t body_have, body_cap;
-  store_scan_t scan;
-  int64_t last_byte_ns; /* progress of an unfinished frame; 0: between frames */
-  store_arg_t *args; /* the complete request */
-  /* A parked get/wait. */
-  bool parked;
-  int64_t park_deadline_ns;
-  int64_t park_start_ns;
-  conn_t *park_prev, *park_next;
-  /* Reply bytes not yet written. */
-  uint8_t *out;
-  size_t out_len, out_off;
-  conn_t *prev, *next; /* every live connection; graveyard link once dead */
-};
-
-struct store_server {
-  int listen_fd;
-  int epoll_fd;
-  int wake_fd;
-  uint16_t port;
-  char *token; /* NULL: none required */
-  size_t token_len;
-  store_limits_t limits;
-  int max_clients;
-  int frame_timeout_ms;
-  pthread_t thread;
-  bool thread_started;
-  atomic_bool stop;
-  atomic_int client_count;
-  /* Owned by the server thread once it runs. */
-  store_table_t table;
-  conn_t *conns;
-  conn_t *parked;
-  conn_t *graveyard;
-  bool listen_paused;
-  int64_t listen_resume_ns;
+  LISTEN_PAUSE_MS = 100,  /* after EMFILE: stop accepting for a moment instead of spinning */
 };
 
 /* Distinct addresses for the two non-client entries of the epoll set. */
@@ -89,7 +32,7 @@ static const char listen_marker, wake_marker;
 
 /* ---- connection bookkeeping ---- */
 
-static void set_interest(store_server_t *s, conn_t *c) {
+void store_conn_set_interest(store_server_t *s, conn_t *c) {
   if (c->dead) return;
   bool out_pending = c->out_off < c->out_len;
   uint32_t want = EPOLLRDHUP | (out_pending ? EPOLLOUT : 0);
@@ -99,16 +42,18 @@ static void set_interest(store_server_t *s, conn_t *c) {
   if (epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = want;
 }
 
-static void unpark(store_server_t *s, conn_t *c) {
+void store_conn_unpark(store_server_t *s, conn_t *c) {
   if (!c->parked) return;
-  if (c->park_prev != NULL) c->park_prev->park_next = c->park_next;
-  else s->parked = c->park_next;
+  if (c->park_prev != NULL)
+    c->park_prev->park_next = c->park_next;
+  else
+    s->parked = c->park_next;
   if (c->park_next != NULL) c->park_next->park_prev = c->park_prev;
   c->park_prev = c->park_next = NULL;
   c->parked = false;
 }
 
-static void reset_frame(conn_t *c) {
+void store_conn_reset_frame(conn_t *c) {
   free(c->body);
   free(c->args);
   c->body = NULL;
@@ -120,10 +65,7 @@ static void reset_frame(conn_t *c) {
   c->last_byte_ns = 0;
 }
 
-static void drop(store_server_t *s, conn_t *c, coll_log_level_t level, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void drop(store_server_t *s, conn_t *c, coll_log_level_t level, const char *fmt, ...) {
+void store_conn_drop(store_server_t *s, conn_t *c, coll_log_level_t level, const char *fmt, ...) {
   if (c->dead) return;
   if (COLL_LOG_ENABLED(level)) {
     char reason[512];
@@ -131,19 +73,20 @@ static void drop(store_server_t *s, conn_t *c, coll_log_level_t level, const cha
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    coll_log(level, "store server :%u: dropped client %s: %s", (unsigned)s->port, c->peer,
-             reason);
+    coll_log(level, "store server :%u: dropped client %s: %s", (unsigned)s->port, c->peer, reason);
   }
   epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->fd = -1;
   c->dead = true;
-  unpark(s, c);
-  reset_frame(c);
+  store_conn_unpark(s, c);
+  store_conn_reset_frame(c);
   free(c->out);
   c->out = NULL;
-  if (c->prev != NULL) c->prev->next = c->next;
-  else s->conns = c->next;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   c->prev = NULL;
   c->next = s->graveyard;
@@ -169,7 +112,8 @@ static bool flush(store_server_t *s, conn_t *c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    drop(s, c, COLL_LOG_WARN, "sending a reply failed: %s", n < 0 ? strerror(errno) : "closed");
+    store_conn_drop(s, c, COLL_LOG_WARN, "sending a reply failed: %s",
+                    n < 0 ? strerror(errno) : "closed");
     return false;
   }
   if (c->out_off == c->out_len) {
@@ -177,19 +121,19 @@ static bool flush(store_server_t *s, conn_t *c) {
     c->out = NULL;
     c->out_len = c->out_off = 0;
   }
-  set_interest(s, c);
+  store_conn_set_interest(s, c);
   return true;
 }
 
 /* Queue one reply frame and start writing it. */
-static bool reply(store_server_t *s, conn_t *c, store_reply_t code, uint8_t flags,
-                  const store_arg_t *args, uint32_t nargs) {
+bool store_conn_reply(store_server_t *s, conn_t *c, store_reply_t code, uint8_t flags,
+                      const store_arg_t *args, uint32_t nargs) {
   uint32_t lens[STORE_REPLY_ARGS_MAX];
   for (uint32_t i = 0; i < nargs; i++) lens[i] = args[i].len;
   size_t size = store_proto_frame_size(lens, nargs);
   uint8_t *buf = malloc(size);
   if (buf == NULL) {
-    drop(s, c, COLL_LOG_WARN, "out of memory for a %zu-byte reply", size);
+    store_conn_drop(s, c, COLL_LOG_WARN, "out of memory for a %zu-byte reply", size);
     return false;
   }
   store_header_t h = {.version = STORE_PROTO_VERSION, .code = (uint8_t)code, .flags = flags};
@@ -201,11 +145,8 @@ static bool reply(store_server_t *s, conn_t *c, store_reply_t code, uint8_t flag
   return flush(s, c);
 }
 
-static bool reply_message(store_server_t *s, conn_t *c, store_reply_t code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool reply_message(store_server_t *s, conn_t *c, store_reply_t code, const char *fmt,
-                          ...) {
+bool store_conn_reply_message(store_server_t *s, conn_t *c, store_reply_t code, const char *fmt,
+                              ...) {
   char text[STORE_MESSAGE_MAX];
   va_list ap;
   va_start(ap, fmt);
@@ -214,7 +155,7 @@ static bool reply_message(store_server_t *s, conn_t *c, store_reply_t code, cons
   if (n < 0) n = 0;
   if ((size_t)n >= sizeof text) n = (int)sizeof text - 1;
   store_arg_t arg = {.data = (const uint8_t *)text, .len = (uint32_t)n};
-  return reply(s, c, code, 0, &arg, 1);
+  return store_conn_reply(s, c, code, 0, &arg, 1);
 }
 
 /* Tell a misbehaving client why (best effort, one non-blocking send) and drop it. */
@@ -228,234 +169,11 @@ static void reject(store_server_t *s, conn_t *c, const char *why) {
   ssize_t sent = send(c->fd, frame, size, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)sent;
   if (c->have_header) {
-    drop(s, c, COLL_LOG_WARN, "%s (in a %s frame, %zu of %u body bytes received)", why,
-         store_op_name(c->header.code), c->body_have, (unsigned)c->header.body_len);
+    store_conn_drop(s, c, COLL_LOG_WARN, "%s (in a %s frame, %zu of %u body bytes received)", why,
+                    store_op_name(c->header.code), c->body_have, (unsigned)c->header.body_len);
   } else {
-    drop(s, c, COLL_LOG_WARN, "%s (in a frame header)", why);
+    store_conn_drop(s, c, COLL_LOG_WARN, "%s (in a frame header)", why);
   }
-}
-
-/* ---- requests ---- */
-
-static store_arg_t key_arg(const conn_t *c, uint32_t i) { return c->args[i]; }
-
-static store_entry_t *find(store_server_t *s, store_arg_t key) {
-  return store_table_find(&s->table, key.data, key.len);
-}
-
-/* First key of a parked wait that is still missing, and how many are. */
-static uint32_t missing_keys(store_server_t *s, const conn_t *c, uint32_t *first) {
-  uint32_t missing = 0;
-  for (uint32_t i = 0; i < c->header.nargs; i++) {
-    if (find(s, key_arg(c, i)) != NULL) continue;
-    if (missing == 0) *first = i;
-    missing++;
-  }
-  return missing;
-}
-
-/* Answer a get/wait whose keys all exist; false when the connection was dropped. */
-static bool answer_ready(store_server_t *s, conn_t *c) {
-  bool ok;
-  if (c->header.code == STORE_OP_GET) {
-    store_entry_t *e = find(s, key_arg(c, 0));
-    store_arg_t value = {.data = e->value, .len = (uint32_t)e->value_len};
-    ok = reply(s, c, STORE_REPLY_OK, 0, &value, 1);
-  } else {
-    ok = reply(s, c, STORE_REPLY_OK, 0, NULL, 0);
-  }
-  if (ok) reset_frame(c);
-  return ok;
-}
-
-static void park(store_server_t *s, conn_t *c) {
-  int64_t now = coll_now_ns();
-  c->parked = true;
-  c->park_start_ns = now;
-  c->park_deadline_ns = now + (int64_t)c->header.timeout_ms * 1000000LL;
-  c->park_prev = NULL;
-  c->park_next = s->parked;
-  if (s->parked != NULL) s->parked->park_prev = c;
-  s->parked = c;
-  set_interest(s, c);
-}
-
-static void answer_timeout(store_server_t *s, conn_t *c) {
-  uint32_t first = 0;
-  uint32_t missing = missing_keys(s, c, &first);
-  store_arg_t key = key_arg(c, first);
-  int shown = key.len > 200 ? 200 : (int)key.len;
-  unpark(s, c);
-  bool ok = reply_message(s, c, STORE_REPLY_TIMEOUT, "%u of %u keys still missing, first '%.*s'",
-                          (unsigned)missing, (unsigned)c->header.nargs, shown,
-                          (const char *)key.data);
-  if (ok) reset_frame(c);
-}
-
-/* A key was created: answer every parked request that no longer has to wait. */
-static void key_appeared(store_server_t *s, const uint8_t *key, size_t key_len) {
-  conn_t *c = s->parked;
-  while (c != NULL) {
-    conn_t *next = c->park_next;
-    bool mentions = false;
-    for (uint32_t i = 0; i < c->header.nargs && !mentions; i++) {
-      store_arg_t k = key_arg(c, i);
-      mentions = k.len == key_len && memcmp(k.data, key, key_len) == 0;
-    }
-    uint32_t first;
-    if (mentions && missing_keys(s, c, &first) == 0) {
-      unpark(s, c);
-      answer_ready(s, c);
-    }
-    c = next;
-  }
-}
-
-static bool parse_counter(const store_entry_t *e, int64_t *value) {
-  char text[32];
-  if (e->value_len == 0 || e->value_len >= sizeof text) return false;
-  memcpy(text, e->value, e->value_len);
-  text[e->value_len] = '\0';
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno != 0 || *end != '\0' || end == text) return false;
-  *value = v;
-  return true;
-}
-
-static void op_add(store_server_t *s, conn_t *c) {
-  store_arg_t key = key_arg(c, 0);
-  int64_t delta = store_get_i64(c->args[1].data);
-  int64_t value = 0;
-  store_entry_t *e = find(s, key);
-  int shown = key.len > 200 ? 200 : (int)key.len;
-  if (e != NULL && !parse_counter(e, &value)) {
-    reply_message(s, c, STORE_REPLY_INVALID, "add: the value of key '%.*s' is not an integer",
-                  shown, (const char *)key.data);
-    return;
-  }
-  if (__builtin_add_overflow(value, delta, &value)) {
-    reply_message(s, c, STORE_REPLY_INVALID, "add: counter '%.*s' would overflow", shown,
-                  (const char *)key.data);
-    return;
-  }
-  char text[32];
-  int n = snprintf(text, sizeof text, "%lld", (long long)value);
-  if (store_table_put(&s->table, key.data, key.len, (const uint8_t *)text, (size_t)n) == NULL) {
-    reply_message(s, c, STORE_REPLY_INVALID, "add: store server out of memory");
-    return;
-  }
-  uint8_t raw[8];
-  store_put_i64(raw, value);
-  store_arg_t result = {.data = raw, .len = 8};
-  /* Waiters first: the key lives in c's frame, which a failed reply would free. */
-  if (e == NULL) key_appeared(s, key.data, key.len);
-  reply(s, c, STORE_REPLY_OK, 0, &result, 1);
-}
-
-static void op_compare_set(store_server_t *s, conn_t *c) {
-  store_arg_t key = key_arg(c, 0), expected = c->args[1], desired = c->args[2];
-  store_entry_t *e = find(s, key);
-  bool want_absent = (c->header.flags & STORE_FLAG_ABSENT) != 0;
-  bool match = want_absent ? e == NULL
-                           : e != NULL && e->value_len == expected.len &&
-                                 (expected.len == 0 || memcmp(e->value, expected.data, expected.len) == 0);
-  if (match) {
-    e = store_table_put(&s->table, key.data, key.len, desired.data, desired.len);
-    if (e == NULL) {
-      reply_message(s, c, STORE_REPLY_INVALID, "compare_set: store server out of memory");
-      return;
-    }
-    if (want_absent) key_appeared(s, key.data, key.len);
-    reply(s, c, STORE_REPLY_OK, 0, &desired, 1);
-    return;
-  }
-  if (e == NULL) {
-    store_arg_t none = {.data = NULL, .len = 0};
-    reply(s, c, STORE_REPLY_OK, STORE_FLAG_ABSENT, &none, 1);
-    return;
-  }
-  store_arg_t current = {.data = e->value, .len = (uint32_t)e->value_len};
-  reply(s, c, STORE_REPLY_OK, 0, &current, 1);
-}
-
-static void op_hello(store_server_t *s, conn_t *c) {
-  store_arg_t token = c->args[0];
-  if (s->token != NULL &&
-      (token.len != s->token_len || memcmp(token.data, s->token, s->token_len) != 0)) {
-    const char *why = token.len == 0 ? "this store requires a job token and none was sent"
-                                     : "job token mismatch";
-    reply_message(s, c, STORE_REPLY_REFUSED, "%s", why);
-    drop(s, c, COLL_LOG_WARN, "refused: %s", why);
-    return;
-  }
-  c->greeted = true;
-  uint8_t raw[8];
-  store_put_u32(raw, s->limits.key_max);
-  store_put_u32(raw + 4, s->limits.value_max);
-  store_arg_t limits = {.data = raw, .len = 8};
-  reply(s, c, STORE_REPLY_OK, 0, &limits, 1);
-}
-
-/* Serve the complete request in c->args. */
-static void serve(store_server_t *s, conn_t *c) {
-  store_arg_t key = c->header.nargs > 0 ? key_arg(c, 0) : (store_arg_t){0};
-  switch ((store_op_t)c->header.code) {
-    case STORE_OP_HELLO:
-      op_hello(s, c);
-      break;
-    case STORE_OP_SET: {
-      bool existed = find(s, key) != NULL;
-      if (store_table_put(&s->table, key.data, key.len, c->args[1].data, c->args[1].len) == NULL) {
-        reply_message(s, c, STORE_REPLY_INVALID, "set: store server out of memory");
-        break;
-      }
-      if (!existed) key_appeared(s, key.data, key.len);
-      reply(s, c, STORE_REPLY_OK, 0, NULL, 0);
-      break;
-    }
-    case STORE_OP_GET:
-    case STORE_OP_WAIT: {
-      uint32_t first;
-      if (missing_keys(s, c, &first) == 0) {
-        answer_ready(s, c);
-        return; /* answer_ready reset the frame */
-      }
-      park(s, c);
-      if (c->header.timeout_ms == 0) answer_timeout(s, c);
-      return; /* the frame stays until the request is answered */
-    }
-    case STORE_OP_ADD:
-      op_add(s, c);
-      break;
-    case STORE_OP_COMPARE_SET:
-      op_compare_set(s, c);
-      break;
-    case STORE_OP_DELETE: {
-      uint8_t deleted = store_table_delete(&s->table, key.data, key.len) ? 1 : 0;
-      store_arg_t result = {.data = &deleted, .len = 1};
-      reply(s, c, STORE_REPLY_OK, 0, &result, 1);
-      break;
-    }
-    case STORE_OP_NUM_KEYS: {
-      uint8_t raw[8];
-      store_put_i64(raw, (int64_t)s->table.count);
-      store_arg_t result = {.data = raw, .len = 8};
-      reply(s, c, STORE_REPLY_OK, 0, &result, 1);
-      break;
-    }
-    case STORE_OP_CHECK: {
-      uint32_t first;
-      uint8_t all = missing_keys(s, c, &first) == 0 ? 1 : 0;
-      store_arg_t result = {.data = &all, .len = 1};
-      reply(s, c, STORE_REPLY_OK, 0, &result, 1);
-      break;
-    }
-    case STORE_OP_END:
-      break; /* the parser never lets it through */
-  }
-  if (!c->dead) reset_frame(c);
 }
 
 /* ---- reading ---- */
@@ -464,15 +182,17 @@ static void serve(store_server_t *s, conn_t *c) {
 static void closed_by_peer(store_server_t *s, conn_t *c, bool reset) {
   const char *how = reset ? "vanished (connection reset)" : "closed";
   if (c->parked) {
-    drop(s, c, COLL_LOG_INFO, "%s while waiting in %s", how, store_op_name(c->header.code));
+    store_conn_drop(s, c, COLL_LOG_INFO, "%s while waiting in %s", how,
+                    store_op_name(c->header.code));
   } else if (c->have_header) {
-    drop(s, c, COLL_LOG_WARN, "%s mid-frame: %zu of %u body bytes of a %s frame received", how,
-         c->body_have, (unsigned)c->header.body_len, store_op_name(c->header.code));
+    store_conn_drop(s, c, COLL_LOG_WARN,
+                    "%s mid-frame: %zu of %u body bytes of a %s frame received", how, c->body_have,
+                    (unsigned)c->header.body_len, store_op_name(c->header.code));
   } else if (c->head_have > 0) {
-    drop(s, c, COLL_LOG_WARN, "%s mid-frame: %zu of %u header bytes received", how,
-         c->head_have, STORE_HEADER_SIZE);
+    store_conn_drop(s, c, COLL_LOG_WARN, "%s mid-frame: %zu of %u header bytes received", how,
+                    c->head_have, STORE_HEADER_SIZE);
   } else {
-    drop(s, c, reset ? COLL_LOG_WARN : COLL_LOG_INFO, "%s the connection", how);
+    store_conn_drop(s, c, reset ? COLL_LOG_WARN : COLL_LOG_INFO, "%s the connection", how);
   }
 }
 
@@ -490,7 +210,7 @@ static ssize_t receive(store_server_t *s, conn_t *c, void *buf, size_t len) {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    drop(s, c, COLL_LOG_WARN, "receive failed: %s", strerror(errno));
+    store_conn_drop(s, c, COLL_LOG_WARN, "receive failed: %s", strerror(errno));
     return -1;
   }
 }
@@ -518,7 +238,8 @@ static bool read_header(store_server_t *s, conn_t *c) {
   c->have_header = true;
   c->args = malloc(sizeof *c->args * (c->header.nargs > 0 ? c->header.nargs : 1));
   if (c->args == NULL) {
-    drop(s, c, COLL_LOG_WARN, "out of memory for %u arguments", (unsigned)c->header.nargs);
+    store_conn_drop(s, c, COLL_LOG_WARN, "out of memory for %u arguments",
+                    (unsigned)c->header.nargs);
     return false;
   }
   return true;
@@ -534,7 +255,7 @@ static bool read_body(store_server_t *s, conn_t *c) {
       if (cap > body_len) cap = body_len;
       uint8_t *grown = realloc(c->body, cap);
       if (grown == NULL) {
-        drop(s, c, COLL_LOG_WARN, "out of memory for a %zu-byte body", body_len);
+        store_conn_drop(s, c, COLL_LOG_WARN, "out of memory for a %zu-byte body", body_len);
         return false;
       }
       c->body = grown;
@@ -545,8 +266,8 @@ static bool read_body(store_server_t *s, conn_t *c) {
     c->body_have += (size_t)n;
   }
   const char *why = NULL;
-  store_parse_t rc = store_proto_body(&c->header, false, c->body, c->body_have, &s->limits,
-                                      &c->scan, NULL, &why);
+  store_parse_t rc =
+      store_proto_body(&c->header, false, c->body, c->body_have, &s->limits, &c->scan, NULL, &why);
   if (rc == STORE_PARSE_BAD) {
     reject(s, c, why);
     return false;
@@ -555,7 +276,7 @@ static bool read_body(store_server_t *s, conn_t *c) {
   store_scan_t fresh = {0};
   store_proto_body(&c->header, false, c->body, c->body_have, &s->limits, &fresh, c->args, &why);
   c->last_byte_ns = 0;
-  serve(s, c);
+  store_serve(s, c);
   return !c->dead;
 }
 
@@ -624,15 +345,19 @@ static int run_timers(store_server_t *s) {
   if (s->listen_paused) {
     if (now >= s->listen_resume_ns) {
       struct epoll_event ev = {.events = EPOLLIN, .data.ptr = (void *)&listen_marker};
-      if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) == 0) s->listen_paused = false;
-      else s->listen_resume_ns = now + LISTEN_PAUSE_MS * 1000000LL;
+      if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) == 0)
+        s->listen_paused = false;
+      else
+        s->listen_resume_ns = now + LISTEN_PAUSE_MS * 1000000LL;
     }
     if (s->listen_paused) next = s->listen_resume_ns;
   }
   for (conn_t *c = s->parked, *n; c != NULL; c = n) {
     n = c->park_next;
-    if (now >= c->park_deadline_ns) answer_timeout(s, c);
-    else if (c->park_deadline_ns < next) next = c->park_deadline_ns;
+    if (now >= c->park_deadline_ns)
+      store_serve_timeout(s, c);
+    else if (c->park_deadline_ns < next)
+      next = c->park_deadline_ns;
   }
   int64_t stall_ns = (int64_t)s->frame_timeout_ms * 1000000LL;
   for (conn_t *c = s->conns, *n; c != NULL; c = n) {
@@ -641,8 +366,8 @@ static int run_timers(store_server_t *s) {
     int64_t limit = c->last_byte_ns + stall_ns;
     if (now >= limit) {
       size_t have = c->have_header ? STORE_HEADER_SIZE + c->body_have : c->head_have;
-      drop(s, c, COLL_LOG_WARN, "sent %zu bytes of a frame, then nothing for %d ms", have,
-           s->frame_timeout_ms);
+      store_conn_drop(s, c, COLL_LOG_WARN, "sent %zu bytes of a frame, then nothing for %d ms",
+                      have, s->frame_timeout_ms);
     } else if (limit < next) {
       next = limit;
     }
@@ -680,8 +405,10 @@ static void *server_main(void *arg) {
         int so_error = 0;
         socklen_t len = sizeof so_error;
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-        if (so_error == 0 || so_error == ECONNRESET) closed_by_peer(s, c, true);
-        else drop(s, c, COLL_LOG_WARN, "socket error: %s", strerror(so_error));
+        if (so_error == 0 || so_error == ECONNRESET)
+          closed_by_peer(s, c, true);
+        else
+          store_conn_drop(s, c, COLL_LOG_WARN, "socket error: %s", strerror(so_error));
       }
       /* A hangup while we are not reading (parked, or a reply pending) is noticed here;
        * while reading, recv() reports it with the exact state of the frame. */
@@ -695,17 +422,8 @@ static void *server_main(void *arg) {
 
 /* ---- lifetime ---- */
 
-/* Up to the hard limit: a store serving thousands of ranks needs more than the usual 1024. */
-static void raise_nofile(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 static void free_server(store_server_t *s) {
-  while (s->conns != NULL) drop(s, s->conns, COLL_LOG_TRACE, "server stopping");
+  while (s->conns != NULL) store_conn_drop(s, s->conns, COLL_LOG_TRACE, "server stopping");
   bury_dead(s);
   if (s->listen_fd >= 0) close(s->listen_fd);
   if (s->epoll_fd >= 0) close(s->epoll_fd);
@@ -716,7 +434,8 @@ static void free_server(store_server_t *s) {
 }
 
 coll_status_t store_server_start(const store_server_options_t *options, store_server_t **server) {
-  if (server == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_server_start: server is NULL");
+  if (server == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_server_start: server is NULL");
   *server = NULL;
   store_server_options_t opt = options != NULL ? *options : (store_server_options_t){0};
   size_t key_max = opt.key_max != 0 ? opt.key_max : STORE_KEY_MAX;
@@ -731,7 +450,7 @@ coll_status_t store_server_start(const store_server_options_t *options, store_se
   if (opt.token != NULL && strlen(opt.token) > STORE_TOKEN_MAX)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_server_start: token longer than %u bytes",
                       STORE_TOKEN_MAX);
-  raise_nofile();
+  store_net_raise_nofile(); /* a store serving thousands of ranks needs more than 1024 */
 
   store_server_t *s = calloc(1, sizeof *s);
   if (s == NULL) return coll_error(COLL_ERR_NO_MEMORY, "store_server_start: out of memory");
