@@ -12,7 +12,8 @@
 
 static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16};
 enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
-static const coll_algo_t allreduce_algos[] = {COLL_ALGO_RING, COLL_ALGO_MASTER, COLL_ALGO_TREE};
+static const coll_algo_t allreduce_algos[] = {COLL_ALGO_RING, COLL_ALGO_MASTER, COLL_ALGO_TREE,
+                                              COLL_ALGO_HD};
 enum { NALGOS = sizeof allreduce_algos / sizeof allreduce_algos[0] };
 
 /* dtype/op pairs covering every dtype and every op at least once. */
@@ -224,6 +225,28 @@ START_TEST(tree_bytes_follow_the_tree_shape) {
 }
 END_TEST
 
+START_TEST(hd_sends_two_p_minus_one_over_p_plus_the_fold) {
+  for (int n = 1; n <= 40; n++) {
+    size_t count = 1000003, S = count * 4;
+    int pw = 1;
+    while (pw * 2 <= n) pw *= 2;
+    int rem = n - pw;
+    sim_result_t res = dry_run(COLL_ALGO_HD, COLL_KIND_ALL_REDUCE, n, count, 0);
+    int log2p = 0;
+    while ((1 << log2p) < pw) log2p++;
+    for (int r = 0; r < n; r++) {
+      double want = r < 2 * rem && r % 2 == 0 ? (double)S : 2.0 * (pw - 1) / pw * (double)S;
+      if (r < 2 * rem && r % 2 == 1) want += (double)S;
+      /* Blocks differ by one element: within pw elements of 4 bytes. */
+      ck_assert_msg(res.bytes_sent[r] >= want - 4.0 * pw && res.bytes_sent[r] <= want + 4.0 * pw,
+                    "n=%d rank %d sent %zu, formula %.0f", n, r, res.bytes_sent[r], want);
+    }
+    ck_assert_uint_eq(res.max_steps, n == 1 ? 1 : (size_t)(2 * log2p + (rem ? 2 : 0)));
+    sim_result_free(&res);
+  }
+}
+END_TEST
+
 /* ---- the simulator catches broken schedules ---- */
 
 static void two_rank_params(sched_params_t *p, int rank) {
@@ -379,6 +402,7 @@ static Suite *algo_suite(void) {
   tcase_add_test(tc, broadcast_bytes_follow_each_shape);
   tcase_add_test(tc, double_binary_trees_cover_every_rank_and_swap_leaves);
   tcase_add_test(tc, tree_bytes_follow_the_tree_shape);
+  tcase_add_test(tc, hd_sends_two_p_minus_one_over_p_plus_the_fold);
   tcase_add_test(tc, simulator_reports_a_deadlock);
   tcase_add_test(tc, simulator_reports_mismatched_counts_and_unpaired_messages);
   tcase_add_test(tc, simulator_reports_hazards_and_out_of_bounds_ops);
