@@ -41,8 +41,8 @@ static train_status_t cpu_fill_rows(train_backend_t *be, float *y, const float *
   return TRAIN_OK;
 }
 
-static train_status_t cpu_col_sum(train_backend_t *be, const float *dy, size_t rows,
-                                  size_t cols, bool accumulate, float *db) {
+static train_status_t cpu_col_sum(train_backend_t *be, const float *restrict dy, size_t rows,
+                                  size_t cols, bool accumulate, float *restrict db) {
   (void)be;
   if (!accumulate) memset(db, 0, cols * sizeof *db);
   for (size_t i = 0; i < rows; i++) {
@@ -52,14 +52,17 @@ static train_status_t cpu_col_sum(train_backend_t *be, const float *dy, size_t r
   return TRAIN_OK;
 }
 
-static train_status_t cpu_relu_forward(train_backend_t *be, float *y, size_t n) {
+/* The element-wise loops below are written branch-free with restrict pointers so that
+ * the compiler vectorises them (this file is built at -O3, see libtrain/meson.build):
+ * as scalar loops the optimizer step alone took a fifth of the step time. */
+static train_status_t cpu_relu_forward(train_backend_t *be, float *restrict y, size_t n) {
   (void)be;
   for (size_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
   return TRAIN_OK;
 }
 
-static train_status_t cpu_relu_backward(train_backend_t *be, const float *y, float *dy,
-                                        size_t n) {
+static train_status_t cpu_relu_backward(train_backend_t *be, const float *restrict y,
+                                        float *restrict dy, size_t n) {
   (void)be;
   for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
   return TRAIN_OK;
@@ -101,8 +104,9 @@ static train_status_t cpu_softmax_xent(train_backend_t *be, const float *logits,
   return TRAIN_OK;
 }
 
-static train_status_t cpu_sgd_step(train_backend_t *be, float *p, const float *g, float *buf,
-                                   size_t n, float lr, float momentum, float wd, bool first) {
+static train_status_t cpu_sgd_step(train_backend_t *be, float *restrict p,
+                                   const float *restrict g, float *restrict buf, size_t n,
+                                   float lr, float momentum, float wd, bool first) {
   (void)be;
   if (momentum == 0.0f) {
     for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);
@@ -122,9 +126,10 @@ static train_status_t cpu_sgd_step(train_backend_t *be, float *p, const float *g
   return TRAIN_OK;
 }
 
-static train_status_t cpu_adam_step(train_backend_t *be, float *p, const float *g, float *m,
-                                    float *v, size_t n, float lr, float beta1, float beta2,
-                                    float eps, float wd, uint64_t t) {
+static train_status_t cpu_adam_step(train_backend_t *be, float *restrict p,
+                                    const float *restrict g, float *restrict m,
+                                    float *restrict v, size_t n, float lr, float beta1,
+                                    float beta2, float eps, float wd, uint64_t t) {
   (void)be;
   float bc1 = 1.0f - powf(beta1, (float)t);
   float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
