@@ -181,7 +181,7 @@ static int exact_in(int dtype, double x) {
  * every partial result must stay exact, the final one must equal the expected value,
  * and bench_data_check must agree (and catch one corrupted element). */
 static void check_pattern(int dtype, int op, int nranks) {
-  enum { COUNT = 777 };
+  enum { COUNT = 301 };
   size_t elem = bench_dtype_size(dtype);
   unsigned char *in = malloc((size_t)nranks * COUNT * elem);
   unsigned char *out = malloc(COUNT * elem);
@@ -211,7 +211,7 @@ static void check_pattern(int dtype, int op, int nranks) {
     bench_data_set(out, i, dtype, acc);
   }
   ck_assert_uint_eq(bench_data_check(out, COUNT, dtype, op, nranks, 42), 0);
-  bench_data_set(out, 500, dtype, bench_data_get(out, 500, dtype) + 1);
+  bench_data_set(out, COUNT / 2, dtype, bench_data_get(out, COUNT / 2, dtype) + 1);
   ck_assert_uint_eq(bench_data_check(out, COUNT, dtype, op, nranks, 42), 1);
   /* A different seed is a different pattern: stale data cannot pass. */
   ck_assert_uint_gt(bench_data_check(out, COUNT, dtype, op, nranks, 43), 0);
@@ -220,7 +220,7 @@ static void check_pattern(int dtype, int op, int nranks) {
 }
 
 START_TEST(patterns_reduce_exactly_for_every_type_op_and_rank_count) {
-  static const int rank_counts[] = {1, 2, 3, 4, 5, 8, 16};
+  static const int rank_counts[] = {1, 2, 3, 5, 8, 16};
   for (int t = 0; t < COLL_DTYPE_COUNT; t++)
     for (int o = 0; o < COLL_OP_COUNT; o++)
       for (size_t k = 0; k < sizeof rank_counts / sizeof rank_counts[0]; k++)
