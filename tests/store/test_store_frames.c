@@ -205,6 +205,28 @@ START_TEST(half_sent_frame_then_silence_does_not_stall_others_and_times_out) {
 }
 END_TEST
 
+START_TEST(client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout) {
+  fixture_t f = setup(500);
+  /* A reply far larger than the socket buffers, so the server cannot finish writing it. */
+  size_t len = 32u << 20;
+  uint8_t *big = calloc(1, len);
+  ck_assert_int_eq(store_set(f.good, "big", big, len, 10000), COLL_OK);
+  free(big);
+  int fd = util_raw_connect(f.port);
+  util_raw_hello(fd, NULL);
+  uint8_t frame[64];
+  const char *args[] = {"big"};
+  util_raw_send(fd, frame, util_frame(frame, STORE_OP_GET, 0, 1000, args, 1));
+  ck_assert(util_wait_clients(f.server, 2, 2000));
+  int64_t v = 0;
+  ck_assert_int_eq(store_add(f.good, "meanwhile", 1, &v, 2000), COLL_OK);
+  ck_assert_msg(util_wait_clients(f.server, 1, 5000), "non-reading client was not dropped");
+  close(fd);
+  assert_served_and_alone(&f);
+  teardown(&f);
+}
+END_TEST
+
 /* Runs in a forked child: greet, send part of a large set, vanish with a reset. */
 static void vanish_mid_frame(uint16_t port) {
   int fd = util_raw_connect(port);
@@ -284,6 +306,7 @@ static Suite *store_frames_suite(void) {
   tcase_add_test(tc, oversized_value_length_is_refused_without_reading_the_value);
   tcase_add_test(tc, truncated_frame_then_close_leaves_the_server_serving);
   tcase_add_test(tc, half_sent_frame_then_silence_does_not_stall_others_and_times_out);
+  tcase_add_test(tc, client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout);
   tcase_add_test(tc, client_vanishing_mid_frame_is_dropped_and_forgotten);
   tcase_add_test(tc, garbage_from_many_clients_leaves_the_good_one_served);
   suite_add_tcase(s, tc);

@@ -343,6 +343,44 @@ START_TEST(a_stopped_server_turns_calls_into_errors_not_hangs) {
 }
 END_TEST
 
+START_TEST(client_reconnects_when_the_server_comes_back_on_the_same_port) {
+  store_server_t *server = util_start_server(NULL);
+  uint16_t port = store_server_port(server);
+  store_client_t *c = util_connect(server, NULL);
+  ck_assert_int_eq(store_set(c, "k", "v", 1, 1000), COLL_OK);
+  store_server_stop(server);
+  store_server_options_t opt = {.bind_addr = "127.0.0.1", .port = port};
+  ck_assert_int_eq(store_server_start(&opt, &server), COLL_OK);
+  /* The old connection is gone; the call notices, reconnects and succeeds. */
+  coll_status_t st = store_set(c, "k2", "v", 1, 2000);
+  if (st != COLL_OK) st = store_set(c, "k2", "v", 1, 2000);
+  ck_assert_msg(st == COLL_OK, "%s", coll_last_error());
+  int64_t n = 0;
+  ck_assert_int_eq(store_num_keys(c, &n, 1000), COLL_OK);
+  ck_assert_int_eq(n, 1);
+  store_client_close(c);
+  store_server_stop(server);
+}
+END_TEST
+
+START_TEST(clients_beyond_max_clients_are_turned_away_and_time_out) {
+  store_server_options_t opt = {.max_clients = 2};
+  store_server_t *server = util_start_server(&opt);
+  store_client_t *a = util_connect(server, NULL);
+  store_client_t *b = util_connect(server, NULL);
+  store_client_t *c = NULL;
+  coll_status_t st = store_client_connect("127.0.0.1", store_server_port(server), NULL, 300, &c);
+  ck_assert_int_eq(st, COLL_ERR_TIMEOUT);
+  ck_assert_msg(strstr(coll_last_error(), "closed by the server") != NULL, "%s", coll_last_error());
+  store_client_close(b);
+  c = util_connect(server, NULL); /* a slot is free again */
+  ck_assert_int_eq(store_set(c, "k", "v", 1, 1000), COLL_OK);
+  store_client_close(c);
+  store_client_close(a);
+  store_server_stop(server);
+}
+END_TEST
+
 /* Ranks publish their "address" and read every other rank's, as the communicator does. */
 static int rank_meets_others(int rank, int nranks, void *arg) {
   uint16_t port = *(uint16_t *)arg;
@@ -404,6 +442,8 @@ static Suite *store_ops_suite(void) {
   tcase_add_test(tc, connecting_to_no_server_times_out_naming_the_address);
   tcase_add_test(tc, limits_are_enforced_before_sending);
   tcase_add_test(tc, a_stopped_server_turns_calls_into_errors_not_hangs);
+  tcase_add_test(tc, client_reconnects_when_the_server_comes_back_on_the_same_port);
+  tcase_add_test(tc, clients_beyond_max_clients_are_turned_away_and_time_out);
   tcase_add_test(tc, rank_processes_exchange_addresses_through_the_store);
   suite_add_tcase(s, tc);
   return s;

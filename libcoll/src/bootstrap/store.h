@@ -24,8 +24,8 @@ typedef struct {
   size_t key_max;        /* 0: STORE_KEY_MAX */
   size_t value_max;      /* 0: STORE_VALUE_MAX */
   int max_clients;       /* 0: default (at least 4096) */
-  int frame_timeout_ms;  /* a client silent this long in the middle of a frame is dropped;
-                            0: 30 s */
+  int frame_timeout_ms;  /* a client that stalls this long in the middle of sending a frame,
+                            or of reading a reply, is dropped; 0: 30 s */
 } store_server_options_t;
 
 /* Bind, listen and start serving on a background thread (epoll). */

@@ -158,10 +158,9 @@ static coll_status_t roundtrip(store_client_t *c, const call_t *call, int64_t de
                                store_header_t *h, const store_arg_t *args, uint32_t nargs,
                                reply_t *rep);
 
-static coll_status_t hello(store_client_t *c, int64_t deadline_ns) {
-  call_t call = {.op = "connect", .timeout_ms = 0};
+static coll_status_t hello(store_client_t *c, int64_t deadline_ns, int timeout_ms) {
+  call_t call = {.op = "connect", .timeout_ms = timeout_ms};
   snprintf(call.subject, sizeof call.subject, "the hello reply");
-  call.timeout_ms = coll_ms_left(deadline_ns);
   size_t token_len = c->token != NULL ? strlen(c->token) : 0;
   store_arg_t token = {.data = (const uint8_t *)c->token, .len = (uint32_t)token_len};
   store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_HELLO};
@@ -185,17 +184,19 @@ static coll_status_t hello(store_client_t *c, int64_t deadline_ns) {
  * may come up after its clients. A refused token is final. */
 static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeout_ms) {
   int backoff_ms = RETRY_FIRST_MS;
-  char last[256] = "no attempt finished";
+  char last[512] = "no attempt finished";
   for (;;) {
     int err = 0;
     int fd = store_net_connect_once(c->host, c->port, deadline_ns, &err);
     if (fd >= 0) {
       c->fd = fd;
-      coll_status_t st = hello(c, deadline_ns);
+      coll_status_t st = hello(c, deadline_ns, timeout_ms);
       if (st == COLL_OK) return st;
       disconnect(c);
       if (st == COLL_ERR_REFUSED) return st;
-      snprintf(last, sizeof last, "%s", coll_last_error());
+      /* An attempt cut short by the deadline says less than the failure before it. */
+      if (st != COLL_ERR_TIMEOUT || strcmp(last, "no attempt finished") == 0)
+        snprintf(last, sizeof last, "%s", coll_last_error());
     } else if (err == EMFILE && store_net_raise_nofile()) {
       continue;
     } else {

@@ -108,6 +108,7 @@ static bool flush(store_server_t *s, conn_t *c) {
     ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
     if (n > 0) {
       c->out_off += (size_t)n;
+      c->last_write_ns = coll_now_ns();
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -142,6 +143,7 @@ bool store_conn_reply(store_server_t *s, conn_t *c, store_reply_t code, uint8_t 
   c->out = buf;
   c->out_len = size;
   c->out_off = 0;
+  c->last_write_ns = coll_now_ns();
   return flush(s, c);
 }
 
@@ -362,9 +364,16 @@ static int run_timers(store_server_t *s) {
   int64_t stall_ns = (int64_t)s->frame_timeout_ms * 1000000LL;
   for (conn_t *c = s->conns, *n; c != NULL; c = n) {
     n = c->next;
-    if (c->last_byte_ns == 0 || c->parked) continue;
-    int64_t limit = c->last_byte_ns + stall_ns;
-    if (now >= limit) {
+    /* Stalled halfway through sending a frame, or through reading our reply: both hold
+     * buffers, so neither may last forever. */
+    bool writing = c->out_off < c->out_len;
+    if ((c->last_byte_ns == 0 || c->parked) && !writing) continue;
+    int64_t limit = (writing ? c->last_write_ns : c->last_byte_ns) + stall_ns;
+    if (now >= limit && writing) {
+      store_conn_drop(s, c, COLL_LOG_WARN,
+                      "read %zu of the %zu bytes of its reply, then nothing for %d ms", c->out_off,
+                      c->out_len, s->frame_timeout_ms);
+    } else if (now >= limit) {
       size_t have = c->have_header ? STORE_HEADER_SIZE + c->body_have : c->head_have;
       store_conn_drop(s, c, COLL_LOG_WARN, "sent %zu bytes of a frame, then nothing for %d ms",
                       have, s->frame_timeout_ms);

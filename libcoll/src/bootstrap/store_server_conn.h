@@ -39,7 +39,8 @@ struct conn {
   /* Reply bytes not yet written. */
   uint8_t *out;
   size_t out_len, out_off;
-  conn_t *prev, *next; /* every live connection; graveyard link once dead */
+  int64_t last_write_ns; /* progress of a pending reply */
+  conn_t *prev, *next;   /* every live connection; graveyard link once dead */
 };
 
 struct store_server {
