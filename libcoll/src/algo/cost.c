@@ -1,18 +1,131 @@
-/* Cost model (placeholder: ring everywhere until the measured model lands). */
+/* Cost model: predicted time of each algorithm from alpha (seconds per step), beta
+ * (seconds per byte sent by the busiest rank) and gamma (seconds per byte reduced), and
+ * the choice of the cheapest. Pure functions of values all ranks share, so every rank
+ * picks the same algorithm.
+ *
+ *   S = count * elem_size, n ranks, nseg = segments per pipelined piece, D = tree depth
+ *   ring all-reduce    2(n-1)*nseg steps, 2(n-1)/n S bytes, (n-1)/n S reduced
+ *   tree all-reduce    ~2 nseg + 4 D steps, ~2 S bytes (S for n = 2), ~S reduced
+ *   hd all-reduce      2 log2 p (+2 folding) steps, 2(p-1)/p S (+S folding), (p-1)/p S
+ *                      (+S folding) reduced, p = largest power of two <= n
+ *   master all-reduce  n*nseg steps, 2(n-1) S through rank 0, (n-1) S reduced
+ *   Pipelined algorithms (ring, tree) overlap the transfer of one segment with the
+ *   reduction of the previous one: they pay max(bytes beta, reduced gamma) plus one
+ *   segment of fill; hd and master reduce whole halves between steps and pay the sum.
+ *
+ *   broadcast: chain (ring) (nseg + n - 2) steps of one segment; binomial (tree, hd)
+ *   ceil(log2 n) steps of S; direct (master) (n-1) S from the root.
+ *
+ * Master is never chosen by algo_select (it is a teaching baseline; force it with
+ * COLL_ALGO=master). */
+#include <math.h>
+#include <stddef.h>
+
 #include "algo/algo_internal.h"
 
-const algo_cost_t algo_cost_shm_default = {.alpha = 1e-6, .beta = 1.0 / 4e9, .gamma = 1.0 / 8e9};
-const algo_cost_t algo_cost_tcp_default = {.alpha = 20e-6, .beta = 1.0 / 5e9, .gamma = 1.0 / 8e9};
+/* Defaults for this machine kind (2 vCPU Zen 2), from the measurements in DESIGN.md:
+ *  - shm: 8-byte round trip ~0.5 us, i.e. ~0.25 us one way, plus about 1 us of executor
+ *    work per step (posting, completion, hand-off) -> alpha 1.5 us. Bytes move by memcpy
+ *    at ~8 GB/s; a FIFO costs two copies, single-copy (process_vm_readv) one -> beta
+ *    taken between the two, 1 / 6 GB/s.
+ *  - tcp (loopback): 8-byte round trip ~21 us -> ~10.5 us one way plus ~1 us of executor
+ *    work -> alpha 12 us; one stream carries ~5.4 GB/s -> beta 1 / 5.4 GB/s.
+ *  - gamma, both: a[i] += b[i] runs at ~26 GB/s counting 3 bytes of traffic per byte
+ *    reduced -> 1 / 8.7 GB/s. */
+const algo_cost_t algo_cost_shm_default = {.alpha = 1.5e-6, .beta = 1.0 / 6.0e9,
+                                           .gamma = 1.0 / 8.7e9};
+const algo_cost_t algo_cost_tcp_default = {.alpha = 12e-6, .beta = 1.0 / 5.4e9,
+                                           .gamma = 1.0 / 8.7e9};
+
+static double log2_ceil(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return (double)k;
+}
+
+static double pipelined(double steps, double bytes, double reduced, double seg_bytes,
+                        const algo_cost_t *c) {
+  double stream = fmax(bytes * c->beta, reduced * c->gamma);
+  return steps * c->alpha + stream + seg_bytes * (c->beta + c->gamma);
+}
+
+static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = (double)algo_segment_elems(p) * esize;
+  switch (algo) {
+    case COLL_ALGO_RING: {
+      double chunk = ceil((double)p->count / n) * esize;
+      double nseg = fmax(1.0, ceil(chunk / seg));
+      return pipelined(2.0 * (n - 1) * nseg, 2.0 * (n - 1) / n * S, (double)(n - 1) / n * S,
+                       fmin(seg, chunk), c);
+    }
+    case COLL_ALGO_TREE: {
+      double half = ceil((double)p->count / 2) * esize;
+      double nseg = fmax(1.0, ceil(half / seg));
+      double D = (double)algo_dbtree_depth(n);
+      return pipelined(2.0 * nseg + 4.0 * D, (n == 2 ? 1.0 : 2.0) * S, S, fmin(seg, half), c);
+    }
+    case COLL_ALGO_HD: {
+      int pw = 1;
+      while (pw * 2 <= n) pw *= 2;
+      int fold = pw != n;
+      double steps = 2.0 * log2_ceil(pw) + (fold ? 2.0 : 0.0);
+      double bytes = 2.0 * (pw - 1) / pw * S + (fold ? S : 0.0);
+      double reduced = (double)(pw - 1) / pw * S + (fold ? S : 0.0);
+      return steps * c->alpha + bytes * c->beta + reduced * c->gamma;
+    }
+    case COLL_ALGO_MASTER: {
+      double nseg = fmax(1.0, ceil(S / seg));
+      return n * nseg * c->alpha + 2.0 * (n - 1) * S * c->beta + (n - 1) * S * c->gamma;
+    }
+    default: return INFINITY;
+  }
+}
+
+static double broadcast_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = fmin((double)algo_segment_elems(p) * esize, S);
+  double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
+  switch (algo) {
+    case COLL_ALGO_RING: return (nseg + n - 2) * (c->alpha + seg * c->beta);
+    case COLL_ALGO_TREE:
+    case COLL_ALGO_HD: return log2_ceil(n) * (c->alpha + S * c->beta);
+    case COLL_ALGO_MASTER: return nseg * c->alpha + (n - 1) * S * c->beta;
+    default: return INFINITY;
+  }
+}
 
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
-  (void)algo;
-  (void)p;
-  (void)c;
-  return 0.0;
+  if (p == NULL || c == NULL || p->nranks < 1 || algo_elem_size(p->dtype) == 0)
+    return INFINITY;
+  if (p->count == 0) return 0.0;
+  if (p->nranks == 1) /* one local copy */
+    return (double)p->count * (double)algo_elem_size(p->dtype) * c->gamma;
+  if (p->collective == COLL_KIND_BROADCAST) return broadcast_cost(algo, p, c);
+  if (p->collective == COLL_KIND_ALL_REDUCE) return allreduce_cost(algo, p, c);
+  return INFINITY;
 }
 
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
-  (void)p;
-  (void)c;
-  return COLL_ALGO_RING;
+  /* In order of preference on equal cost. */
+  static const coll_algo_t allreduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD,
+                                                     COLL_ALGO_TREE};
+  static const coll_algo_t broadcast_candidates[] = {COLL_ALGO_RING, COLL_ALGO_TREE};
+  const coll_algo_t *cand = allreduce_candidates;
+  size_t ncand = sizeof allreduce_candidates / sizeof allreduce_candidates[0];
+  if (p != NULL && p->collective == COLL_KIND_BROADCAST) {
+    cand = broadcast_candidates;
+    ncand = sizeof broadcast_candidates / sizeof broadcast_candidates[0];
+  }
+  coll_algo_t best = cand[0];
+  double best_t = algo_predict(best, p, c);
+  for (size_t i = 1; i < ncand; i++) {
+    double t = algo_predict(cand[i], p, c);
+    if (t < best_t) best = cand[i], best_t = t;
+  }
+  return best;
 }
