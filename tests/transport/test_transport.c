@@ -344,6 +344,31 @@ START_TEST(forcing_shm_across_hosts_fails_with_a_message) {
 }
 END_TEST
 
+/* COLL_SOCKET_IFNAME picks the listening interface; an unknown one is a clear error. */
+static int ifname_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  coll_status_t st = tp_open(&arg->job, rank, n, &t);
+  const char *ifname = getenv("COLL_SOCKET_IFNAME");
+  if (strcmp(ifname, "lo") != 0) {
+    RANK_CHECK(st == COLL_ERR_INVALID_ARGUMENT, "got %s", coll_status_name(st));
+    RANK_CHECK(strstr(coll_last_error(), ifname) != NULL, "message '%s'", coll_last_error());
+    return 0;
+  }
+  RANK_CHECK(st == COLL_OK, "connect over lo");
+  int rc = ring_copy_body(&t, rank, n);
+  tp_close(&t);
+  return rc;
+}
+
+START_TEST(socket_ifname_selects_the_interface_or_names_the_bad_one) {
+  test_arg_t arg = forced_arg("tcp", _i == 0 ? "t/if-lo/" : "t/if-bad/");
+  setenv("COLL_SOCKET_IFNAME", _i == 0 ? "lo" : "no-such-if0", 1);
+  ck_assert_int_eq(run_ranks(2, ifname_rank, &arg, 30000), 0);
+  unsetenv("COLL_SOCKET_IFNAME");
+}
+END_TEST
+
 static Suite *transport_suite(void) {
   Suite *s = suite_create("transport");
   TCase *tc = tcase_create("exchange");
@@ -359,6 +384,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0, 2);
   tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
   tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
+  tcase_add_loop_test(te, socket_ifname_selects_the_interface_or_names_the_bad_one, 0, 2);
   suite_add_tcase(s, te);
   return s;
 }
