@@ -109,7 +109,11 @@ int main(int argc, char **argv) {
   exit_code = job_run(&plan, &job_options);
   if (nodes != NULL) {
     nodes_report_done(nodes);
-    if (options.node_rank == 0) nodes_wait_for_others(nodes); /* they may still use the store */
+    /* The other nodes may still use the store. After a failure they only need it to see
+     * the failure and stop their ranks (a second, then the grace period). */
+    int linger_ms =
+        exit_code == 0 ? NODES_LINGER_MS : options.grace_ms + 2 * NODES_WATCH_MS + NODES_SLACK_MS;
+    if (options.node_rank == 0) nodes_wait_for_others(nodes, linger_ms);
   }
 cleanup:
   nodes_close(nodes);

@@ -141,7 +141,7 @@ void nodes_report_done(nodes_t *nodes) {
     lost_store(nodes, "telling node 0 that this node is done");
 }
 
-void nodes_wait_for_others(nodes_t *nodes) {
+void nodes_wait_for_others(nodes_t *nodes, int timeout_ms) {
   int others = nodes->nnodes - 1;
   char(*names)[48] = calloc((size_t)others, sizeof *names);
   const char **keys = calloc((size_t)others, sizeof *keys);
@@ -156,12 +156,12 @@ void nodes_wait_for_others(nodes_t *nodes) {
   fprintf(stderr,
           "collrun: node 0's ranks have ended; keeping the store up until the other nodes' "
           "ranks end (at most %d s)\n",
-          NODES_LINGER_MS / 1000);
-  for (int64_t deadline = coll_deadline_ns(NODES_LINGER_MS);;) {
+          timeout_ms / 1000);
+  for (int64_t deadline = coll_deadline_ns(timeout_ms);;) {
     int left = coll_ms_left(deadline);
     if (left == 0) {
       fprintf(stderr, "collrun: not every node finished within %d s; stopping the store\n",
-              NODES_LINGER_MS / 1000);
+              timeout_ms / 1000);
       break;
     }
     coll_status_t st =

@@ -11,6 +11,7 @@ enum {
   NODES_CONNECT_MS = 60000, /* how long node K > 0 waits for node 0's store */
   NODES_WATCH_MS = 1000,    /* how often a running job looks for another node's failure */
   NODES_LINGER_MS = 60000,  /* how long node 0 keeps the store up for the other nodes */
+  NODES_SLACK_MS = 3000,    /* for a stopped node to report done, on top of its grace period */
 };
 
 typedef struct nodes nodes_t;
@@ -28,8 +29,8 @@ bool nodes_check_failure(nodes_t *nodes, int *exit_code, char *message, size_t c
 void nodes_report_failure(nodes_t *nodes, int exit_code, const char *message);
 /* This node's ranks have all ended (nodes K > 0; node 0 waits for these). */
 void nodes_report_done(nodes_t *nodes);
-/* Node 0: wait until every other node reported done, at most NODES_LINGER_MS, returning
- * early on SIGINT or SIGTERM. */
-void nodes_wait_for_others(nodes_t *nodes);
+/* Node 0: wait until every other node reported done, at most timeout_ms, returning early
+ * on SIGINT or SIGTERM. */
+void nodes_wait_for_others(nodes_t *nodes, int timeout_ms);
 
 #endif

@@ -80,7 +80,7 @@ static const char *const help_sections[] = {
     "time-out or signal on one node is seen by the others within about a second and stops\n"
     "their ranks too (they print \"collrun: another node failed (node K: ...)\" and exit with\n"
     "the same code). Node 0 keeps the store up after its own ranks end until every other\n"
-    "node's ranks have ended (at most 60 s).\n"
+    "node's ranks have ended (at most 60 s; after a failure, --grace-ms plus 5 s).\n"
     "\n"
     "exit status: 0 when every rank exited 0; the exit code of the first rank that failed,\n"
     "or 128+S when it was killed by signal S; 128+S when collrun got signal S; 124 when\n"
