@@ -110,6 +110,7 @@ have_torch=0
 # ---- the table --------------------------------------------------------------------------
 failures=0
 table=()
+details=() # every reference measured, where the table shows only the best
 row_format='%-34s %9s %-5s  %9s %-5s %-22s %6s  %-16s %s'
 
 # row CASE OURS REF REF_NAME KIND(bw|lat|rel) TARGET_OP TARGET_VALUE TARGET_TEXT
@@ -168,6 +169,7 @@ for n in 2 4; do
   for algo in ring hd; do
     g=$(gloo "tcp$n-16M" "$n" "$algo" 16M) && refs+="${g#* } Gloo-$algo"$'\n'
   done
+  details+=("tcp $n ranks 16MiB busbw (GB/s): $(printf '%s' "$refs" | tr '\n' ' ')")
   b=$(printf '%s' "$refs" | grep . | best)
   if [ "$n" = 2 ]; then
     row "tcp loopback 2 ranks 16MiB busbw" "$o_bw" "${b%% *}" "${b#* }" bw ">=" 2.4 ">= 2.4 GB/s"
@@ -189,6 +191,7 @@ for algo in ring hd; do
   g=$(gloo "tcp-lat8" 2 "$algo" 8) && refs+="${g%% *} Gloo-$algo"$'\n'
 done
 t=$(torch_ref "tcp-lat8" 2 8) && refs+="${t%% *} PyTorch-gloo"$'\n'
+details+=("tcp 2 ranks 8 B latency (us): $(printf '%s' "$refs" | tr '\n' ' ')")
 b=$(printf '%s' "$refs" | grep . | lowest)
 row "tcp 2 ranks 8 B latency" "$o_t" "${b%% *}" "${b#* }" lat "-" 0 "(none)"
 
@@ -201,6 +204,8 @@ echo
 printf "$row_format\n" "case" "ours" "" "best ref" "" "(program)" "ratio" "target" "result"
 for line in "${table[@]}"; do echo "$line"; done
 echo
+echo "references measured (value program):"
+for line in "${details[@]}"; do echo "  $line"; done
 echo "ratio: ours/reference for bandwidth, reference/ours for latency (> 1: ours is better)"
 echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "logs: $logs"
