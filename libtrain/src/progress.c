@@ -17,6 +17,11 @@ void progress_init(progress_t *p, bool enabled, bool quiet, int log_every, int e
                     .log_every = log_every > 0 ? log_every : 100, .epochs = epochs};
 }
 
+void progress_close_line(progress_t *p) {
+  if (p->open_line) printf("\n");
+  p->open_line = false;
+}
+
 void progress_epoch_start(progress_t *p) {
   p->epoch_start = progress_now();
   p->last_draw = 0.0;
@@ -37,6 +42,7 @@ void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint
     bar[WIDTH] = '\0';
     printf("\repoch %d/%d [%s] %3d%% %8.0f samples/s  loss %.4f ", epoch + 1, p->epochs, bar,
            total ? (int)(100 * done / total) : 100, rate, mean_loss);
+    p->open_line = true;
     fflush(stdout);
   } else if (global_step % (uint64_t)p->log_every == 0) {
     printf("epoch %d/%d step %llu/%llu (global %llu): %.0f samples/s, loss %.4f\n", epoch + 1,
@@ -49,7 +55,7 @@ void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint
 void progress_epoch_end(progress_t *p, int epoch, double train_loss, double accuracy,
                         double samples_per_s, double comm_share) {
   if (!p->enabled) return;
-  if (p->tty && p->steps) printf("\n");
+  progress_close_line(p);
   printf("epoch %d/%d: train loss %.4f", epoch + 1, p->epochs, train_loss);
   if (accuracy >= 0.0) printf(", test accuracy %.2f%%", 100.0 * accuracy);
   printf(", %.0f samples/s, waiting on communication %.1f%% of step time\n", samples_per_s,

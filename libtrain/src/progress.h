@@ -11,6 +11,7 @@ typedef struct {
   bool enabled; /* rank 0 */
   bool steps; /* per-step output too (not --quiet) */
   bool tty;
+  bool open_line; /* a bar is drawn and its line not yet ended */
   int log_every;
   int epochs;
   double last_draw;
@@ -25,6 +26,8 @@ void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint
                    double samples, double mean_loss);
 void progress_epoch_end(progress_t *p, int epoch, double train_loss, double accuracy,
                         double samples_per_s, double comm_share);
+/* End an open progress bar line (before printing anything else). */
+void progress_close_line(progress_t *p);
 double progress_now(void);
 
 #endif

@@ -352,6 +352,7 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
   res->samples_per_s = total_samples / (total_time + 1e-12);
   res->comm_share = total_wait / (total_time + 1e-12);
   res->global_step = r->global_step;
+  progress_close_line(&prog);
   if (r->rank == 0)
     printf("done: %llu steps on %d rank%s, %.0f samples/s, waiting on communication %.1f%% "
            "of step time\n",
