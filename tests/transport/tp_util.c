@@ -55,6 +55,7 @@ coll_status_t tp_recv(tp_rank_t *t, int peer, const transport_recv_t *recv) {
 
 coll_status_t tp_drain(tp_rank_t *t, int timeout_ms) {
   int64_t deadline = coll_deadline_ns(timeout_ms);
+  int64_t idle_since = 0;
   for (;;) {
     bool pending = false, moved = false;
     for (int p = 0; p < t->nranks; p++) {
@@ -71,7 +72,14 @@ coll_status_t tp_drain(tp_rank_t *t, int timeout_ms) {
       pending = pending || sd < t->sends_posted[p] || rd < t->recvs_posted[p];
     }
     if (!pending) return COLL_OK;
-    if (moved) continue;
+    if (moved) {
+      idle_since = 0;
+      continue;
+    }
+    /* Like the executor: spin on progress for 20 us before blocking. */
+    int64_t now = coll_now_ns();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < 20000) continue;
     int left = coll_ms_left(deadline);
     if (left == 0) return coll_error(COLL_ERR_TIMEOUT, "tp_drain: no completion in %d ms", timeout_ms);
     coll_status_t st = transport_set_wait(t->set, left < 10 ? left : 10);

@@ -34,7 +34,7 @@ void tp_close(tp_rank_t *t);
 coll_status_t tp_send(tp_rank_t *t, int peer, const void *buf, size_t len);
 coll_status_t tp_recv(tp_rank_t *t, int peer, const transport_recv_t *recv);
 /* Progress every connection until all posted operations completed, blocking in
- * transport_set_wait when nothing moves. COLL_ERR_TIMEOUT after timeout_ms without
+ * transport_set_wait when nothing moved for 20 us (as the executor does). COLL_ERR_TIMEOUT after timeout_ms without
  * completion; otherwise the first transport error. */
 coll_status_t tp_drain(tp_rank_t *t, int timeout_ms);
 

@@ -6,8 +6,9 @@
  * single-copy send completes when the receiver releases that slot.
  *
  * Waiting: each rank has one doorbell word in its inbox; peers bump it after moving a
- * FIFO's head or tail and FUTEX_WAKE only when the owner says it sleeps. The owner spins
- * briefly on the word, then FUTEX_WAITs with a bounded timeout. */
+ * FIFO's head or tail and FUTEX_WAKE only when the owner says it sleeps. The owner may
+ * spin briefly on the word (COLL_SHM_SPIN_US; off by default because the executor already
+ * spins on progress() before it waits), then FUTEX_WAITs with a bounded timeout. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -195,7 +196,8 @@ static coll_status_t read_direct(shm_conn_t *c, shm_recv_t *m, uint64_t addr, si
     ssize_t got = process_vm_readv(c->peer_pid, &local, 1, &remote, 1, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
-      if (errno == ESRCH) return fail(c, COLL_ERR_REMOTE, "process is gone (process_vm_readv)");
+      if (errno == ESRCH || !shm_peer_alive(c))
+      return fail(c, COLL_ERR_REMOTE, "process is gone (process_vm_readv: %s)", strerror(errno));
       return fail(c, COLL_ERR_SYSTEM, "process_vm_readv of %zu bytes: %s", want, strerror(errno));
     }
     size_t n = (size_t)got;
@@ -239,7 +241,12 @@ static coll_status_t recv_some(shm_conn_t *c, bool *moved) {
       coll_status_t st = read_direct(c, m, h->addr, DIRECT_BUDGET, &got);
       if (st != COLL_OK) return st;
       *moved = *moved || got > 0;
-      if (m->off < m->r.len) return COLL_OK; /* budget spent: let other connections move */
+      if (m->off < m->r.len) {
+        /* Budget spent: let other connections move. No counter changed, so ring our own
+         * bell: the caller's next wait must return at once, not sleep on work in hand. */
+        shm_ring(c->group->inbox);
+        return COLL_OK;
+      }
     } else {
       return fail(c, COLL_ERR_PROTOCOL, "unknown slot kind %u", kind);
     }
@@ -300,7 +307,7 @@ coll_status_t shm_group_wait(transport_group_t *g, int timeout_ms, bool *woke) {
   uint32_t seen = g->seen_bell;
   uint32_t now = atomic_load(&in->bell);
   *woke = now != seen;
-  if (!*woke && g->spin_ns > 0) {
+  if (!*woke && g->spin_ns > 0 && timeout_ms > 0) {
     int64_t until = coll_now_ns() + g->spin_ns;
     do {
       for (int i = 0; i < 64; i++) cpu_relax();

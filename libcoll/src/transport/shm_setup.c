@@ -13,7 +13,7 @@
  *                        kernel allows it; 0: always copy through the FIFO (1)
  *   COLL_SHM_DIRECT_MIN  smallest message sent single-copy, bytes (256 KiB)
  *   COLL_SHM_DIRECT_CHUNK staging for single-copy reductions, [4 KiB, 8 MiB] (128 KiB)
- *   COLL_SHM_SPIN_US     how long a waiting rank spins before it sleeps, 0..1000 (20) */
+ *   COLL_SHM_SPIN_US     how long transport_set_wait spins before it sleeps, 0..1000 (0) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,7 +47,7 @@ static coll_status_t read_config(transport_group_t *g, size_t *slot_bytes, uint3
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, 1, &direct);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_MIN", 0, INT64_MAX, 256 << 10, &dmin);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_CHUNK", 4096, 8 << 20, 128 << 10, &dchunk);
-  if (st == COLL_OK) st = coll_env_int("COLL_SHM_SPIN_US", 0, 1000, 20, &spin);
+  if (st == COLL_OK) st = coll_env_int("COLL_SHM_SPIN_US", 0, 1000, 0, &spin);
   if (st != COLL_OK) return st;
   if (sb % SHM_PAGE != 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "COLL_SHM_SLOT_BYTES=%lld is not a multiple of %u",
