@@ -381,6 +381,40 @@ START_TEST(clients_beyond_max_clients_are_turned_away_and_time_out) {
 }
 END_TEST
 
+typedef struct {
+  uint16_t port;
+  coll_status_t status;
+  int64_t took_ms;
+} parked_get_t;
+
+static void *get_forever_key(void *p) {
+  parked_get_t *a = p;
+  store_client_t *c = NULL;
+  a->status = store_client_connect("localhost", a->port, NULL, 2000, &c);
+  if (a->status != COLL_OK) return NULL;
+  int64_t start = coll_now_ms();
+  void *v = NULL;
+  size_t len = 0;
+  a->status = store_get(c, "never", &v, &len, 10000);
+  a->took_ms = coll_now_ms() - start;
+  store_client_close(c);
+  return NULL;
+}
+
+START_TEST(stopping_the_server_fails_a_parked_get_at_once) {
+  store_server_t *server = util_start_server(NULL);
+  parked_get_t arg = {.port = store_server_port(server)};
+  pthread_t t;
+  pthread_create(&t, NULL, get_forever_key, &arg);
+  ck_assert(util_wait_clients(server, 1, 3000)); /* "localhost" resolves and connects */
+  sleep_ms(100);
+  store_server_stop(server);
+  pthread_join(t, NULL);
+  ck_assert_int_eq(arg.status, COLL_ERR_REMOTE);
+  ck_assert_int_lt(arg.took_ms, 3000);
+}
+END_TEST
+
 /* Ranks publish their "address" and read every other rank's, as the communicator does. */
 static int rank_meets_others(int rank, int nranks, void *arg) {
   uint16_t port = *(uint16_t *)arg;
@@ -444,6 +478,7 @@ static Suite *store_ops_suite(void) {
   tcase_add_test(tc, a_stopped_server_turns_calls_into_errors_not_hangs);
   tcase_add_test(tc, client_reconnects_when_the_server_comes_back_on_the_same_port);
   tcase_add_test(tc, clients_beyond_max_clients_are_turned_away_and_time_out);
+  tcase_add_test(tc, stopping_the_server_fails_a_parked_get_at_once);
   tcase_add_test(tc, rank_processes_exchange_addresses_through_the_store);
   suite_add_tcase(s, tc);
   return s;
