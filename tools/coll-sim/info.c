@@ -1,0 +1,201 @@
+/* coll-sim: the rule, step count and bytes per rank each algorithm's file promises (the
+ * comments at the top of libcoll/src/algo/<algo>.c), written as formulas in n ranks and
+ * S bytes so that coll-sim --explain can set them beside the counted numbers. */
+#include "info.h"
+
+#include "algo/algo_internal.h"
+
+static const algo_info_t allreduce_info[COLL_ALGO_COUNT] = {
+    [COLL_ALGO_RING] =
+        {
+            .title = "ring all-reduce (reduce-scatter, then all-gather, around r -> r+1)",
+            .rule = "reduce-scatter step i (i = 0..n-2): rank j sends chunk j-i to rank j+1 "
+                    "and receives and reduces chunk j-i-1 from rank j-1; all-gather step i: "
+                    "rank j sends chunk j+1-i and receives chunk j-i (chunks mod n)",
+            .steps_formula = "2 (n-1) x nseg",
+            .bytes_formula = "every rank sends 2 (n-1)/n x S",
+            .file = "libcoll/src/algo/ring.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+    [COLL_ALGO_TREE] =
+        {
+            .title = "double binary tree all-reduce (two trees, each carries half the buffer)",
+            .rule = "in each tree, segments are reduced up to the root (a node sends segment "
+                    "j to its parent at time 2(j + D - depth) + side) and broadcast back down "
+                    "(at time 2(j + D + depth)); a leaf of tree 0 is an inner node of tree 1",
+            .steps_formula = "about 2 nseg + 4 D (D = tree depth ~ log2 n)",
+            .bytes_formula = "per tree: S/2 to the parent plus S/2 to each child; about 2 S "
+                             "for an inner node, S/2 for a leaf",
+            .file = "libcoll/src/algo/tree.c",
+            .layout = LAYOUT_TREE,
+        },
+    [COLL_ALGO_HD] =
+        {
+            .title = "recursive halving-doubling all-reduce (Rabenseifner)",
+            .rule = "halving at mask = p/2..1: partner = newrank XOR mask, keep half of the "
+                    "range in play, send the other half and reduce what comes back; doubling "
+                    "at mask = 1..p/2: exchange the blocks held so far (p = largest power of "
+                    "two <= n; the first 2(n-p) ranks fold in pairs first)",
+            .steps_formula = "2 log2 p (+ 2 when n is not a power of two)",
+            .bytes_formula = "2 (p-1)/p x S per rank (+ S for ranks that fold or unfold)",
+            .file = "libcoll/src/algo/hd.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+    [COLL_ALGO_MASTER] =
+        {
+            .title = "master all-reduce (gather to rank 0, reduce, send back: DataParallel)",
+            .rule = "every rank sends each segment to rank 0, which reduces them one at a "
+                    "time; then rank 0 sends the result segment to every rank",
+            .steps_formula = "n x nseg",
+            .bytes_formula = "rank 0 sends (n-1) x S, every other rank S; rank 0's link "
+                             "carries 2 (n-1) x S",
+            .file = "libcoll/src/algo/master.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+};
+
+static const algo_info_t broadcast_info[COLL_ALGO_COUNT] = {
+    [COLL_ALGO_RING] =
+        {
+            .title = "chain broadcast (pipelined: root -> root+1 -> ...)",
+            .rule = "at time t rank v (counted from the root) receives segment t-v+1 from "
+                    "v-1 and forwards segment t-v to v+1",
+            .steps_formula = "nseg + n - 2",
+            .bytes_formula = "every rank but the last sends S",
+            .file = "libcoll/src/algo/broadcast.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+    [COLL_ALGO_TREE] =
+        {
+            .title = "binomial tree broadcast",
+            .rule = "in round k (mask = 2^k) every rank v < mask that has the data sends all "
+                    "of it to v + mask (v counted from the root)",
+            .steps_formula = "ceil(log2 n)",
+            .bytes_formula = "S per child: the root sends ceil(log2 n) x S, leaves nothing",
+            .file = "libcoll/src/algo/broadcast.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+    [COLL_ALGO_MASTER] =
+        {
+            .title = "direct broadcast (the root sends to every rank itself)",
+            .rule = "in step j the root sends segment j to every other rank",
+            .steps_formula = "nseg",
+            .bytes_formula = "the root sends (n-1) x S, the others nothing",
+            .file = "libcoll/src/algo/broadcast.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+};
+
+const algo_info_t *info_get(coll_kind_t kind, coll_algo_t algo) {
+  if ((unsigned)algo >= COLL_ALGO_COUNT || algo == COLL_ALGO_AUTO) return NULL;
+  if (kind == COLL_KIND_BROADCAST) {
+    /* hd builds the binomial tree too (recursive doubling is one). */
+    return &broadcast_info[algo == COLL_ALGO_HD ? COLL_ALGO_TREE : algo];
+  }
+  return kind == COLL_KIND_ALL_REDUCE ? &allreduce_info[algo] : NULL;
+}
+
+static size_t pow2_below(int n) {
+  size_t pw = 1;
+  while (pw * 2 <= (size_t)n) pw *= 2;
+  return pw;
+}
+
+static size_t log2_ceil(int n) {
+  size_t k = 0;
+  while (((size_t)1 << k) < (size_t)n) k++;
+  return k;
+}
+
+static sched_params_t params_of(const trace_t *t) {
+  const sim_request_t *q = &t->req;
+  return (sched_params_t){.collective = q->collective, .count = q->count, .dtype = q->dtype,
+                          .nranks = q->nranks, .root = q->root,
+                          .segment_bytes = q->segment_bytes};
+}
+
+size_t info_nseg(const trace_t *t) {
+  sched_params_t p = params_of(t);
+  size_t seg = algo_segment_elems(&p), n = (size_t)p.nranks;
+  if (p.count == 0) return 0;
+  if (p.collective == COLL_KIND_ALL_REDUCE) {
+    if (t->req.algo == COLL_ALGO_RING) return algo_div_up(algo_div_up(p.count, n), seg);
+    if (t->req.algo == COLL_ALGO_TREE) return algo_div_up(algo_part_len(p.count, 2, 0), seg);
+    if (t->req.algo == COLL_ALGO_HD) return 1;
+  } else if (t->req.algo == COLL_ALGO_TREE || t->req.algo == COLL_ALGO_HD) {
+    return 1;
+  }
+  return algo_div_up(p.count, seg);
+}
+
+long info_expected_steps(const trace_t *t) {
+  int n = t->req.nranks;
+  long nseg = (long)info_nseg(t);
+  if (t->req.count == 0) return 0;
+  if (t->req.collective == COLL_KIND_BROADCAST) {
+    if (n == 1) return 0;
+    switch (t->req.algo) {
+      case COLL_ALGO_RING: return nseg + n - 2;
+      case COLL_ALGO_TREE:
+      case COLL_ALGO_HD: return (long)log2_ceil(n);
+      default: return nseg;
+    }
+  }
+  if (n == 1) return 1; /* one local copy */
+  switch (t->req.algo) {
+    case COLL_ALGO_RING: return 2L * (n - 1) * nseg;
+    case COLL_ALGO_HD: {
+      size_t pw = pow2_below(n);
+      return 2L * (long)log2_ceil((int)pw) + (pw != (size_t)n ? 2 : 0);
+    }
+    case COLL_ALGO_MASTER: return (long)n * nseg;
+    default: return -1;
+  }
+}
+
+void info_expected_bytes(const trace_t *t, double *out) {
+  int n = t->req.nranks, root = t->req.root;
+  double S = (double)t->req.count * (double)t->esize;
+  for (int r = 0; r < n; r++) out[r] = 0;
+  if (n == 1 || t->req.count == 0) return;
+  for (int r = 0; r < n; r++) {
+    if (t->req.collective == COLL_KIND_BROADCAST) {
+      int v = (r - root + n) % n;
+      if (t->req.algo == COLL_ALGO_RING) {
+        out[r] = v < n - 1 ? S : 0;
+      } else if (t->req.algo == COLL_ALGO_MASTER) {
+        out[r] = v == 0 ? (double)(n - 1) * S : 0;
+      } else {
+        int children = 0;
+        for (int mask = 1; mask < n; mask <<= 1)
+          if (v < mask && v + mask < n) children++;
+        out[r] = children * S;
+      }
+      continue;
+    }
+    switch (t->req.algo) {
+      case COLL_ALGO_RING: out[r] = 2.0 * (n - 1) / n * S; break;
+      case COLL_ALGO_MASTER: out[r] = r == 0 ? (double)(n - 1) * S : S; break;
+      case COLL_ALGO_HD: {
+        size_t pw = pow2_below(n);
+        int rem = n - (int)pw;
+        double hd = 2.0 * (double)(pw - 1) / (double)pw * S;
+        if (r < 2 * rem)
+          out[r] = r % 2 == 0 ? S : hd + S;
+        else
+          out[r] = hd;
+        break;
+      }
+      case COLL_ALGO_TREE:
+        for (int tree = 0; tree < 2; tree++) {
+          double half = (double)algo_part_len(t->req.count, 2, (size_t)tree) * (double)t->esize;
+          algo_tree_node_t node;
+          algo_dbtree_node(n, tree, r, &node);
+          int links = (node.parent >= 0) + (node.child[0] >= 0) + (node.child[1] >= 0);
+          out[r] += links * half;
+        }
+        break;
+      default: break;
+    }
+  }
+}

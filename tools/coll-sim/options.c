@@ -1,0 +1,301 @@
+/* coll-sim's options: getopt_long with strict number checks (every bad value names its
+ * option and exits 2) and the help text that documents every option and output. */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_internal.h"
+
+/* In sections: C11 promises string literals of 4095 bytes only. */
+static const char *const help_sections[] = {
+    "usage: coll-sim ALGO -n N --bytes S [options]\n"
+    "\n"
+    "Run the schedule libcoll builds for ALGO on N ranks in one process (no network: the\n"
+    "schedule simulator of libcoll/src/algo/sim.c) and show what happens: every step,\n"
+    "which rank sends which part of the buffer to whom, the bytes on every link, the\n"
+    "bytes each rank sends, and the time the cost model predicts.\n"
+    "\n"
+    "ALGO, all_reduce:  ring | tree (double binary tree) | hd (halving-doubling) | master\n"
+    "ALGO, broadcast:   chain (= ring) | binomial (= tree, hd) | direct (= master)\n"
+    "\n"
+    "options:\n"
+    "  -n, --nranks N          number of ranks, 1..1024 (required)\n"
+    "  -b, --bytes S           buffer size in bytes; suffixes K, M, G (x1024) allowed;\n"
+    "                          a multiple of the element size (required)\n"
+    "  -c, --collective C      all_reduce (default) or broadcast\n"
+    "  -r, --root R            broadcast root, 0..N-1 (default 0)\n"
+    "  -d, --dtype T           element type: int8 uint8 int32 uint32 int64 uint64 float16\n"
+    "                          bfloat16 float32 float64 (default float32)\n"
+    "  -s, --segment BYTES     pipelining unit (default: the algorithm's, 512K); suffixes\n"
+    "                          as for --bytes\n"
+    "\n",
+    "cost model (time ~ steps x alpha + bytes x beta + reduced bytes x gamma):\n"
+    "  -t, --transport T       shm (default) or tcp: the constants measured on this machine\n"
+    "                          kind (libcoll/src/algo/cost.c)\n"
+    "      --alpha SEC         seconds per step (message latency), e.g. 1.5e-6\n"
+    "      --beta SEC          seconds per byte sent (1 / bandwidth), e.g. 1.6e-10\n"
+    "      --gamma SEC         seconds per byte reduced, e.g. 1.1e-10\n"
+    "                          (--alpha/--beta/--gamma override the transport's values)\n"
+    "\n"
+    "output (text on stdout unless --json):\n"
+    "  -e, --explain           print the algorithm's rule and its formulas (steps, bytes\n"
+    "                          per rank) next to the counted numbers\n"
+    "      --json              print one JSON object instead of text: request, counted\n"
+    "                          numbers, formulas, predictions and every step's transfers\n"
+    "      --no-table          leave out the step table (summary only)\n"
+    "      --max-steps K       table: show the first and last K/2 steps only (default 64;\n"
+    "                          0 shows all)\n"
+    "      --svg FILE          write one SVG picture, one panel per step, ranks on a circle\n"
+    "                          (or as a tree for tree), arrows labelled with the part sent\n"
+    "      --max-panels K      SVG: at most K panels; the middle steps are left out and the\n"
+    "                          picture says which (default 24)\n"
+    "      --html FILE         write one self-contained page (no network) that animates the\n"
+    "                          steps (buttons prev/next, keys left/right; page.html?autostep=K\n"
+    "                          or #step=K opens at step K) and shows each rank's buffer\n"
+    "                          filling up cell by cell\n"
+    "  -h, --help              show this help and exit\n"
+    "\n",
+    "reading the table: step i lists, for every rank busy in that step, what it sends and\n"
+    "receives. Ranges are named after the algorithm's parts: chunk (ring: n parts), block\n"
+    "(hd: p parts), half (tree), segment (master, broadcast); \"part of chunk 2\" is a\n"
+    "pipelined segment of it; element ranges are inclusive. Steps are the simulator's\n"
+    "rounds: ops in one step run at the same time.\n"
+    "\n"
+    "exit status: 0 success, 1 the simulation or an output file failed, 2 bad arguments.\n",
+};
+
+static void help(void) {
+  for (size_t i = 0; i < sizeof help_sections / sizeof help_sections[0]; i++)
+    fputs(help_sections[i], stdout);
+}
+
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("coll-sim: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs(" (coll-sim --help documents every option)\n", stderr);
+  return CLI_ERROR;
+}
+
+static int parse_size(const char *text, size_t *out) {
+  char *end;
+  errno = 0;
+  if (text[0] == '-' || text[0] == '\0') return -1;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text) return -1;
+  unsigned long long unit = 1;
+  if (*end == 'k' || *end == 'K') unit = 1ULL << 10;
+  if (*end == 'm' || *end == 'M') unit = 1ULL << 20;
+  if (*end == 'g' || *end == 'G') unit = 1ULL << 30;
+  if (unit != 1) end++;
+  if (*end != '\0' || v > (1ULL << 40) / unit) return -1;
+  *out = (size_t)(v * unit);
+  return 0;
+}
+
+static int parse_int(const char *text, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_seconds(const char *text, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v < 0 || v > 1e3) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_algo(const char *name, coll_kind_t kind, coll_algo_t *algo) {
+  static const struct {
+    const char *name;
+    coll_algo_t algo;
+    int kinds; /* bit 0: all_reduce, bit 1: broadcast */
+  } names[] = {
+      {.name = "ring", .algo = COLL_ALGO_RING, .kinds = 3},
+      {.name = "tree", .algo = COLL_ALGO_TREE, .kinds = 3},
+      {.name = "hd", .algo = COLL_ALGO_HD, .kinds = 3},
+      {.name = "master", .algo = COLL_ALGO_MASTER, .kinds = 3},
+      {.name = "chain", .algo = COLL_ALGO_RING, .kinds = 2},
+      {.name = "binomial", .algo = COLL_ALGO_TREE, .kinds = 2},
+      {.name = "direct", .algo = COLL_ALGO_MASTER, .kinds = 2},
+  };
+  int bit = kind == COLL_KIND_BROADCAST ? 2 : 1;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(name, names[i].name) == 0) {
+      if (!(names[i].kinds & bit)) return -2;
+      *algo = names[i].algo;
+      return 0;
+    }
+  return -1;
+}
+
+static int parse_dtype(const char *name, coll_dtype_t *dtype) {
+  for (int d = 0; d < COLL_DTYPE_COUNT; d++)
+    if (strcmp(name, trace_dtype_name((coll_dtype_t)d)) == 0) {
+      *dtype = (coll_dtype_t)d;
+      return 0;
+    }
+  if (strcmp(name, "float") == 0) *dtype = COLL_FLOAT32;
+  else if (strcmp(name, "double") == 0) *dtype = COLL_FLOAT64;
+  else if (strcmp(name, "half") == 0) *dtype = COLL_FLOAT16;
+  else return -1;
+  return 0;
+}
+
+enum {
+  OPT_ALPHA = 256,
+  OPT_BETA,
+  OPT_GAMMA,
+  OPT_JSON,
+  OPT_SVG,
+  OPT_HTML,
+  OPT_MAX_PANELS,
+  OPT_MAX_STEPS,
+  OPT_NO_TABLE,
+};
+
+static const struct option long_opts[] = {
+    {.name = "nranks", .has_arg = required_argument, .val = 'n'},
+    {.name = "bytes", .has_arg = required_argument, .val = 'b'},
+    {.name = "collective", .has_arg = required_argument, .val = 'c'},
+    {.name = "root", .has_arg = required_argument, .val = 'r'},
+    {.name = "dtype", .has_arg = required_argument, .val = 'd'},
+    {.name = "segment", .has_arg = required_argument, .val = 's'},
+    {.name = "transport", .has_arg = required_argument, .val = 't'},
+    {.name = "alpha", .has_arg = required_argument, .val = OPT_ALPHA},
+    {.name = "beta", .has_arg = required_argument, .val = OPT_BETA},
+    {.name = "gamma", .has_arg = required_argument, .val = OPT_GAMMA},
+    {.name = "explain", .has_arg = no_argument, .val = 'e'},
+    {.name = "json", .has_arg = no_argument, .val = OPT_JSON},
+    {.name = "svg", .has_arg = required_argument, .val = OPT_SVG},
+    {.name = "html", .has_arg = required_argument, .val = OPT_HTML},
+    {.name = "max-panels", .has_arg = required_argument, .val = OPT_MAX_PANELS},
+    {.name = "max-steps", .has_arg = required_argument, .val = OPT_MAX_STEPS},
+    {.name = "no-table", .has_arg = no_argument, .val = OPT_NO_TABLE},
+    {.name = "help", .has_arg = no_argument, .val = 'h'},
+    {0},
+};
+
+int cli_parse(int argc, char **argv, cli_t *cli) {
+  long n = -1, root = 0, v;
+  int have_bytes = 0;
+  const char *algo_name = NULL, *collective = "all_reduce";
+  double alpha = -1, beta = -1, gamma = -1;
+  *cli = (cli_t){.req = {.dtype = COLL_FLOAT32, .transport = "shm"},
+                 .max_panels = 24, .max_steps = 64, .table = 1};
+  cli->req.cost = algo_cost_shm_default;
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":n:b:c:r:d:s:t:eh", long_opts, NULL)) != -1) {
+    const char *arg = optarg;
+    switch (c) {
+      case 'n':
+        if (parse_int(arg, 1, 1024, &n) != 0) return bad("--nranks: '%s' is not 1..1024", arg);
+        break;
+      case 'b':
+        if (parse_size(arg, &cli->req.bytes) != 0)
+          return bad("--bytes: '%s' is not a size such as 4096, 64K or 1M", arg);
+        have_bytes = 1;
+        break;
+      case 'c': collective = arg; break;
+      case 'r':
+        if (parse_int(arg, 0, 1023, &root) != 0) return bad("--root: '%s' is not a rank", arg);
+        break;
+      case 'd':
+        if (parse_dtype(arg, &cli->req.dtype) != 0) return bad("--dtype: unknown type '%s'", arg);
+        break;
+      case 's':
+        if (parse_size(arg, &cli->req.segment_bytes) != 0 || cli->req.segment_bytes == 0)
+          return bad("--segment: '%s' is not a positive size", arg);
+        break;
+      case 't':
+        if (strcmp(arg, "shm") == 0) {
+          cli->req.cost = algo_cost_shm_default;
+        } else if (strcmp(arg, "tcp") == 0) {
+          cli->req.cost = algo_cost_tcp_default;
+        } else {
+          return bad("--transport: '%s' is neither shm nor tcp", arg);
+        }
+        cli->req.transport = strcmp(arg, "shm") == 0 ? "shm" : "tcp";
+        break;
+      case OPT_ALPHA:
+        if (parse_seconds(arg, &alpha) != 0) return bad("--alpha: '%s' is not seconds >= 0", arg);
+        break;
+      case OPT_BETA:
+        if (parse_seconds(arg, &beta) != 0) return bad("--beta: '%s' is not seconds >= 0", arg);
+        break;
+      case OPT_GAMMA:
+        if (parse_seconds(arg, &gamma) != 0) return bad("--gamma: '%s' is not seconds >= 0", arg);
+        break;
+      case 'e': cli->explain = 1; break;
+      case OPT_JSON: cli->json = 1; break;
+      case OPT_SVG: cli->svg_path = arg; break;
+      case OPT_HTML: cli->html_path = arg; break;
+      case OPT_MAX_PANELS:
+        if (parse_int(arg, 1, 10000, &v) != 0) return bad("--max-panels: '%s' is not 1..10000", arg);
+        cli->max_panels = (size_t)v;
+        break;
+      case OPT_MAX_STEPS:
+        if (parse_int(arg, 0, 1000000, &v) != 0) return bad("--max-steps: '%s' is not 0..1000000", arg);
+        cli->max_steps = (size_t)v;
+        break;
+      case OPT_NO_TABLE: cli->table = 0; break;
+      case 'h': help(); return CLI_HELP;
+      case ':': return bad("option %s needs a value", argv[optind - 1]);
+      default: return bad("unknown option %s", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) algo_name = argv[optind++];
+  if (optind < argc) return bad("unexpected argument '%s' after ALGO", argv[optind]);
+  if (strcmp(collective, "all_reduce") == 0 || strcmp(collective, "allreduce") == 0)
+    cli->req.collective = COLL_KIND_ALL_REDUCE;
+  else if (strcmp(collective, "broadcast") == 0)
+    cli->req.collective = COLL_KIND_BROADCAST;
+  else
+    return bad("--collective: '%s' is neither all_reduce nor broadcast", collective);
+  if (algo_name == NULL) return bad("ALGO is missing");
+  int rc = parse_algo(algo_name, cli->req.collective, &cli->req.algo);
+  if (rc == -2) return bad("'%s' is a broadcast algorithm; add --collective broadcast", algo_name);
+  if (rc != 0) return bad("unknown ALGO '%s'", algo_name);
+  if (n < 0) return bad("-n N (the number of ranks) is required");
+  if (!have_bytes) return bad("--bytes S is required");
+  cli->req.nranks = (int)n;
+  if (root >= n) return bad("--root %ld: there are only %ld ranks", root, n);
+  if (cli->req.collective == COLL_KIND_ALL_REDUCE && root != 0)
+    return bad("--root applies to broadcast only");
+  cli->req.root = (int)root;
+  size_t esize = algo_elem_size(cli->req.dtype);
+  if (cli->req.bytes % esize != 0)
+    return bad("--bytes %zu is not a multiple of the %s element size (%zu bytes)", cli->req.bytes,
+               trace_dtype_name(cli->req.dtype), esize);
+  cli->req.count = cli->req.bytes / esize;
+  if (cli->req.count == 0) return bad("--bytes must be at least one element (%zu bytes)", esize);
+  if (cli->req.segment_bytes != 0 && cli->req.segment_bytes < esize)
+    return bad("--segment %zu is smaller than one element (%zu bytes)", cli->req.segment_bytes,
+               esize);
+  /* The simulator records every op: keep the event list within memory. */
+  size_t seg_elems = cli->req.segment_bytes ? cli->req.segment_bytes / esize
+                                            : ALGO_DEFAULT_SEGMENT_BYTES / esize;
+  if (cli->req.count / (seg_elems ? seg_elems : 1) * (size_t)n > 4000000)
+    return bad("--bytes / --segment x N is over 4 million messages; use a larger --segment");
+  if (alpha >= 0 || beta >= 0 || gamma >= 0) cli->req.transport = "custom";
+  if (alpha >= 0) cli->req.cost.alpha = alpha;
+  if (beta >= 0) cli->req.cost.beta = beta;
+  if (gamma >= 0) cli->req.cost.gamma = gamma;
+  return CLI_OK;
+}
