@@ -2,6 +2,7 @@
  * rank processes meeting through it. */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,57 @@ START_TEST(wait_returns_once_every_key_exists) {
   coll_status_t st = store_wait(c, keys, 2, 5000);
   pthread_join(t, NULL);
   ck_assert_msg(st == COLL_OK, "%s", coll_last_error());
+  store_client_close(c);
+  store_server_stop(server);
+}
+END_TEST
+
+typedef struct {
+  uint16_t port;
+  atomic_int done;
+  coll_status_t status;
+} waiter_t;
+
+static void *wait_for_many(void *p) {
+  waiter_t *w = p;
+  store_client_t *c = NULL;
+  w->status = store_client_connect("127.0.0.1", w->port, NULL, 2000, &c);
+  if (w->status == COLL_OK) {
+    char names[200][16];
+    const char *keys[200];
+    for (int i = 0; i < 200; i++) {
+      snprintf(names[i], sizeof names[i], "k%d", i);
+      keys[i] = names[i];
+    }
+    w->status = store_wait(c, keys, 200, 10000);
+  }
+  store_client_close(c);
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+START_TEST(wait_answers_only_once_all_keys_exist_at_the_same_time) {
+  store_server_t *server = util_start_server(NULL);
+  store_client_t *c = util_connect(server, NULL);
+  waiter_t w = {.port = store_server_port(server)};
+  pthread_t t;
+  pthread_create(&t, NULL, wait_for_many, &w);
+  ck_assert(util_wait_clients(server, 2, 3000));
+  char key[16];
+  for (int i = 199; i >= 0; i--) { /* backwards: the waiter's cursor key comes last */
+    if (i == 50) continue;
+    snprintf(key, sizeof key, "k%d", i);
+    ck_assert_int_eq(store_set(c, key, "x", 1, 1000), COLL_OK);
+  }
+  bool deleted = false;
+  ck_assert_int_eq(store_delete(c, "k10", &deleted, 1000), COLL_OK);
+  ck_assert(deleted);
+  ck_assert_int_eq(store_set(c, "k50", "x", 1, 1000), COLL_OK);
+  sleep_ms(150);
+  ck_assert_msg(!atomic_load(&w.done), "wait returned while k10 was deleted");
+  ck_assert_int_eq(store_set(c, "k10", "x", 1, 1000), COLL_OK);
+  pthread_join(t, NULL);
+  ck_assert_msg(w.status == COLL_OK, "%s", coll_last_error());
   store_client_close(c);
   store_server_stop(server);
 }
@@ -469,6 +521,7 @@ static Suite *store_ops_suite(void) {
   tcase_add_test(tc, add_counts_from_zero_and_returns_the_new_value);
   tcase_add_test(tc, compare_set_swaps_only_when_the_expected_value_matches);
   tcase_add_test(tc, wait_returns_once_every_key_exists);
+  tcase_add_test(tc, wait_answers_only_once_all_keys_exist_at_the_same_time);
   tcase_add_test(tc, wait_times_out_naming_the_missing_key);
   tcase_add_test(tc, delete_num_keys_and_check_report_the_table);
   tcase_add_test(tc, wrong_or_missing_token_is_refused_with_a_clear_message);

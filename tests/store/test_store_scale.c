@@ -147,6 +147,46 @@ START_TEST(thousand_parked_gets_are_answered_by_one_set) {
 }
 END_TEST
 
+START_TEST(every_rank_waiting_for_every_rank_key_is_answered_quickly) {
+  /* The rendezvous pattern at scale: 500 waiters, each on the same 500 keys. */
+  enum { N = 500 };
+  store_server_t *server = util_start_server(NULL);
+  uint16_t port = store_server_port(server);
+  size_t cap = STORE_HEADER_SIZE + (size_t)N * 16;
+  uint8_t *frame = malloc(cap);
+  store_arg_t args[N];
+  char names[N][12];
+  for (int i = 0; i < N; i++) {
+    snprintf(names[i], sizeof names[i], "rank/%d", i);
+    args[i] = (store_arg_t){.data = (const uint8_t *)names[i], .len = (uint32_t)strlen(names[i])};
+  }
+  store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_WAIT, .timeout_ms = 30000};
+  size_t n = store_proto_encode(frame, &h, args, N);
+  int *fds = calloc(N, sizeof *fds);
+  for (int i = 0; i < N; i++) {
+    fds[i] = util_raw_connect(port);
+    util_raw_hello(fds[i], NULL);
+    util_raw_send(fds[i], frame, n);
+  }
+  free(frame);
+  ck_assert(util_wait_clients(server, N, 5000));
+  store_client_t *c = util_connect(server, NULL);
+  int64_t start = coll_now_ms();
+  for (int i = 0; i < N; i++) ck_assert_int_eq(store_set(c, names[i], "addr", 4, 2000), COLL_OK);
+  for (int i = 0; i < N; i++) {
+    store_header_t r;
+    ck_assert_msg(util_raw_reply(fds[i], &r), "waiter %d got no reply", i);
+    ck_assert_uint_eq(r.code, STORE_REPLY_OK);
+    close(fds[i]);
+  }
+  int64_t took = coll_now_ms() - start;
+  ck_assert_msg(took < 5000, "500 sets with 500 waiters took %lld ms", (long long)took);
+  free(fds);
+  store_client_close(c);
+  store_server_stop(server);
+}
+END_TEST
+
 START_TEST(parked_gets_time_out_on_the_server_at_their_own_deadlines) {
   store_server_t *server = util_start_server(NULL);
   uint16_t port = store_server_port(server);
@@ -182,6 +222,7 @@ static Suite *store_scale_suite(void) {
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, thousand_clients_increment_one_counter_exactly);
   tcase_add_test(tc, thousand_parked_gets_are_answered_by_one_set);
+  tcase_add_test(tc, every_rank_waiting_for_every_rank_key_is_answered_quickly);
   tcase_add_test(tc, parked_gets_time_out_on_the_server_at_their_own_deadlines);
   suite_add_tcase(s, tc);
   return s;

@@ -25,6 +25,12 @@ static uint32_t missing_keys(store_server_t *s, const conn_t *c, uint32_t *first
   return missing;
 }
 
+/* Index of the first missing key at or after `from`; nargs when there is none. */
+static uint32_t first_missing_from(store_server_t *s, const conn_t *c, uint32_t from) {
+  while (from < c->header.nargs && find(s, key_arg(c, from)) != NULL) from++;
+  return from;
+}
+
 /* Answer a get/wait whose keys all exist; false when the connection was dropped. */
 static bool answer_ready(store_server_t *s, conn_t *c) {
   bool ok;
@@ -44,6 +50,7 @@ static void park(store_server_t *s, conn_t *c) {
   c->parked = true;
   c->park_start_ns = now;
   c->park_deadline_ns = now + (int64_t)c->header.timeout_ms * 1000000LL;
+  c->wait_cursor = first_missing_from(s, c, 0);
   c->park_prev = NULL;
   c->park_next = s->parked;
   if (s->parked != NULL) s->parked->park_prev = c;
@@ -63,20 +70,23 @@ void store_serve_timeout(store_server_t *s, conn_t *c) {
   if (ok) store_conn_reset_frame(c);
 }
 
-/* A key was created: answer every parked request that no longer has to wait. */
+/* A key was created: answer every parked request that no longer has to wait. Each waiter
+ * watches only its first missing key (its cursor), so a set costs one comparison per
+ * waiter, and a wait on n keys costs O(n) lookups over its life, not O(n) per set: the
+ * rendezvous pattern of every rank waiting for every rank's key stays cheap. */
 static void key_appeared(store_server_t *s, const uint8_t *key, size_t key_len) {
   conn_t *c = s->parked;
   while (c != NULL) {
     conn_t *next = c->park_next;
-    bool mentions = false;
-    for (uint32_t i = 0; i < c->header.nargs && !mentions; i++) {
-      store_arg_t k = key_arg(c, i);
-      mentions = k.len == key_len && memcmp(k.data, key, key_len) == 0;
-    }
-    uint32_t first;
-    if (mentions && missing_keys(s, c, &first) == 0) {
-      store_conn_unpark(s, c);
-      answer_ready(s, c);
+    store_arg_t watched = key_arg(c, c->wait_cursor);
+    if (watched.len == key_len && memcmp(watched.data, key, key_len) == 0) {
+      c->wait_cursor = first_missing_from(s, c, c->wait_cursor);
+      /* Keys before the cursor may have been deleted since: check them once at the end. */
+      if (c->wait_cursor == c->header.nargs) c->wait_cursor = first_missing_from(s, c, 0);
+      if (c->wait_cursor == c->header.nargs) {
+        store_conn_unpark(s, c);
+        answer_ready(s, c);
+      }
     }
     c = next;
   }
