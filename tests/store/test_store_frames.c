@@ -227,6 +227,17 @@ START_TEST(client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout)
 }
 END_TEST
 
+START_TEST(client_that_connects_but_never_says_hello_is_dropped) {
+  fixture_t f = setup(300);
+  int fd = util_raw_connect(f.port);
+  ck_assert(util_wait_clients(f.server, 2, 2000));
+  ck_assert_msg(util_raw_closed(fd, 3000), "silent new client was not dropped");
+  close(fd);
+  assert_served_and_alone(&f);
+  teardown(&f);
+}
+END_TEST
+
 /* Runs in a forked child: greet, send part of a large set, vanish with a reset. */
 static void vanish_mid_frame(uint16_t port) {
   int fd = util_raw_connect(port);
@@ -307,6 +318,7 @@ static Suite *store_frames_suite(void) {
   tcase_add_test(tc, truncated_frame_then_close_leaves_the_server_serving);
   tcase_add_test(tc, half_sent_frame_then_silence_does_not_stall_others_and_times_out);
   tcase_add_test(tc, client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout);
+  tcase_add_test(tc, client_that_connects_but_never_says_hello_is_dropped);
   tcase_add_test(tc, client_vanishing_mid_frame_is_dropped_and_forgotten);
   tcase_add_test(tc, garbage_from_many_clients_leaves_the_good_one_served);
   suite_add_tcase(s, tc);

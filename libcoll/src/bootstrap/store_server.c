@@ -328,6 +328,7 @@ static void accept_clients(store_server_t *s) {
     }
     store_net_tune(fd);
     c->fd = fd;
+    c->last_byte_ns = coll_now_ns(); /* the hello is due within the frame timeout */
     c->events = ev.events;
     memcpy(c->peer, peer, sizeof peer);
     c->next = s->conns;
@@ -373,6 +374,9 @@ static int run_timers(store_server_t *s) {
       store_conn_drop(s, c, COLL_LOG_WARN,
                       "read %zu of the %zu bytes of its reply, then nothing for %d ms", c->out_off,
                       c->out_len, s->frame_timeout_ms);
+    } else if (now >= limit && !c->greeted && c->head_have == 0) {
+      store_conn_drop(s, c, COLL_LOG_WARN, "connected but sent no hello for %d ms",
+                      s->frame_timeout_ms);
     } else if (now >= limit) {
       size_t have = c->have_header ? STORE_HEADER_SIZE + c->body_have : c->head_have;
       store_conn_drop(s, c, COLL_LOG_WARN, "sent %zu bytes of a frame, then nothing for %d ms",
