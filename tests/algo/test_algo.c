@@ -390,25 +390,36 @@ END_TEST
 
 static Suite *algo_suite(void) {
   Suite *s = suite_create("algo");
-  TCase *tc = tcase_create("sim");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
-                      NALGOS * NRANK_COUNTS);
-  tcase_add_loop_test(tc, allreduce_of_a_large_uneven_count_matches_reference, 0, NALGOS);
-  tcase_add_loop_test(tc, broadcast_delivers_the_roots_data_from_every_root, 0,
+  TCase *results = tcase_create("results");
+  tcase_set_timeout(results, 120);
+  tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count,
+                      0, NALGOS * NRANK_COUNTS);
+  suite_add_tcase(s, results);
+  TCase *large = tcase_create("large");
+  tcase_set_timeout(large, 120);
+  tcase_add_loop_test(large, allreduce_of_a_large_uneven_count_matches_reference, 0, NALGOS);
+  suite_add_tcase(s, large);
+  TCase *bcast = tcase_create("broadcast");
+  tcase_set_timeout(bcast, 120);
+  tcase_add_loop_test(bcast, broadcast_delivers_the_roots_data_from_every_root, 0,
                       4 * NRANK_COUNTS);
-  tcase_add_test(tc, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
-  tcase_add_test(tc, master_sends_everything_through_rank_zero);
-  tcase_add_test(tc, broadcast_bytes_follow_each_shape);
-  tcase_add_test(tc, double_binary_trees_cover_every_rank_and_swap_leaves);
-  tcase_add_test(tc, tree_bytes_follow_the_tree_shape);
-  tcase_add_test(tc, hd_sends_two_p_minus_one_over_p_plus_the_fold);
-  tcase_add_test(tc, simulator_reports_a_deadlock);
-  tcase_add_test(tc, simulator_reports_mismatched_counts_and_unpaired_messages);
-  tcase_add_test(tc, simulator_reports_hazards_and_out_of_bounds_ops);
-  tcase_add_test(tc, simulator_records_every_executed_op);
-  tcase_add_test(tc, algo_build_rejects_bad_parameters);
-  suite_add_tcase(s, tc);
+  suite_add_tcase(s, bcast);
+  TCase *bytes = tcase_create("bytes");
+  tcase_set_timeout(bytes, 120);
+  tcase_add_test(bytes, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
+  tcase_add_test(bytes, master_sends_everything_through_rank_zero);
+  tcase_add_test(bytes, broadcast_bytes_follow_each_shape);
+  tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
+  tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
+  tcase_add_test(bytes, hd_sends_two_p_minus_one_over_p_plus_the_fold);
+  suite_add_tcase(s, bytes);
+  TCase *sim = tcase_create("simulator");
+  tcase_add_test(sim, simulator_reports_a_deadlock);
+  tcase_add_test(sim, simulator_reports_mismatched_counts_and_unpaired_messages);
+  tcase_add_test(sim, simulator_reports_hazards_and_out_of_bounds_ops);
+  tcase_add_test(sim, simulator_records_every_executed_op);
+  tcase_add_test(sim, algo_build_rejects_bad_parameters);
+  suite_add_tcase(s, sim);
   return s;
 }
 

@@ -30,6 +30,8 @@ typedef struct {
   size_t step;       /* current step; == s->nsteps when finished */
   uint8_t *done;     /* [s->nops] */
   size_t *seq;       /* [s->nops]: k for the k-th send to / recv from that peer */
+  size_t *recv_start; /* [n + 1]: where the receives from each peer begin in recv_list */
+  size_t *recv_list;  /* receive op indices ordered by (peer, k) */
   size_t pending;    /* ops of the current step not yet done */
   char *scratch;     /* s->scratch_count elements (data runs only) */
 } rank_state_t;
@@ -104,25 +106,48 @@ static coll_status_t check_op(const sched_t *s, int r, size_t st, size_t i, int 
   return COLL_OK;
 }
 
-/* Two ops of one step must not touch the same elements unless both only read. */
-static coll_status_t check_step(const sched_t *s, int r, size_t st) {
+/* Two ops of one step must not touch the same elements unless both only read. A sweep
+ * over the regions sorted by start finds any such pair in O(k log k) (broadcast steps
+ * can hold thousands of ops). An op whose source and destination are the same elements
+ * (an in-place reduce) counts as one written region. */
+typedef struct {
+  region_t reg;
+  size_t op;
+} tagged_region_t;
+
+static int by_mem_then_lo(const void *a, const void *b) {
+  const tagged_region_t *x = a, *y = b;
+  if (x->reg.mem != y->reg.mem) return x->reg.mem - y->reg.mem;
+  return x->reg.lo < y->reg.lo ? -1 : x->reg.lo > y->reg.lo;
+}
+
+static coll_status_t check_step(const sched_t *s, int r, size_t st, tagged_region_t *tmp) {
   const sched_step_t *step = &s->steps[st];
+  size_t k = 0;
   for (uint32_t i = 0; i < step->nops; i++) {
-    region_t a[2];
-    int na = footprint(&s->ops[step->first_op + i], a);
-    for (uint32_t j = i + 1; j < step->nops; j++) {
-      region_t b[2];
-      int nb = footprint(&s->ops[step->first_op + j], b);
-      for (int x = 0; x < na; x++)
-        for (int y = 0; y < nb; y++)
-          if ((a[x].write || b[y].write) && overlap(&a[x], &b[y]))
-            return coll_error(COLL_ERR_INTERNAL,
-                              "sim: rank %d step %zu: ops %u (%s) and %u (%s) touch the same "
-                              "elements and one writes",
-                              r, st, step->first_op + i,
-                              op_names[s->ops[step->first_op + i].kind], step->first_op + j,
-                              op_names[s->ops[step->first_op + j].kind]);
-    }
+    size_t oi = step->first_op + i;
+    region_t fp[2];
+    int nfp = footprint(&s->ops[oi], fp);
+    if (nfp == 2 && fp[0].mem == fp[1].mem && fp[0].lo == fp[1].lo) nfp = 1; /* fp[0] writes */
+    for (int x = 0; x < nfp; x++)
+      if (fp[x].hi > fp[x].lo) tmp[k++] = (tagged_region_t){fp[x], oi};
+  }
+  qsort(tmp, k, sizeof *tmp, by_mem_then_lo);
+  size_t any_hi = 0, w_hi = 0, any_op = 0, w_op = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (i == 0 || tmp[i].reg.mem != tmp[i - 1].reg.mem) any_hi = w_hi = 0;
+    const region_t *x = &tmp[i].reg;
+    size_t other = SIZE_MAX;
+    if (x->lo < w_hi) other = w_op;
+    if (x->write && x->lo < any_hi) other = any_op;
+    if (other != SIZE_MAX)
+      return coll_error(COLL_ERR_INTERNAL,
+                        "sim: rank %d step %zu: ops %zu (%s) and %zu (%s) touch the same "
+                        "elements and one writes",
+                        r, st, other, op_names[s->ops[other].kind], tmp[i].op,
+                        op_names[s->ops[tmp[i].op].kind]);
+    if (x->hi > any_hi) any_hi = x->hi, any_op = tmp[i].op;
+    if (x->write && x->hi > w_hi) w_hi = x->hi, w_op = tmp[i].op;
   }
   return COLL_OK;
 }
@@ -132,8 +157,13 @@ static coll_status_t prepare(sim_t *sim, const sched_t *scheds) {
   int n = sim->n;
   size_t *sends = calloc((size_t)n * (size_t)n, sizeof *sends);
   size_t *recvs = calloc((size_t)n * (size_t)n, sizeof *recvs);
+  size_t max_step_ops = 1;
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < scheds[r].nsteps; i++)
+      if (scheds[r].steps[i].nops > max_step_ops) max_step_ops = scheds[r].steps[i].nops;
+  tagged_region_t *tmp = calloc(2 * max_step_ops, sizeof *tmp);
   coll_status_t st = COLL_OK;
-  if (sends == NULL || recvs == NULL) {
+  if (sends == NULL || recvs == NULL || tmp == NULL) {
     st = coll_error(COLL_ERR_NO_MEMORY, "sim: out of memory");
     goto out;
   }
@@ -171,7 +201,7 @@ static coll_status_t prepare(sim_t *sim, const sched_t *scheds) {
         else if (is_recv(op))
           rs->seq[oi] = recvs[(size_t)op->peer * n + r]++;
       }
-      if (st == COLL_OK) st = check_step(s, r, stp);
+      if (st == COLL_OK) st = check_step(s, r, stp, tmp);
     }
   }
   for (int a = 0; a < n && st == COLL_OK; a++)
@@ -180,9 +210,28 @@ static coll_status_t prepare(sim_t *sim, const sched_t *scheds) {
         st = coll_error(COLL_ERR_MISMATCH, "sim: rank %d sends %zu messages to rank %d, which "
                         "receives %zu",
                         a, sends[(size_t)a * n + b], b, recvs[(size_t)a * n + b]);
+  /* Index the receives by (peer, k) so that a send finds its match in O(1). */
+  for (int b = 0; b < n && st == COLL_OK; b++) {
+    rank_state_t *rs = &sim->ranks[b];
+    rs->recv_start = calloc((size_t)n + 1, sizeof *rs->recv_start);
+    if (rs->recv_start == NULL) {
+      st = coll_error(COLL_ERR_NO_MEMORY, "sim: out of memory");
+      break;
+    }
+    for (int a = 0; a < n; a++) rs->recv_start[a + 1] = rs->recv_start[a] + recvs[(size_t)a * n + b];
+    rs->recv_list = calloc(rs->recv_start[n] ? rs->recv_start[n] : 1, sizeof *rs->recv_list);
+    if (rs->recv_list == NULL) {
+      st = coll_error(COLL_ERR_NO_MEMORY, "sim: out of memory");
+      break;
+    }
+    for (size_t oi = 0; oi < rs->s->nops; oi++)
+      if (is_recv(&rs->s->ops[oi]))
+        rs->recv_list[rs->recv_start[rs->s->ops[oi].peer] + rs->seq[oi]] = oi;
+  }
 out:
   free(sends);
   free(recvs);
+  free(tmp);
   return st;
 }
 
@@ -226,7 +275,8 @@ static void run_local(sim_t *sim, int r, const sched_op_t *op) {
     sim->reduce(dst, dst, src, op->count);
 }
 
-/* Match rank a's send (op index si) with the receive in b's current step, if there. */
+/* Match rank a's send (op index si) with its receive (the k-th from a on rank b) if that
+ * is in b's current step. */
 static coll_status_t try_match(sim_t *sim, size_t round, int a, size_t si, int *matched) {
   rank_state_t *ra = &sim->ranks[a];
   const sched_op_t *send = &ra->s->ops[si];
@@ -235,36 +285,33 @@ static coll_status_t try_match(sim_t *sim, size_t round, int a, size_t si, int *
   *matched = 0;
   if (rb->step >= rb->s->nsteps) return COLL_OK;
   const sched_step_t *step = &rb->s->steps[rb->step];
-  for (uint32_t i = 0; i < step->nops; i++) {
-    size_t ri = step->first_op + i;
-    const sched_op_t *recv = &rb->s->ops[ri];
-    if (rb->done[ri] || !is_recv(recv) || recv->peer != a || rb->seq[ri] != ra->seq[si])
-      continue;
-    if (recv->count != send->count)
-      return coll_error(COLL_ERR_MISMATCH,
-                        "sim: message %zu from rank %d to rank %d: rank %d step %zu sends %zu "
-                        "elements, rank %d step %zu receives %zu",
-                        ra->seq[si], a, b, a, ra->step, send->count, b, rb->step, recv->count);
-    if (sim->cfg->inputs != NULL) {
-      const char *src = buf_ptr(sim, a, send->buf, send->offset);
-      char *dst = buf_ptr(sim, b, recv->buf, recv->offset);
-      if (recv->kind == SCHED_RECV_COPY)
-        memcpy(dst, src, send->count * sim->esize);
-      else
-        sim->reduce(dst, buf_ptr(sim, b, recv->src_buf, recv->src_offset), src, send->count);
-    }
-    size_t bytes = send->count * sim->esize;
-    sim->res->bytes_sent[a] += bytes;
-    sim->res->bytes_received[b] += bytes;
-    sim->res->link_bytes[(size_t)a * sim->n + b] += bytes;
-    coll_status_t st = record(sim, round, a, si);
-    if (st == COLL_OK) st = record(sim, round, b, ri);
-    complete(sim, a, si);
-    complete(sim, b, ri);
-    *matched = 1;
-    return st;
+  size_t ri = rb->recv_list[rb->recv_start[a] + ra->seq[si]];
+  /* Receives complete in step order: an unmatched one is in the current step or later. */
+  if (ri >= (size_t)step->first_op + step->nops || rb->done[ri]) return COLL_OK;
+  const sched_op_t *recv = &rb->s->ops[ri];
+  if (recv->count != send->count)
+    return coll_error(COLL_ERR_MISMATCH,
+                      "sim: message %zu from rank %d to rank %d: rank %d step %zu sends %zu "
+                      "elements, rank %d step %zu receives %zu",
+                      ra->seq[si], a, b, a, ra->step, send->count, b, rb->step, recv->count);
+  if (sim->cfg->inputs != NULL) {
+    const char *src = buf_ptr(sim, a, send->buf, send->offset);
+    char *dst = buf_ptr(sim, b, recv->buf, recv->offset);
+    if (recv->kind == SCHED_RECV_COPY)
+      memcpy(dst, src, send->count * sim->esize);
+    else
+      sim->reduce(dst, buf_ptr(sim, b, recv->src_buf, recv->src_offset), src, send->count);
   }
-  return COLL_OK;
+  size_t bytes = send->count * sim->esize;
+  sim->res->bytes_sent[a] += bytes;
+  sim->res->bytes_received[b] += bytes;
+  sim->res->link_bytes[(size_t)a * sim->n + b] += bytes;
+  coll_status_t st = record(sim, round, a, si);
+  if (st == COLL_OK) st = record(sim, round, b, ri);
+  complete(sim, a, si);
+  complete(sim, b, ri);
+  *matched = 1;
+  return st;
 }
 
 /* Enter rank r's next step (or finish); its local ops run when the step starts. */
@@ -391,6 +438,8 @@ out:
     for (int r = 0; r < nranks; r++) {
       free(sim.ranks[r].done);
       free(sim.ranks[r].seq);
+      free(sim.ranks[r].recv_start);
+      free(sim.ranks[r].recv_list);
       free(sim.ranks[r].scratch);
     }
   free(sim.ranks);
