@@ -48,7 +48,6 @@ static bool answer_ready(store_server_t *s, conn_t *c) {
 static void park(store_server_t *s, conn_t *c) {
   int64_t now = coll_now_ns();
   c->parked = true;
-  c->park_start_ns = now;
   c->park_deadline_ns = now + (int64_t)c->header.timeout_ms * 1000000LL;
   c->wait_cursor = first_missing_from(s, c, 0);
   c->park_prev = NULL;

@@ -34,7 +34,6 @@ struct conn {
   /* A parked get/wait. */
   bool parked;
   int64_t park_deadline_ns;
-  int64_t park_start_ns;
   uint32_t wait_cursor; /* first key of the parked request not known to exist */
   conn_t *park_prev, *park_next;
   /* Reply bytes not yet written. */
