@@ -18,6 +18,8 @@ static void usage(FILE *out) {
           "  --epochs N           epochs to train (10)\n"
           "  --batch N            samples per rank per micro-batch (64)\n"
           "  --lr X               learning rate (0.05 for sgd, 0.001 for adam)\n"
+          "  --lr-schedule NAME   constant, or cosine from --lr down to 0 over all epochs\n"
+          "                       (cosine)\n"
           "  --momentum X         SGD momentum (0.9)\n"
           "  --weight-decay X     L2 weight decay added to the gradient (0)\n"
           "  --optimizer NAME     sgd or adam (sgd)\n"
@@ -53,6 +55,7 @@ enum {
   OPT_EPOCHS = 256,
   OPT_BATCH,
   OPT_LR,
+  OPT_LR_SCHEDULE,
   OPT_MOMENTUM,
   OPT_WD,
   OPT_OPTIMIZER,
@@ -80,6 +83,7 @@ static const struct option options[] = {
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"lr", required_argument, NULL, OPT_LR},
+    {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"weight-decay", required_argument, NULL, OPT_WD},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
@@ -170,6 +174,12 @@ static int parse_args(int argc, char **argv, train_config_t *cfg) {
       if (!parse_float(name, optarg, 1e-12, &f)) return 2;
       cfg->opt.lr = (float)f;
       lr_set = true;
+      break;
+    case OPT_LR_SCHEDULE:
+      if (!train_lr_schedule_parse(optarg, &cfg->lr_schedule)) {
+        fprintf(stderr, "train: --lr-schedule '%s': expected constant or cosine\n", optarg);
+        return 2;
+      }
       break;
     case OPT_MOMENTUM:
       if (!parse_float(name, optarg, 0.0, &f) || f >= 1.0) {

@@ -157,6 +157,14 @@ train_status_t train_optimizer_step(train_optimizer_t *opt, float *params, const
 int train_optimizer_state_count(const train_optimizer_t *opt);
 float *train_optimizer_state(train_optimizer_t *opt, int index);
 uint64_t *train_optimizer_steps(train_optimizer_t *opt);
+/* Change the learning rate for the next steps (schedules). */
+void train_optimizer_set_lr(train_optimizer_t *opt, float lr);
+
+/* Learning-rate schedules, a function of the step only (so a resumed run follows the
+ * same curve): constant, or cosine from lr down to 0 over `total` steps. */
+typedef enum { TRAIN_LR_CONSTANT = 0, TRAIN_LR_COSINE } train_lr_schedule_t;
+float train_lr_at(train_lr_schedule_t schedule, float lr, uint64_t step, uint64_t total);
+bool train_lr_schedule_parse(const char *text, train_lr_schedule_t *schedule);
 bool train_opt_parse(const char *text, train_opt_kind_t *kind);
 
 /* ---- Data: IDX files (plain or gzip) and MNIST-format data sets. */
@@ -260,6 +268,7 @@ typedef struct {
   size_t batch; /* per rank, per micro-batch */
   int accumulate; /* micro-batches per optimizer step, >= 1 */
   train_opt_config_t opt;
+  train_lr_schedule_t lr_schedule; /* over epochs x steps per epoch (not --max-steps) */
   uint64_t seed;
   size_t hidden[TRAIN_MAX_HIDDEN];
   int n_hidden;

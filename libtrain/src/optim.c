@@ -1,5 +1,6 @@
 /* Optimizers over the flat parameter buffer: SGD with momentum and weight decay, Adam.
  * Their state is flat too, so a checkpoint or a broadcast is one contiguous copy. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,3 +92,23 @@ float *train_optimizer_state(train_optimizer_t *opt, int index) {
 }
 
 uint64_t *train_optimizer_steps(train_optimizer_t *opt) { return &opt->steps; }
+
+void train_optimizer_set_lr(train_optimizer_t *opt, float lr) { opt->cfg.lr = lr; }
+
+float train_lr_at(train_lr_schedule_t schedule, float lr, uint64_t step, uint64_t total) {
+  if (schedule != TRAIN_LR_COSINE || total == 0) return lr;
+  double t = step >= total ? 1.0 : (double)step / (double)total;
+  return (float)(0.5 * (double)lr * (1.0 + cos(M_PI * t)));
+}
+
+bool train_lr_schedule_parse(const char *text, train_lr_schedule_t *schedule) {
+  if (text != NULL && strcmp(text, "constant") == 0) {
+    *schedule = TRAIN_LR_CONSTANT;
+    return true;
+  }
+  if (text != NULL && strcmp(text, "cosine") == 0) {
+    *schedule = TRAIN_LR_COSINE;
+    return true;
+  }
+  return false;
+}

@@ -18,6 +18,7 @@ void train_config_defaults(train_config_t *cfg) {
       .accumulate = 1,
       .opt = {.kind = TRAIN_OPT_SGD, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f,
               .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+      .lr_schedule = TRAIN_LR_COSINE,
       .seed = 42,
       .hidden = {256, 256},
       .n_hidden = 2,
@@ -250,8 +251,8 @@ static train_status_t evaluate(run_t *r, double *accuracy) {
 /* One optimizer step: `accumulate` micro-batches, communication only during the last
  * one's backward. The loss gradient is scaled by 1 / (samples of the step on all ranks)
  * so that the summed gradients are the mean over the global batch. */
-static train_status_t train_step(run_t *r, size_t first, size_t count, double *loss,
-                                 double *wait_s) {
+static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t total_steps,
+                                 double *loss, double *wait_s) {
   const train_config_t *c = r->cfg;
   float scale = 1.0f / (float)(count * (size_t)r->world);
   train_status_t st = TRAIN_OK;
@@ -269,6 +270,8 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, double *l
   }
   train_status_t fst = train_ddp_finish_sync(r->ddp, wait_s);
   if (st == TRAIN_OK) st = fst;
+  train_optimizer_set_lr(r->opt, train_lr_at(c->lr_schedule, c->opt.lr, r->global_step,
+                                             total_steps));
   if (st == TRAIN_OK)
     st = train_optimizer_step(r->opt, train_model_params(r->model), train_model_grads(r->model));
   return st;
@@ -299,7 +302,7 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       size_t first = r->step_in_epoch * per_step;
       size_t count = shard - first < per_step ? shard - first : per_step;
       double t0 = progress_now();
-      st = train_step(r, first, count, &loss, &wait_epoch);
+      st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &wait_epoch);
       t_epoch += progress_now() - t0;
       if (st != TRAIN_OK) break;
       samples += (double)count;

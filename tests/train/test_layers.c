@@ -315,6 +315,19 @@ START_TEST(adam_steps_follow_pytorch) {
 }
 END_TEST
 
+START_TEST(cosine_schedule_falls_from_lr_to_zero) {
+  ck_assert_float_eq(train_lr_at(TRAIN_LR_COSINE, 0.1f, 0, 100), 0.1f);
+  ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-7f);
+  ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 100, 100), 0.0f, 1e-9f);
+  ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 500, 100), 0.0f, 1e-9f);
+  ck_assert(train_lr_at(TRAIN_LR_COSINE, 0.1f, 30, 100) > train_lr_at(TRAIN_LR_COSINE, 0.1f, 31, 100));
+  ck_assert_float_eq(train_lr_at(TRAIN_LR_CONSTANT, 0.1f, 99, 100), 0.1f);
+  train_lr_schedule_t s;
+  ck_assert(train_lr_schedule_parse("cosine", &s) && s == TRAIN_LR_COSINE);
+  ck_assert(!train_lr_schedule_parse("step", &s));
+}
+END_TEST
+
 START_TEST(cuda_device_fails_clearly_without_a_usable_gpu) {
   train_backend_t *cuda = NULL;
   train_status_t st = train_backend_open(TRAIN_DEVICE_CUDA, 1, 0, &cuda);
@@ -349,6 +362,7 @@ static Suite *layers_suite(void) {
   tcase_add_test(tc, same_seed_gives_same_initialisation_within_pytorch_bounds);
   tcase_add_test(tc, sgd_with_momentum_and_weight_decay_follows_pytorch);
   tcase_add_test(tc, adam_steps_follow_pytorch);
+  tcase_add_test(tc, cosine_schedule_falls_from_lr_to_zero);
   tcase_add_test(tc, cuda_device_fails_clearly_without_a_usable_gpu);
   suite_add_tcase(s, tc);
   return s;
