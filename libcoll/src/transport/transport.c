@@ -2,9 +2,15 @@
  * ordered table whose probe accepts, or the one COLL_TRANSPORT forces), connects each
  * transport's group of peers and waits on all of them at once.
  *
- * Environment:
+ * Environment (each transport file documents its own in detail):
  *   COLL_TRANSPORT=auto|shm|tcp  force one transport for every pair (default: auto).
- *                                Forcing shm for ranks on different hosts is an error. */
+ *                                Forcing shm for ranks on different hosts is an error.
+ *   shm (shm_setup.c): COLL_SHM_SLOT_BYTES (256 KiB), COLL_SHM_NSLOTS (16): FIFO staging
+ *     per peer = slots x bytes = 4 MiB by default (at most 16 MiB unless raised by hand);
+ *     COLL_SHM_DIRECT (1), COLL_SHM_DIRECT_MIN (256 KiB), COLL_SHM_DIRECT_CHUNK (128 KiB),
+ *     COLL_SHM_SPIN_US (0).
+ *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (2), COLL_SOCKET_IFNAME (the store's route),
+ *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream). */
 #include "transport/transport.h"
 
 #include <stdlib.h>
