@@ -2,6 +2,7 @@
  * vectorises (this module is built at -O3, see meson.build), and the AVG division. */
 #include <stdint.h>
 
+#include "mem/half_inline.h"
 #include "mem/memops.h"
 
 /* Element-wise expressions on x (from a) and y (from b). Integer sum and product go
@@ -112,8 +113,8 @@ enum { HALF_BLOCK = 256 };
     NAME##_apply(d, a, b, n, f32_max);                                                 \
   }
 
-DEFINE_HALF_OPS(f16, mem_half_to_float, mem_float_to_half)
-DEFINE_HALF_OPS(bf16, mem_bf16_to_float, mem_float_to_bf16)
+DEFINE_HALF_OPS(f16, half_to_float_inline, float_to_half_inline)
+DEFINE_HALF_OPS(bf16, bf16_to_float_inline, float_to_bf16_inline)
 
 /* AVG sums here; the division happens once at the end (mem_host_finish_avg). */
 #define TABLE_ROW(NAME)                                                            \

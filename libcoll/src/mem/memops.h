@@ -25,5 +25,10 @@ float mem_half_to_float(uint16_t h);
 uint16_t mem_float_to_half(float f);
 float mem_bf16_to_float(uint16_t h);
 uint16_t mem_float_to_bf16(float f);
+/* The same on arrays (vectorised): dst[i] = convert(src[i]) for i < n, no aliasing. */
+void mem_half_to_float_n(float *restrict dst, const uint16_t *restrict src, size_t n);
+void mem_float_to_half_n(uint16_t *restrict dst, const float *restrict src, size_t n);
+void mem_bf16_to_float_n(float *restrict dst, const uint16_t *restrict src, size_t n);
+void mem_float_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t n);
 
 #endif
