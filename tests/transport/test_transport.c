@@ -24,6 +24,7 @@ static const char *const two_hosts[] = {"hostA", "hostA", "hostB", "hostB"};
 typedef struct {
   tp_job_t job;
   int victim; /* for the kill test */
+  bool expect_direct; /* shm single-copy reductions must have happened */
 } test_arg_t;
 
 /* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
@@ -146,6 +147,11 @@ static int ring_reduce_rank(int rank, int n, void *p) {
   size_t staging = transport_set_staging_bytes(t.set);
   RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes over the limit",
              staging);
+  /* Single-copy reductions go through a staging chunk: proof that the path was taken. */
+  if (arg->expect_direct) {
+    size_t fifo_bytes = (size_t)(n - 1) * (4u * MIB);
+    RANK_CHECK(staging > fifo_bytes, "staging %zu: single-copy path not used", staging);
+  }
   tp_close(&t);
   return 0;
 }
@@ -291,6 +297,22 @@ START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
 }
 END_TEST
 
+/* COLL_SHM_DIRECT=1: large messages go single-copy (process_vm_readv). Loop index:
+ * 0 ring copies, 1 ring reductions, 2 killed sender. */
+START_TEST(shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender) {
+  test_arg_t arg = forced_arg("shm", _i == 0 ? "t/direct-copy/" : _i == 1 ? "t/direct-reduce/"
+                                                                         : "t/direct-kill/");
+  setenv("COLL_SHM_DIRECT", "1", 1);
+  if (_i == 0) ck_assert_int_eq(run_ranks(3, ring_copy_rank, &arg, 60000), 0);
+  if (_i == 1) {
+    arg.expect_direct = true;
+    ck_assert_int_eq(run_ranks(3, ring_reduce_rank, &arg, 60000), 0);
+  }
+  if (_i == 2) ck_assert_int_eq(run_ranks(2, killed_rank, &arg, 30000), 1);
+  unsetenv("COLL_SHM_DIRECT");
+}
+END_TEST
+
 START_TEST(all_pairs_exchange_at_once) {
   test_arg_t arg = forced_arg(transport_of(_i), "t/pairs/");
   ck_assert_int_eq(run_ranks(4, all_pairs_rank, &arg, 60000), 0);
@@ -376,6 +398,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
+  tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
   tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
   tcase_add_test(tc, different_hosts_default_to_tcp);
   suite_add_tcase(s, tc);

@@ -10,7 +10,8 @@
  *   COLL_SHM_NSLOTS      slots per FIFO, 2..1024 (16); one FIFO per peer: the default
  *                        staging is 4 MiB per peer connection
  *   COLL_SHM_DIRECT      1: single-copy (process_vm_readv) for large messages where the
- *                        kernel allows it; 0: always copy through the FIFO (1)
+ *                        kernel allows it; 0: always copy through the FIFO (0: measured
+ *                        slower here, see shm.c)
  *   COLL_SHM_DIRECT_MIN  smallest message sent single-copy, bytes (256 KiB)
  *   COLL_SHM_DIRECT_CHUNK staging for single-copy reductions, [4 KiB, 8 MiB] (128 KiB)
  *   COLL_SHM_SPIN_US     how long transport_set_wait spins before it sleeps, 0..1000 (0) */
@@ -44,7 +45,7 @@ static coll_status_t read_config(transport_group_t *g, size_t *slot_bytes, uint3
   int64_t sb, ns, direct, dmin, dchunk, spin;
   coll_status_t st = coll_env_int("COLL_SHM_SLOT_BYTES", 4096, MAX_SLOT_BYTES, 256 << 10, &sb);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_NSLOTS", 2, 1024, 16, &ns);
-  if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, 1, &direct);
+  if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, 0, &direct);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_MIN", 0, INT64_MAX, 256 << 10, &dmin);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_CHUNK", 4096, 8 << 20, 128 << 10, &dchunk);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_SPIN_US", 0, 1000, 0, &spin);
