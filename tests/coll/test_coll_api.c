@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/store.h"
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
@@ -462,6 +463,51 @@ START_TEST(info_log_names_algorithm_and_transport_and_staging_is_reported) {
 }
 END_TEST
 
+/* The store is hosted by the test parent (like a launcher); every rank creates two
+ * communicators on it and interleaves collectives on both: their keys must not collide. */
+static int rank_two_comms(int rank, int nranks, void *arg) {
+  const ct_job_t *job = arg;
+  ct_clean_env();
+  setenv("COLL_STORE_HOSTED", "1", 1);
+  coll_config_t cfg = {0};
+  cfg.rank = rank;
+  cfg.size = nranks;
+  cfg.master_port = job->port;
+  cfg.host_store = -1;
+  cfg.timeout_ms = 20000;
+  cfg.token = "parent-token";
+  coll_comm_t *a = NULL, *b = NULL;
+  if (coll_comm_init_config(&cfg, &a) != COLL_OK || coll_comm_init_config(&cfg, &b) != COLL_OK) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
+    return 1;
+  }
+  int bad = 0;
+  for (int k = 0; k < 20; k++) {
+    int32_t x = rank + k, sa = 0;
+    int64_t y = (int64_t)rank * 1000 + k, sb = 0;
+    coll_request_t *req;
+    if (coll_all_reduce_async(&y, &sb, 1, COLL_INT64, COLL_MAX, b, &req) != COLL_OK) bad = 1;
+    if (coll_all_reduce(&x, &sa, 1, COLL_INT32, COLL_SUM, a) != COLL_OK) bad = 1;
+    if (coll_request_wait(&req) != COLL_OK) bad = 1;
+    if (sa != nranks * (nranks - 1) / 2 + nranks * k || sb != (int64_t)(nranks - 1) * 1000 + k)
+      bad = 1;
+  }
+  if (coll_comm_destroy(b) != COLL_OK || coll_comm_destroy(a) != COLL_OK) bad = 1;
+  if (bad) fprintf(stderr, "rank %d: two communicators interfered: %s\n", rank, coll_last_error());
+  return bad;
+}
+
+START_TEST(two_communicators_on_a_launcher_hosted_store_do_not_collide) {
+  store_server_options_t opts = {.token = "parent-token"};
+  store_server_t *server = NULL;
+  ck_assert_int_eq(store_server_start(&opts, &server), COLL_OK);
+  ct_job_t job = {.port = store_server_port(server)};
+  int failures = mp_run(3, 30000, rank_two_comms, &job);
+  store_server_stop(server);
+  ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -478,6 +524,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_loop_test(tc, abort_from_another_thread_unblocks_the_waiter, 0, 2);
   tcase_add_loop_test(tc, a_silent_or_dead_peer_becomes_an_error_naming_it, 0, 2);
   tcase_add_test(tc, info_log_names_algorithm_and_transport_and_staging_is_reported);
+  tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
   suite_add_tcase(s, tc);
   return s;
 }
