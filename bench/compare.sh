@@ -83,14 +83,20 @@ gloo() {
   [ "$have_gloo" -eq 1 ] || return 1
   local log=$logs/gloo-$1-$3.log store
   store=$(mktemp -d "$logs/gloo-store.XXXXXX")
-  REF_GLOO_STORE_DIR=$store timeout 600 "$collrun" -n "$2" "$ref_gloo" -A "$3" -b "$4" -e "$4" \
-    -n "$iters" -w "$warmup" -c 1 -d float -o sum >"$log" 2>&1 || {
-    echo "compare: ref_gloo failed for $1 (see $log)" >&2
-    rm -rf "$store"
-    return 1
-  }
+  # One retry: Gloo's TCP rendezvous has been seen to drop a connection on a loaded machine.
+  local attempt
+  for attempt in 1 2; do
+    rm -rf "${store:?}"/*
+    if REF_GLOO_STORE_DIR=$store timeout 600 "$collrun" -n "$2" "$ref_gloo" -A "$3" \
+      -b "$4" -e "$4" -n "$iters" -w "$warmup" -c 1 -d float -o sum >"$log" 2>&1; then
+      rm -rf "$store"
+      first_row "$log"
+      return 0
+    fi
+    echo "compare: ref_gloo failed for $1 $3, attempt $attempt (see $log)" >&2
+  done
   rm -rf "$store"
-  first_row "$log"
+  return 1
 }
 
 # torch NAME NRANKS BYTES: PyTorch's gloo backend (optional: /usr/bin/python3 with torch)
