@@ -83,6 +83,28 @@ START_TEST(broadcast_delivers_the_roots_data_from_every_root) {
 }
 END_TEST
 
+/* Every rank count up to 40, counts around n (empty and one-element chunks), segments of
+ * 2 elements: catches shape edge cases (tree truncation, hd folding) at many n. */
+START_TEST(allreduce_is_exact_for_every_rank_count_up_to_forty) {
+  int n = _i;
+  for (size_t a = 0; a < NALGOS; a++) {
+    size_t counts[] = {(size_t)n - 1, (size_t)n, (size_t)n + 1, 3 * (size_t)n + 2, 101};
+    for (size_t ci = 0; ci < 5; ci++)
+      for (int in_place = 0; in_place < 2; in_place++) {
+        run_case_t c = {.algo = allreduce_algos[a], .collective = COLL_KIND_ALL_REDUCE,
+                        .nranks = n, .count = counts[ci], .dtype = COLL_INT32,
+                        .op = in_place ? COLL_SUM : COLL_MAX, .in_place = in_place,
+                        .segment_bytes = ci % 2 ? 8 : 0};
+        check_case(&c, NULL);
+      }
+    run_case_t b = {.algo = allreduce_algos[a], .collective = COLL_KIND_BROADCAST,
+                    .nranks = n, .count = 37, .dtype = COLL_INT32, .op = COLL_SUM,
+                    .segment_bytes = 8, .root = n - 1};
+    check_case(&b, NULL);
+  }
+}
+END_TEST
+
 /* Bytes sent per rank, from a dry run of the simulator (no data). */
 static sim_result_t dry_run(coll_algo_t algo, coll_kind_t kind, int n, size_t count,
                             int root) {
@@ -394,6 +416,7 @@ static Suite *algo_suite(void) {
   tcase_set_timeout(results, 120);
   tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count,
                       0, NALGOS * NRANK_COUNTS);
+  tcase_add_loop_test(results, allreduce_is_exact_for_every_rank_count_up_to_forty, 1, 41);
   suite_add_tcase(s, results);
   TCase *large = tcase_create("large");
   tcase_set_timeout(large, 120);
