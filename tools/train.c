@@ -26,7 +26,8 @@ static void usage(FILE *out) {
           "  --seed N             initialisation and shuffling seed (42)\n"
           "  --hidden LIST        hidden layer widths, comma-separated; '' for none (256,256)\n"
           "  --data DIR           MNIST-format folder with train-/t10k- images and labels,\n"
-          "                       .gz or plain (" TRAIN_DEFAULT_DATA_DIR ")\n"
+          "                       .gz or plain (" TRAIN_DEFAULT_DATA_DIR
+          ")\n"
           "  --drop-last          drop the samples that do not fill equal shards and the\n"
           "                       last incomplete step (default: pad by wrapping around)\n"
           "  --no-shuffle         keep the data set order\n"
@@ -143,8 +144,8 @@ static bool parse_hidden(const char *text, train_config_t *cfg) {
     if (errno != 0 || end == p || v < 1 || v > 65536 || (*end != ',' && *end != '\0') ||
         cfg->n_hidden == TRAIN_MAX_HIDDEN) {
       fprintf(stderr,
-              "train: --hidden '%s': expected up to %d comma-separated widths in 1..65536\n",
-              text, TRAIN_MAX_HIDDEN);
+              "train: --hidden '%s': expected up to %d comma-separated widths in 1..65536\n", text,
+              TRAIN_MAX_HIDDEN);
       return false;
     }
     cfg->hidden[cfg->n_hidden++] = (size_t)v;
@@ -162,89 +163,109 @@ static int parse_args(int argc, char **argv, train_config_t *cfg) {
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
     const char *name = c >= OPT_EPOCHS && c <= OPT_HELP ? options[c - OPT_EPOCHS].name : "?";
     switch (c) {
-    case OPT_EPOCHS:
-      if (!parse_long(name, optarg, 1, 1000000, &v)) return 2;
-      cfg->epochs = (int)v;
-      break;
-    case OPT_BATCH:
-      if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2;
-      cfg->batch = (size_t)v;
-      break;
-    case OPT_LR:
-      if (!parse_float(name, optarg, 1e-12, &f)) return 2;
-      cfg->opt.lr = (float)f;
-      lr_set = true;
-      break;
-    case OPT_LR_SCHEDULE:
-      if (!train_lr_schedule_parse(optarg, &cfg->lr_schedule)) {
-        fprintf(stderr, "train: --lr-schedule '%s': expected constant or cosine\n", optarg);
+      case OPT_EPOCHS:
+        if (!parse_long(name, optarg, 1, 1000000, &v)) return 2;
+        cfg->epochs = (int)v;
+        break;
+      case OPT_BATCH:
+        if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2;
+        cfg->batch = (size_t)v;
+        break;
+      case OPT_LR:
+        if (!parse_float(name, optarg, 1e-12, &f)) return 2;
+        cfg->opt.lr = (float)f;
+        lr_set = true;
+        break;
+      case OPT_LR_SCHEDULE:
+        if (!train_lr_schedule_parse(optarg, &cfg->lr_schedule)) {
+          fprintf(stderr, "train: --lr-schedule '%s': expected constant or cosine\n", optarg);
+          return 2;
+        }
+        break;
+      case OPT_MOMENTUM:
+        if (!parse_float(name, optarg, 0.0, &f) || f >= 1.0) {
+          if (f >= 1.0) fprintf(stderr, "train: --momentum must be below 1\n");
+          return 2;
+        }
+        cfg->opt.momentum = (float)f;
+        break;
+      case OPT_WD:
+        if (!parse_float(name, optarg, 0.0, &f)) return 2;
+        cfg->opt.weight_decay = (float)f;
+        break;
+      case OPT_OPTIMIZER:
+        if (!train_opt_parse(optarg, &cfg->opt.kind)) {
+          fprintf(stderr, "train: --optimizer '%s': expected sgd or adam\n", optarg);
+          return 2;
+        }
+        break;
+      case OPT_SEED:
+        if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+        cfg->seed = (uint64_t)v;
+        break;
+      case OPT_HIDDEN:
+        if (!parse_hidden(optarg, cfg)) return 2;
+        break;
+      case OPT_DATA:
+        cfg->data_dir = optarg;
+        break;
+      case OPT_DROP_LAST:
+        cfg->drop_last = true;
+        break;
+      case OPT_NO_SHUFFLE:
+        cfg->shuffle = false;
+        break;
+      case OPT_BUCKET_MB:
+        if (!parse_float(name, optarg, 1e-6, &f)) return 2;
+        cfg->bucket_mb = f;
+        break;
+      case OPT_ACCUMULATE:
+        if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2;
+        cfg->accumulate = (int)v;
+        break;
+      case OPT_CHECK_SYNC:
+        cfg->check_sync = true;
+        break;
+      case OPT_CHECKPOINT:
+        cfg->checkpoint = optarg;
+        break;
+      case OPT_CHECKPOINT_EVERY:
+        if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+        cfg->checkpoint_every = v;
+        break;
+      case OPT_RESUME:
+        cfg->resume = true;
+        break;
+      case OPT_DEVICE:
+        if (!train_device_parse(optarg, &cfg->device)) {
+          fprintf(stderr, "train: --device '%s': expected cpu or cuda\n", optarg);
+          return 2;
+        }
+        break;
+      case OPT_BLAS_THREADS:
+        if (!parse_long(name, optarg, 1, 1024, &v)) return 2;
+        cfg->blas_threads = (int)v;
+        break;
+      case OPT_MAX_STEPS:
+        if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+        cfg->max_steps = v;
+        break;
+      case OPT_LOG_EVERY:
+        if (!parse_long(name, optarg, 1, 1 << 30, &v)) return 2;
+        cfg->log_every = (int)v;
+        break;
+      case OPT_NO_EVAL:
+        cfg->evaluate = false;
+        break;
+      case OPT_QUIET:
+        cfg->quiet = true;
+        break;
+      case OPT_HELP:
+        usage(stdout);
+        return 1;
+      default:
+        usage(stderr);
         return 2;
-      }
-      break;
-    case OPT_MOMENTUM:
-      if (!parse_float(name, optarg, 0.0, &f) || f >= 1.0) {
-        if (f >= 1.0) fprintf(stderr, "train: --momentum must be below 1\n");
-        return 2;
-      }
-      cfg->opt.momentum = (float)f;
-      break;
-    case OPT_WD:
-      if (!parse_float(name, optarg, 0.0, &f)) return 2;
-      cfg->opt.weight_decay = (float)f;
-      break;
-    case OPT_OPTIMIZER:
-      if (!train_opt_parse(optarg, &cfg->opt.kind)) {
-        fprintf(stderr, "train: --optimizer '%s': expected sgd or adam\n", optarg);
-        return 2;
-      }
-      break;
-    case OPT_SEED:
-      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
-      cfg->seed = (uint64_t)v;
-      break;
-    case OPT_HIDDEN:
-      if (!parse_hidden(optarg, cfg)) return 2;
-      break;
-    case OPT_DATA: cfg->data_dir = optarg; break;
-    case OPT_DROP_LAST: cfg->drop_last = true; break;
-    case OPT_NO_SHUFFLE: cfg->shuffle = false; break;
-    case OPT_BUCKET_MB:
-      if (!parse_float(name, optarg, 1e-6, &f)) return 2;
-      cfg->bucket_mb = f;
-      break;
-    case OPT_ACCUMULATE:
-      if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2;
-      cfg->accumulate = (int)v;
-      break;
-    case OPT_CHECK_SYNC: cfg->check_sync = true; break;
-    case OPT_CHECKPOINT: cfg->checkpoint = optarg; break;
-    case OPT_CHECKPOINT_EVERY:
-      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
-      cfg->checkpoint_every = v;
-      break;
-    case OPT_RESUME: cfg->resume = true; break;
-    case OPT_DEVICE:
-      if (!train_device_parse(optarg, &cfg->device)) {
-        fprintf(stderr, "train: --device '%s': expected cpu or cuda\n", optarg);
-        return 2;
-      }
-      break;
-    case OPT_BLAS_THREADS:
-      if (!parse_long(name, optarg, 1, 1024, &v)) return 2;
-      cfg->blas_threads = (int)v;
-      break;
-    case OPT_MAX_STEPS:
-      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
-      cfg->max_steps = v;
-      break;
-    case OPT_LOG_EVERY:
-      if (!parse_long(name, optarg, 1, 1 << 30, &v)) return 2;
-      cfg->log_every = (int)v;
-      break;
-    case OPT_NO_EVAL: cfg->evaluate = false; break;
-    case OPT_QUIET: cfg->quiet = true; break;
-    case OPT_HELP: usage(stdout); return 1;
-    default: usage(stderr); return 2;
     }
   }
   if (optind < argc) {

@@ -18,12 +18,12 @@ extern "C" {
 typedef enum {
   TRAIN_OK = 0,
   TRAIN_ERR_INVALID = -1, /* bad argument or configuration */
-  TRAIN_ERR_IO = -2, /* file missing, unreadable, unwritable */
-  TRAIN_ERR_FORMAT = -3, /* corrupt, truncated or mismatched data or checkpoint */
+  TRAIN_ERR_IO = -2,      /* file missing, unreadable, unwritable */
+  TRAIN_ERR_FORMAT = -3,  /* corrupt, truncated or mismatched data or checkpoint */
   TRAIN_ERR_NO_MEMORY = -4,
-  TRAIN_ERR_COMM = -5, /* a libcoll call failed */
+  TRAIN_ERR_COMM = -5,        /* a libcoll call failed */
   TRAIN_ERR_UNSUPPORTED = -6, /* not in this build or not implemented for the device */
-  TRAIN_ERR_DIVERGED = -7, /* --check-sync found ranks with different parameters */
+  TRAIN_ERR_DIVERGED = -7,    /* --check-sync found ranks with different parameters */
 } train_status_t;
 
 const char *train_status_string(train_status_t status);
@@ -74,18 +74,18 @@ typedef enum { TRAIN_LAYER_LINEAR = 0, TRAIN_LAYER_RELU } train_layer_kind_t;
 typedef struct {
   train_layer_kind_t kind;
   size_t in, out;
-  float *w, *b; /* linear only: views into the parameter buffer */
+  float *w, *b;   /* linear only: views into the parameter buffer */
   float *dw, *db; /* linear only: views into the gradient buffer */
 } train_layer_t;
 
 /* y[batch x out] = x W^T + b */
-train_status_t train_linear_forward(train_backend_t *be, const train_layer_t *layer,
-                                    const float *x, size_t batch, float *y);
+train_status_t train_linear_forward(train_backend_t *be, const train_layer_t *layer, const float *x,
+                                    size_t batch, float *y);
 /* dW (+)= dy^T x and db (+)= colsum(dy) (accumulate when `accumulate`), and
  * dx = dy W when dx != NULL (the first layer needs no input gradient). */
 train_status_t train_linear_backward(train_backend_t *be, const train_layer_t *layer,
-                                     const float *x, const float *dy, size_t batch,
-                                     bool accumulate, float *dx);
+                                     const float *x, const float *dy, size_t batch, bool accumulate,
+                                     float *dx);
 /* Only dx = dy W (the model calls it after announcing the layer's gradients, so the
  * all-reduce of dW overlaps this product). */
 train_status_t train_linear_backward_input(train_backend_t *be, const train_layer_t *layer,
@@ -97,10 +97,9 @@ train_status_t train_relu_backward(train_backend_t *be, const float *y, float *d
  * to *loss_sum and the number of rows whose arg-max equals the label to *correct.
  * When dlogits != NULL it receives grad_scale * (softmax - onehot): pass
  * grad_scale = 1 / batch for the batch mean. */
-train_status_t train_softmax_xent(train_backend_t *be, const float *logits,
-                                  const uint8_t *labels, size_t batch, size_t classes,
-                                  float grad_scale, float *dlogits, double *loss_sum,
-                                  size_t *correct);
+train_status_t train_softmax_xent(train_backend_t *be, const float *logits, const uint8_t *labels,
+                                  size_t batch, size_t classes, float grad_scale, float *dlogits,
+                                  double *loss_sum, size_t *correct);
 
 /* ---- Model: an MLP  in -> hidden[0] -> ... -> classes  with ReLU between layers.
  * Parameters live in one flat buffer laid out in REVERSE layer order (last layer first,
@@ -116,8 +115,8 @@ typedef struct train_model train_model_t;
 typedef train_status_t (*train_grad_ready_fn)(void *ctx, size_t grad_end);
 
 train_status_t train_model_create(train_backend_t *be, size_t inputs, const size_t *hidden,
-                                  int n_hidden, size_t classes, size_t max_batch,
-                                  uint64_t seed, train_model_t **model);
+                                  int n_hidden, size_t classes, size_t max_batch, uint64_t seed,
+                                  train_model_t **model);
 void train_model_destroy(train_model_t *model);
 size_t train_model_param_count(const train_model_t *model);
 float *train_model_params(train_model_t *model);
@@ -169,23 +168,23 @@ bool train_opt_parse(const char *text, train_opt_kind_t *kind);
 
 /* ---- Data: IDX files (plain or gzip) and MNIST-format data sets. */
 typedef struct {
-  size_t count; /* number of samples */
+  size_t count;      /* number of samples */
   size_t rows, cols; /* image size */
-  uint8_t *images; /* count * rows * cols bytes */
-  uint8_t *labels; /* count bytes */
+  uint8_t *images;   /* count * rows * cols bytes */
+  uint8_t *labels;   /* count bytes */
 } train_dataset_t;
 
 /* Read one IDX file (gzip or plain, detected by content): magic 0x0000_08_<ndims>,
  * big-endian sizes, then the bytes. ndims must be `want_dims` (1 labels, 3 images). */
-train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3],
-                              uint8_t **data, size_t *bytes);
+train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3], uint8_t **data,
+                              size_t *bytes);
 /* Load `<dir>/<prefix>-images-idx3-ubyte[.gz]` and `<prefix>-labels-idx1-ubyte[.gz]`
  * (prefix "train" or "t10k"); the counts must match and labels be < 10. */
 train_status_t train_dataset_load(const char *dir, const char *prefix, train_dataset_t *ds);
 void train_dataset_free(train_dataset_t *ds);
 /* Rows [first, first+n) of `indices` as normalised floats (x/255 - mean) / std. */
-void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n,
-                          float *x, uint8_t *labels);
+void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n, float *x,
+                          uint8_t *labels);
 #define TRAIN_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---- Distributed sampler, PyTorch DistributedSampler semantics: the permutation of
@@ -198,42 +197,41 @@ typedef struct {
   uint64_t seed;
   bool shuffle, drop_last;
   size_t num_samples; /* per rank */
-  uint32_t *indices; /* this rank's shard for the current epoch */
-  uint32_t *perm; /* scratch */
+  uint32_t *indices;  /* this rank's shard for the current epoch */
+  uint32_t *perm;     /* scratch */
 } train_sampler_t;
 
-train_status_t train_sampler_init(train_sampler_t *s, size_t dataset_size, int rank,
-                                  int nranks, uint64_t seed, bool shuffle, bool drop_last);
+train_status_t train_sampler_init(train_sampler_t *s, size_t dataset_size, int rank, int nranks,
+                                  uint64_t seed, bool shuffle, bool drop_last);
 /* Recompute this rank's shard for `epoch`. */
 void train_sampler_set_epoch(train_sampler_t *s, uint64_t epoch);
 void train_sampler_free(train_sampler_t *s);
 
 /* ---- Checkpoints: parameters, optimizer state and position, written atomically. */
 typedef struct {
-  uint64_t epoch; /* epoch in progress */
+  uint64_t epoch;         /* epoch in progress */
   uint64_t step_in_epoch; /* optimizer steps done in that epoch */
-  uint64_t global_step; /* optimizer steps done in all */
+  uint64_t global_step;   /* optimizer steps done in all */
   uint64_t seed;
   uint32_t opt_kind;
   uint64_t opt_steps;
-  uint32_t n_layers; /* linear layers */
+  uint32_t n_layers;                   /* linear layers */
   uint32_t dims[TRAIN_MAX_HIDDEN + 2]; /* inputs, hidden..., classes */
 } train_ckpt_header_t;
 
 /* Write header, params and `n_state` state arrays (each n_params floats) to
  * path.tmp, fsync, then rename over `path`. */
 train_status_t train_checkpoint_write(const char *path, const train_ckpt_header_t *hdr,
-                                      const float *params, size_t n_params,
-                                      float *const *state, int n_state);
+                                      const float *params, size_t n_params, float *const *state,
+                                      int n_state);
 /* Read a checkpoint; the sizes must match n_params and n_state exactly (a checkpoint of
  * another model is an error, never silently loaded). Any pointer may be NULL to only
  * read the header. */
-train_status_t train_checkpoint_read(const char *path, train_ckpt_header_t *hdr,
-                                     float *params, size_t n_params, float *const *state,
-                                     int n_state);
+train_status_t train_checkpoint_read(const char *path, train_ckpt_header_t *hdr, float *params,
+                                     size_t n_params, float *const *state, int n_state);
 /* Only the header and the parameter count (to size buffers before a full read). */
-train_status_t train_checkpoint_peek(const char *path, train_ckpt_header_t *hdr,
-                                     size_t *n_params, int *n_state);
+train_status_t train_checkpoint_peek(const char *path, train_ckpt_header_t *hdr, size_t *n_params,
+                                     int *n_state);
 
 /* ---- DDP: gradient buckets all-reduced while backward runs. */
 typedef struct train_ddp train_ddp_t;
@@ -254,8 +252,7 @@ train_status_t train_ddp_grad_ready(void *ddp, size_t grad_end);
 train_status_t train_ddp_finish_sync(train_ddp_t *ddp, double *wait_s);
 /* Blocking helpers over the same communicator (no-ops on one rank): broadcast from
  * rank 0, and an in-place sum of doubles (evaluation counts). */
-train_status_t train_ddp_broadcast(train_ddp_t *ddp, void *buf, size_t count,
-                                   coll_dtype_t dtype);
+train_status_t train_ddp_broadcast(train_ddp_t *ddp, void *buf, size_t count, coll_dtype_t dtype);
 train_status_t train_ddp_sum(train_ddp_t *ddp, double *values, size_t count);
 /* 64-bit hash of the parameters' bytes (FNV-1a). */
 uint64_t train_params_hash(const float *params, size_t n);
@@ -264,8 +261,8 @@ train_status_t train_ddp_check_sync(train_ddp_t *ddp, uint64_t *hash);
 
 /* ---- The trainer: what tools/train runs. */
 typedef struct {
-  int epochs; /* > 0 */
-  size_t batch; /* per rank, per micro-batch */
+  int epochs;     /* > 0 */
+  size_t batch;   /* per rank, per micro-batch */
   int accumulate; /* micro-batches per optimizer step, >= 1 */
   train_opt_config_t opt;
   train_lr_schedule_t lr_schedule; /* over epochs x steps per epoch (not --max-steps) */
@@ -278,14 +275,14 @@ typedef struct {
   double bucket_mb; /* > 0 */
   bool check_sync;
   const char *checkpoint; /* NULL: none */
-  long checkpoint_every; /* steps; 0: at the end of each epoch */
+  long checkpoint_every;  /* steps; 0: at the end of each epoch */
   bool resume;
   train_device_t device;
-  int blas_threads; /* <= 0: OPENBLAS_NUM_THREADS or 1 */
-  long max_steps; /* > 0: stop after this many optimizer steps in all */
-  bool quiet; /* no per-step output */
-  int log_every; /* steps between progress lines when stdout is not a TTY */
-  bool evaluate; /* test accuracy at the end of each epoch */
+  int blas_threads;  /* <= 0: OPENBLAS_NUM_THREADS or 1 */
+  long max_steps;    /* > 0: stop after this many optimizer steps in all */
+  bool quiet;        /* no per-step output */
+  int log_every;     /* steps between progress lines when stdout is not a TTY */
+  bool evaluate;     /* test accuracy at the end of each epoch */
   coll_comm_t *comm; /* NULL: from the environment (or one rank if WORLD_SIZE is unset) */
 } train_config_t;
 
@@ -293,10 +290,10 @@ typedef struct {
 void train_config_defaults(train_config_t *cfg);
 
 typedef struct {
-  double final_loss; /* mean training loss of the last epoch run */
+  double final_loss;    /* mean training loss of the last epoch run */
   double test_accuracy; /* of the last evaluation, -1 if none */
   double samples_per_s; /* global samples per second of training (no evaluation) */
-  double comm_share; /* share of step time spent waiting on communication */
+  double comm_share;    /* share of step time spent waiting on communication */
   uint64_t global_step;
   uint64_t param_hash;
 } train_result_t;

@@ -8,8 +8,7 @@
 #include "coll_config.h"
 #include "error.h"
 
-typedef train_status_t (*backend_open_fn)(int blas_threads, int local_rank,
-                                          train_backend_t **be);
+typedef train_status_t (*backend_open_fn)(int blas_threads, int local_rank, train_backend_t **be);
 
 static const struct {
   const char *name;

@@ -25,17 +25,16 @@ struct train_backend {
                             bool accumulate, float *db);
   train_status_t (*relu_forward)(train_backend_t *be, float *y, size_t n);
   train_status_t (*relu_backward)(train_backend_t *be, const float *y, float *dy, size_t n);
-  train_status_t (*softmax_xent)(train_backend_t *be, const float *logits,
-                                 const uint8_t *labels, size_t rows, size_t cols,
-                                 float grad_scale, float *dlogits, double *loss_sum,
-                                 size_t *correct);
+  train_status_t (*softmax_xent)(train_backend_t *be, const float *logits, const uint8_t *labels,
+                                 size_t rows, size_t cols, float grad_scale, float *dlogits,
+                                 double *loss_sum, size_t *correct);
   /* p -= lr * buf with buf = momentum * buf + (g + wd p) (buf = g + wd p when first). */
-  train_status_t (*sgd_step)(train_backend_t *be, float *p, const float *g, float *buf,
-                             size_t n, float lr, float momentum, float wd, bool first);
+  train_status_t (*sgd_step)(train_backend_t *be, float *p, const float *g, float *buf, size_t n,
+                             float lr, float momentum, float wd, bool first);
   /* Adam step number t (>= 1) with bias correction. */
-  train_status_t (*adam_step)(train_backend_t *be, float *p, const float *g, float *m,
-                              float *v, size_t n, float lr, float beta1, float beta2,
-                              float eps, float wd, uint64_t t);
+  train_status_t (*adam_step)(train_backend_t *be, float *p, const float *g, float *m, float *v,
+                              size_t n, float lr, float beta1, float beta2, float eps, float wd,
+                              uint64_t t);
   void (*close)(train_backend_t *be);
 };
 

@@ -24,18 +24,18 @@ static void cpu_release(train_backend_t *be, void *ptr) {
   free(ptr);
 }
 
-static train_status_t cpu_gemm(train_backend_t *be, bool trans_a, bool trans_b, size_t m,
-                               size_t n, size_t k, float alpha, const float *a, size_t lda,
-                               const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+static train_status_t cpu_gemm(train_backend_t *be, bool trans_a, bool trans_b, size_t m, size_t n,
+                               size_t k, float alpha, const float *a, size_t lda, const float *b,
+                               size_t ldb, float beta, float *c, size_t ldc) {
   (void)be;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-              b, (int)ldb, beta, c, (int)ldc);
+              trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+              (int)ldb, beta, c, (int)ldc);
   return TRAIN_OK;
 }
 
-static train_status_t cpu_fill_rows(train_backend_t *be, float *y, const float *b,
-                                    size_t rows, size_t cols) {
+static train_status_t cpu_fill_rows(train_backend_t *be, float *y, const float *b, size_t rows,
+                                    size_t cols) {
   (void)be;
   for (size_t i = 0; i < rows; i++) memcpy(y + i * cols, b, cols * sizeof *b);
   return TRAIN_OK;
@@ -79,8 +79,8 @@ static train_status_t cpu_softmax_xent(train_backend_t *be, const float *logits,
     const float *z = logits + i * cols;
     size_t label = labels[i];
     if (label >= cols)
-      return train_error(TRAIN_ERR_INVALID, "label %zu of row %zu is not below %zu classes",
-                         label, i, cols);
+      return train_error(TRAIN_ERR_INVALID, "label %zu of row %zu is not below %zu classes", label,
+                         i, cols);
     size_t arg = 0;
     for (size_t j = 1; j < cols; j++)
       if (z[j] > z[arg]) arg = j;
@@ -104,9 +104,9 @@ static train_status_t cpu_softmax_xent(train_backend_t *be, const float *logits,
   return TRAIN_OK;
 }
 
-static train_status_t cpu_sgd_step(train_backend_t *be, float *restrict p,
-                                   const float *restrict g, float *restrict buf, size_t n,
-                                   float lr, float momentum, float wd, bool first) {
+static train_status_t cpu_sgd_step(train_backend_t *be, float *restrict p, const float *restrict g,
+                                   float *restrict buf, size_t n, float lr, float momentum,
+                                   float wd, bool first) {
   (void)be;
   if (momentum == 0.0f) {
     for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);
@@ -126,10 +126,9 @@ static train_status_t cpu_sgd_step(train_backend_t *be, float *restrict p,
   return TRAIN_OK;
 }
 
-static train_status_t cpu_adam_step(train_backend_t *be, float *restrict p,
-                                    const float *restrict g, float *restrict m,
-                                    float *restrict v, size_t n, float lr, float beta1,
-                                    float beta2, float eps, float wd, uint64_t t) {
+static train_status_t cpu_adam_step(train_backend_t *be, float *restrict p, const float *restrict g,
+                                    float *restrict m, float *restrict v, size_t n, float lr,
+                                    float beta1, float beta2, float eps, float wd, uint64_t t) {
   (void)be;
   float bc1 = 1.0f - powf(beta1, (float)t);
   float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));

@@ -25,15 +25,15 @@ static void cuda_release(train_backend_t *be, void *ptr) {
 
 /* cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
  * C^T = op(B)^T op(A)^T, i.e. the same call with the operands swapped. */
-static train_status_t cuda_gemm(train_backend_t *be, bool trans_a, bool trans_b, size_t m,
-                                size_t n, size_t k, float alpha, const float *a, size_t lda,
-                                const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+static train_status_t cuda_gemm(train_backend_t *be, bool trans_a, bool trans_b, size_t m, size_t n,
+                                size_t k, float alpha, const float *a, size_t lda, const float *b,
+                                size_t ldb, float beta, float *c, size_t ldc) {
   cublasStatus_t st = cublasSgemm((cublasHandle_t)be->ctx, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
                                   &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
   if (st != CUBLAS_STATUS_SUCCESS)
-    return train_error(TRAIN_ERR_INVALID, "cublasSgemm(%zu x %zu x %zu) failed: status %d", m,
-                       n, k, (int)st);
+    return train_error(TRAIN_ERR_INVALID, "cublasSgemm(%zu x %zu x %zu) failed: status %d", m, n, k,
+                       (int)st);
   return TRAIN_OK;
 }
 

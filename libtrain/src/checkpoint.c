@@ -22,8 +22,7 @@ typedef struct {
   uint32_t n_state;
 } fixed_t;
 
-static train_status_t write_all(int fd, const void *buf, size_t n, uLong *crc,
-                                const char *path) {
+static train_status_t write_all(int fd, const void *buf, size_t n, uLong *crc, const char *path) {
   const char *p = buf;
   *crc = crc32(*crc, buf, (uInt)n);
   while (n > 0) {
@@ -37,8 +36,8 @@ static train_status_t write_all(int fd, const void *buf, size_t n, uLong *crc,
 }
 
 train_status_t train_checkpoint_write(const char *path, const train_ckpt_header_t *hdr,
-                                      const float *params, size_t n_params,
-                                      float *const *state, int n_state) {
+                                      const float *params, size_t n_params, float *const *state,
+                                      int n_state) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
     return train_error(TRAIN_ERR_INVALID, "checkpoint path too long");
@@ -99,8 +98,8 @@ static train_status_t read_fixed(FILE *f, const char *path, fixed_t *fixed, uLon
   return st;
 }
 
-train_status_t train_checkpoint_peek(const char *path, train_ckpt_header_t *hdr,
-                                     size_t *n_params, int *n_state) {
+train_status_t train_checkpoint_peek(const char *path, train_ckpt_header_t *hdr, size_t *n_params,
+                                     int *n_state) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return train_error(TRAIN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   fixed_t fixed;
@@ -113,9 +112,8 @@ train_status_t train_checkpoint_peek(const char *path, train_ckpt_header_t *hdr,
   return TRAIN_OK;
 }
 
-train_status_t train_checkpoint_read(const char *path, train_ckpt_header_t *hdr,
-                                     float *params, size_t n_params, float *const *state,
-                                     int n_state) {
+train_status_t train_checkpoint_read(const char *path, train_ckpt_header_t *hdr, float *params,
+                                     size_t n_params, float *const *state, int n_state) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return train_error(TRAIN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   uLong crc = crc32(0L, Z_NULL, 0);

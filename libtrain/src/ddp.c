@@ -106,8 +106,8 @@ train_status_t train_ddp_grad_ready(void *ctx, size_t grad_end) {
     int b = d->next++;
     if (!communicates(d)) continue;
     float *range = d->grads + d->begin[b];
-    coll_status_t cs = coll_all_reduce_async(range, range, d->end[b] - d->begin[b],
-                                             COLL_FLOAT32, COLL_SUM, d->comm, &d->req[b]);
+    coll_status_t cs = coll_all_reduce_async(range, range, d->end[b] - d->begin[b], COLL_FLOAT32,
+                                             COLL_SUM, d->comm, &d->req[b]);
     if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of a gradient bucket");
   }
   return TRAIN_OK;

@@ -8,14 +8,22 @@ static _Thread_local char last_error[512];
 
 const char *train_status_string(train_status_t status) {
   switch (status) {
-  case TRAIN_OK: return "success";
-  case TRAIN_ERR_INVALID: return "invalid argument";
-  case TRAIN_ERR_IO: return "input/output error";
-  case TRAIN_ERR_FORMAT: return "corrupt or mismatched data";
-  case TRAIN_ERR_NO_MEMORY: return "out of memory";
-  case TRAIN_ERR_COMM: return "communication failed";
-  case TRAIN_ERR_UNSUPPORTED: return "not supported";
-  case TRAIN_ERR_DIVERGED: return "ranks diverged";
+    case TRAIN_OK:
+      return "success";
+    case TRAIN_ERR_INVALID:
+      return "invalid argument";
+    case TRAIN_ERR_IO:
+      return "input/output error";
+    case TRAIN_ERR_FORMAT:
+      return "corrupt or mismatched data";
+    case TRAIN_ERR_NO_MEMORY:
+      return "out of memory";
+    case TRAIN_ERR_COMM:
+      return "communication failed";
+    case TRAIN_ERR_UNSUPPORTED:
+      return "not supported";
+    case TRAIN_ERR_DIVERGED:
+      return "ranks diverged";
   }
   return "unknown status";
 }

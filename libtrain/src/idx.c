@@ -35,8 +35,8 @@ static long read_full(gzFile f, void *buf, size_t n, const char **msg) {
   return (long)got;
 }
 
-train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3],
-                              uint8_t **data, size_t *bytes) {
+train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3], uint8_t **data,
+                              size_t *bytes) {
   *data = NULL;
   *bytes = 0;
   if (want_dims < 1 || want_dims > 3)
@@ -55,13 +55,13 @@ train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3],
     goto done;
   }
   if (got < 4) {
-    st = train_error(TRAIN_ERR_FORMAT, "%s: truncated: %ld bytes, an IDX header needs 4", path,
-                     got);
+    st =
+        train_error(TRAIN_ERR_FORMAT, "%s: truncated: %ld bytes, an IDX header needs 4", path, got);
     goto done;
   }
   if (hdr[0] != 0 || hdr[1] != 0) {
-    st = train_error(TRAIN_ERR_FORMAT, "%s: not an IDX file (magic %02x%02x%02x%02x)", path,
-                     hdr[0], hdr[1], hdr[2], hdr[3]);
+    st = train_error(TRAIN_ERR_FORMAT, "%s: not an IDX file (magic %02x%02x%02x%02x)", path, hdr[0],
+                     hdr[1], hdr[2], hdr[3]);
     goto done;
   }
   if (hdr[2] != 0x08) {
@@ -109,8 +109,10 @@ train_status_t train_idx_read(const char *path, int want_dims, uint32_t dims[3],
     goto done;
   }
   if ((size_t)got < total) {
-    st = train_error(TRAIN_ERR_FORMAT, "%s: truncated: the header promises %zu bytes of data, "
-                     "the file has %ld", path, total, got);
+    st = train_error(TRAIN_ERR_FORMAT,
+                     "%s: truncated: the header promises %zu bytes of data, "
+                     "the file has %ld",
+                     path, total, got);
     goto done;
   }
   unsigned char extra;
@@ -135,8 +137,10 @@ static train_status_t find_file(const char *dir, const char *name, char *path, s
   if (access(path, F_OK) == 0) return TRAIN_OK;
   snprintf(path, size, "%s/%s", dir, name);
   if (access(path, F_OK) == 0) return TRAIN_OK;
-  return train_error(TRAIN_ERR_IO, "%s: no %s or %s.gz there (an MNIST-format folder is "
-                     "needed; see --data)", dir, name, name);
+  return train_error(TRAIN_ERR_IO,
+                     "%s: no %s or %s.gz there (an MNIST-format folder is "
+                     "needed; see --data)",
+                     dir, name, name);
 }
 
 train_status_t train_dataset_load(const char *dir, const char *prefix, train_dataset_t *ds) {
@@ -187,8 +191,8 @@ void train_dataset_free(train_dataset_t *ds) {
 #define PIXEL_MEAN 0.2860f
 #define PIXEL_STD 0.3530f
 
-void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n,
-                          float *x, uint8_t *labels) {
+void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n, float *x,
+                          uint8_t *labels) {
   float lut[256];
   for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - PIXEL_MEAN) / PIXEL_STD;
   size_t dim = ds->rows * ds->cols;

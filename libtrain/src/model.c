@@ -16,7 +16,7 @@ struct train_model {
   size_t max_batch;
   size_t n_params;
   train_tensor_t params, grads;
-  train_tensor_t act[TRAIN_MAX_HIDDEN + 1]; /* output of linear i (after its ReLU) */
+  train_tensor_t act[TRAIN_MAX_HIDDEN + 1];  /* output of linear i (after its ReLU) */
   train_tensor_t dact[TRAIN_MAX_HIDDEN + 1]; /* loss gradient w.r.t. act[i] */
 };
 
@@ -49,8 +49,8 @@ static void init_params(train_model_t *m, uint64_t seed, float *host) {
 }
 
 train_status_t train_model_create(train_backend_t *be, size_t inputs, const size_t *hidden,
-                                  int n_hidden, size_t classes, size_t max_batch,
-                                  uint64_t seed, train_model_t **out) {
+                                  int n_hidden, size_t classes, size_t max_batch, uint64_t seed,
+                                  train_model_t **out) {
   *out = NULL;
   if (n_hidden < 0 || n_hidden > TRAIN_MAX_HIDDEN)
     return train_error(TRAIN_ERR_INVALID, "%d hidden layers: between 0 and %d are supported",
@@ -149,16 +149,16 @@ train_status_t train_model_loss(train_model_t *m, const uint8_t *labels, size_t 
                             grad_scale, m->dact[last].data, loss_sum, correct);
 }
 
-train_status_t train_model_backward(train_model_t *m, const float *x, size_t batch,
-                                    bool accumulate, train_grad_ready_fn ready, void *ctx) {
+train_status_t train_model_backward(train_model_t *m, const float *x, size_t batch, bool accumulate,
+                                    train_grad_ready_fn ready, void *ctx) {
   train_status_t st = check_batch(m, batch);
   for (int i = m->n_linear - 1; st == TRAIN_OK && i >= 0; i--) {
     const train_layer_t *l = &m->linear[i];
     if (i + 1 < m->n_linear)
       st = train_relu_backward(m->be, m->act[i].data, m->dact[i].data, batch * l->out);
     const float *in = i > 0 ? m->act[i - 1].data : x;
-    if (st == TRAIN_OK) st = train_linear_backward(m->be, l, in, m->dact[i].data, batch,
-                                                   accumulate, NULL);
+    if (st == TRAIN_OK)
+      st = train_linear_backward(m->be, l, in, m->dact[i].data, batch, accumulate, NULL);
     /* Announce this layer's gradients before computing the input gradient, so that a
      * bucket's all-reduce runs while the product below does. */
     if (st == TRAIN_OK && ready != NULL) st = ready(ctx, m->grad_end[i]);

@@ -45,8 +45,8 @@ train_status_t train_optimizer_create(train_backend_t *be, const train_opt_confi
     return train_error(TRAIN_ERR_INVALID, "adam: need 0 <= beta1, beta2 < 1 and eps > 0");
   train_optimizer_t *opt = calloc(1, sizeof *opt);
   if (opt == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the optimizer");
-  *opt = (train_optimizer_t){.be = be, .cfg = *cfg, .n = n_params,
-                             .n_state = cfg->kind == TRAIN_OPT_ADAM ? 2 : 1};
+  *opt = (train_optimizer_t){
+      .be = be, .cfg = *cfg, .n = n_params, .n_state = cfg->kind == TRAIN_OPT_ADAM ? 2 : 1};
   for (int i = 0; i < opt->n_state; i++) {
     train_status_t st = train_tensor_alloc(be, 1, n_params, &opt->state[i]);
     if (st != TRAIN_OK) {
@@ -78,8 +78,8 @@ train_status_t train_optimizer_step(train_optimizer_t *opt, float *params, const
     if (be->adam_step == NULL)
       return train_error(TRAIN_ERR_UNSUPPORTED, "Adam on device '%s' is not yet supported",
                          be->name);
-    st = be->adam_step(be, params, grads, opt->state[0].data, opt->state[1].data, opt->n,
-                       c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, opt->steps + 1);
+    st = be->adam_step(be, params, grads, opt->state[0].data, opt->state[1].data, opt->n, c->lr,
+                       c->beta1, c->beta2, c->eps, c->weight_decay, opt->steps + 1);
   }
   if (st == TRAIN_OK) opt->steps++;
   return st;

@@ -13,8 +13,11 @@ double progress_now(void) {
 }
 
 void progress_init(progress_t *p, bool enabled, bool quiet, int log_every, int epochs) {
-  *p = (progress_t){.enabled = enabled, .steps = enabled && !quiet, .tty = isatty(STDOUT_FILENO) == 1,
-                    .log_every = log_every > 0 ? log_every : 100, .epochs = epochs};
+  *p = (progress_t){.enabled = enabled,
+                    .steps = enabled && !quiet,
+                    .tty = isatty(STDOUT_FILENO) == 1,
+                    .log_every = log_every > 0 ? log_every : 100,
+                    .epochs = epochs};
 }
 
 void progress_close_line(progress_t *p) {

@@ -9,7 +9,7 @@
 
 typedef struct {
   bool enabled; /* rank 0 */
-  bool steps; /* per-step output too (not --quiet) */
+  bool steps;   /* per-step output too (not --quiet) */
   bool tty;
   bool open_line; /* a bar is drawn and its line not yet ended */
   int log_every;

@@ -7,8 +7,8 @@
 
 #include "error.h"
 
-train_status_t train_sampler_init(train_sampler_t *s, size_t dataset_size, int rank,
-                                  int nranks, uint64_t seed, bool shuffle, bool drop_last) {
+train_status_t train_sampler_init(train_sampler_t *s, size_t dataset_size, int rank, int nranks,
+                                  uint64_t seed, bool shuffle, bool drop_last) {
   memset(s, 0, sizeof *s);
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return train_error(TRAIN_ERR_INVALID, "sampler: rank %d of %d", rank, nranks);
@@ -21,15 +21,18 @@ train_status_t train_sampler_init(train_sampler_t *s, size_t dataset_size, int r
     return train_error(TRAIN_ERR_INVALID,
                        "sampler: %zu samples cannot give each of %d ranks one with drop-last",
                        dataset_size, nranks);
-  *s = (train_sampler_t){.dataset_size = dataset_size, .rank = rank, .nranks = nranks,
-                         .seed = seed, .shuffle = shuffle, .drop_last = drop_last,
+  *s = (train_sampler_t){.dataset_size = dataset_size,
+                         .rank = rank,
+                         .nranks = nranks,
+                         .seed = seed,
+                         .shuffle = shuffle,
+                         .drop_last = drop_last,
                          .num_samples = per_rank};
   s->indices = malloc(per_rank * sizeof *s->indices);
   s->perm = malloc(dataset_size * sizeof *s->perm);
   if (s->indices == NULL || s->perm == NULL) {
     train_sampler_free(s);
-    return train_error(TRAIN_ERR_NO_MEMORY, "sampler: cannot allocate %zu indices",
-                       dataset_size);
+    return train_error(TRAIN_ERR_NO_MEMORY, "sampler: cannot allocate %zu indices", dataset_size);
   }
   train_sampler_set_epoch(s, 0);
   return TRAIN_OK;

@@ -16,8 +16,13 @@ void train_config_defaults(train_config_t *cfg) {
       .epochs = 10,
       .batch = 64,
       .accumulate = 1,
-      .opt = {.kind = TRAIN_OPT_SGD, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f,
-              .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+      .opt = {.kind = TRAIN_OPT_SGD,
+              .lr = 0.05f,
+              .momentum = 0.9f,
+              .weight_decay = 0.0f,
+              .beta1 = 0.9f,
+              .beta2 = 0.999f,
+              .eps = 1e-8f},
       .lr_schedule = TRAIN_LR_COSINE,
       .seed = 42,
       .hidden = {256, 256},
@@ -206,8 +211,7 @@ static train_status_t resume(run_t *r) {
   train_status_t cst = train_ddp_broadcast(r->ddp, pos, 6, COLL_INT64);
   if (cst != TRAIN_OK) return cst;
   if (pos[0] != TRAIN_OK)
-    return r->rank == 0 ? st
-                        : train_error((train_status_t)pos[0], "rank 0 could not resume");
+    return r->rank == 0 ? st : train_error((train_status_t)pos[0], "rank 0 could not resume");
   if (!pos[1]) return TRAIN_OK;
   cst = train_ddp_broadcast_params(r->ddp);
   for (int i = 0; i < n_state && cst == TRAIN_OK; i++)
@@ -270,8 +274,8 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   }
   train_status_t fst = train_ddp_finish_sync(r->ddp, wait_s);
   if (st == TRAIN_OK) st = fst;
-  train_optimizer_set_lr(r->opt, train_lr_at(c->lr_schedule, c->opt.lr, r->global_step,
-                                             total_steps));
+  train_optimizer_set_lr(r->opt,
+                         train_lr_at(c->lr_schedule, c->opt.lr, r->global_step, total_steps));
   if (st == TRAIN_OK)
     st = train_optimizer_step(r->opt, train_model_params(r->model), train_model_grads(r->model));
   return st;
@@ -285,8 +289,10 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
   size_t shard = r->sampler.num_samples;
   uint64_t steps = c->drop_last ? shard / per_step : (shard + per_step - 1) / per_step;
   if (steps == 0)
-    return train_error(TRAIN_ERR_INVALID, "%zu samples per rank make no step of %zu (batch x "
-                       "accumulate) with --drop-last", shard, per_step);
+    return train_error(TRAIN_ERR_INVALID,
+                       "%zu samples per rank make no step of %zu (batch x "
+                       "accumulate) with --drop-last",
+                       shard, per_step);
   double total_time = 0.0, total_wait = 0.0, total_samples = 0.0;
   train_status_t st = TRAIN_OK;
   bool stop = false;
@@ -335,7 +341,8 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     if (stop) break; /* an interrupted epoch: no evaluation, position stays mid-epoch */
     r->step_in_epoch = 0;
     if (c->check_sync) {
-      uint64_t h = train_params_hash(train_model_params(r->model), train_model_param_count(r->model));
+      uint64_t h =
+          train_params_hash(train_model_params(r->model), train_model_param_count(r->model));
       st = train_ddp_check_sync(r->ddp, &h);
       if (st != TRAIN_OK) break;
     }
@@ -357,10 +364,11 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
   res->global_step = r->global_step;
   progress_close_line(&prog);
   if (r->rank == 0)
-    printf("done: %llu steps on %d rank%s, %.0f samples/s, waiting on communication %.1f%% "
-           "of step time\n",
-           (unsigned long long)r->global_step, r->world, r->world > 1 ? "s" : "",
-           res->samples_per_s, 100.0 * res->comm_share);
+    printf(
+        "done: %llu steps on %d rank%s, %.0f samples/s, waiting on communication %.1f%% "
+        "of step time\n",
+        (unsigned long long)r->global_step, r->world, r->world > 1 ? "s" : "", res->samples_per_s,
+        100.0 * res->comm_share);
   /* The final state, so that --resume after the end (or after --max-steps) continues. */
   return save_checkpoint(r);
 }
@@ -379,7 +387,8 @@ train_status_t train_run(const train_config_t *cfg, train_result_t *result) {
     st = train_ddp_check_sync(r.ddp, &h);
   }
   if (st == TRAIN_OK)
-    res.param_hash = train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
+    res.param_hash =
+        train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
   if (st != TRAIN_OK && r.own_comm && r.world > 1) {
     /* Peers blocked in a collective with us learn at once instead of at the timeout. */
     char msg[512];

@@ -20,7 +20,8 @@ START_TEST(sampler_shards_are_disjoint_equal_and_cover_the_data_set) {
     ck_assert_uint_eq(s[r].num_samples, 250);
     for (size_t k = 0; k < s[r].num_samples; k++) seen[s[r].indices[k]]++;
   }
-  for (size_t i = 0; i < n; i++) ck_assert_msg(seen[i] == 1, "sample %zu seen %d times", i, seen[i]);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(seen[i] == 1, "sample %zu seen %d times", i, seen[i]);
   free(seen);
   for (int r = 0; r < ranks; r++) train_sampler_free(&s[r]);
 }
@@ -155,8 +156,7 @@ START_TEST(idx_reader_rejects_truncated_corrupt_and_mismatched_files) {
 
   path_of(path, "cut.gz");
   synth_write_idx(path, 3, idims, pixels, sizeof pixels - 5, true);
-  expect_error(train_idx_read(path, 3, dims, &data, &bytes), TRAIN_ERR_FORMAT, path,
-               "truncated");
+  expect_error(train_idx_read(path, 3, dims, &data, &bytes), TRAIN_ERR_FORMAT, path, "truncated");
 
   path_of(path, "long");
   synth_write_idx(path, 3, idims, pixels, sizeof pixels, false);
@@ -174,8 +174,7 @@ START_TEST(idx_reader_rejects_truncated_corrupt_and_mismatched_files) {
   path_of(path, "huge");
   uint32_t hdims[3] = {0xffffffffu, 0xffffffffu, 2};
   synth_write_idx(path, 3, hdims, pixels, 0, false);
-  expect_error(train_idx_read(path, 3, dims, &data, &bytes), TRAIN_ERR_FORMAT, path,
-               "more than");
+  expect_error(train_idx_read(path, 3, dims, &data, &bytes), TRAIN_ERR_FORMAT, path, "more than");
 
   /* A gzip stream whose compressed bytes were damaged. */
   path_of(path, "damaged.gz");
@@ -222,8 +221,13 @@ START_TEST(checkpoint_round_trips_and_detects_corruption) {
   path_of(path, "ckpt");
   float params[5] = {1, 2, 3, 4, 5}, m[5] = {6, 7, 8, 9, 10}, v[5] = {11, 12, 13, 14, 15};
   float *state[2] = {m, v};
-  train_ckpt_header_t h = {.epoch = 3, .step_in_epoch = 7, .global_step = 100, .seed = 42,
-                           .opt_kind = TRAIN_OPT_ADAM, .opt_steps = 100, .n_layers = 1,
+  train_ckpt_header_t h = {.epoch = 3,
+                           .step_in_epoch = 7,
+                           .global_step = 100,
+                           .seed = 42,
+                           .opt_kind = TRAIN_OPT_ADAM,
+                           .opt_steps = 100,
+                           .n_layers = 1,
                            .dims = {4, 1}};
   ck_assert_int_eq(train_checkpoint_write(path, &h, params, 5, state, 2), 0);
   char tmp[4200];
@@ -265,8 +269,7 @@ START_TEST(checkpoint_round_trips_and_detects_corruption) {
   expect_error(train_checkpoint_read(path, &h2, p2, 5, state2, 2), TRAIN_ERR_FORMAT, path,
                "truncated");
   synth_write_raw(path, "not a checkpoint at all, really", 31);
-  expect_error(train_checkpoint_read(path, &h2, p2, 5, state2, 2), TRAIN_ERR_FORMAT, path,
-               "magic");
+  expect_error(train_checkpoint_read(path, &h2, p2, 5, state2, 2), TRAIN_ERR_FORMAT, path, "magic");
 }
 END_TEST
 

@@ -76,8 +76,10 @@ static int rank_main(int rank, int nranks, void *arg) {
   cfg.quiet = true;
   train_result_t res;
   train_status_t st = train_run(&cfg, &res);
-  if (st != TRAIN_OK) fprintf(stderr, "rank %d: %s\n", rank, train_last_error());
-  else if (res.global_step != (uint64_t)job->max_steps) st = TRAIN_ERR_INVALID;
+  if (st != TRAIN_OK)
+    fprintf(stderr, "rank %d: %s\n", rank, train_last_error());
+  else if (res.global_step != (uint64_t)job->max_steps)
+    st = TRAIN_ERR_INVALID;
   coll_comm_destroy(comm);
   return st == TRAIN_OK ? 0 : 20;
 }
@@ -122,8 +124,8 @@ START_TEST(four_ranks_of_16_match_one_rank_of_64_after_20_steps) {
   job_t one = {.batch = 64, .accumulate = 1, .max_steps = 20};
   run_job(1, &one, "one");
   /* Small buckets: three of them, launched while backward runs. */
-  job_t four = {.batch = 16, .accumulate = 1, .max_steps = 20, .bucket_mb = 0.001,
-                .check_sync = true};
+  job_t four = {
+      .batch = 16, .accumulate = 1, .max_steps = 20, .bucket_mb = 0.001, .check_sync = true};
   run_job(4, &four, "four");
   double d = rel_diff("four", "one");
   ck_assert_msg(d <= 1e-5, "relative parameter difference %g", d);
@@ -149,8 +151,12 @@ static void resume_matches_uninterrupted(int nranks, train_opt_kind_t opt) {
   job_t full = {.batch = 32, .accumulate = 1, .max_steps = 20, .opt = opt};
   run_job(nranks, &full, "full");
   /* Stop at step 10 (mid-epoch), checkpoints every 3 steps, then resume to 20. */
-  job_t first = {.batch = 32, .accumulate = 1, .max_steps = 10, .checkpoint_every = 3,
-                 .opt = opt, .evaluate = true};
+  job_t first = {.batch = 32,
+                 .accumulate = 1,
+                 .max_steps = 10,
+                 .checkpoint_every = 3,
+                 .opt = opt,
+                 .evaluate = true};
   run_job(nranks, &first, "part");
   job_t second = first;
   second.max_steps = 20;

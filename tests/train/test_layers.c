@@ -1,8 +1,8 @@
 /* Gradient checks of libtrain's layers and model against finite differences, and the
  * optimizers against hand-computed PyTorch steps. */
 #include <check.h>
-#include <stdio.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +18,7 @@ static void fill(train_rng_t *rng, float *v, size_t n, float scale) {
 }
 
 /* |a - b| <= atol + rtol |b| */
-static void assert_close(double a, double b, double atol, double rtol, const char *what,
-                         size_t i) {
+static void assert_close(double a, double b, double atol, double rtol, const char *what, size_t i) {
   ck_assert_msg(fabs(a - b) <= atol + rtol * fabs(b), "%s[%zu]: analytic %.7g vs numeric %.7g",
                 what, i, a, b);
 }
@@ -45,8 +44,8 @@ START_TEST(linear_gradients_match_finite_differences) {
   fill(&rng, b, OUT, 1.0f);
   fill(&rng, x, B * IN, 1.0f);
   fill(&rng, g, B * OUT, 1.0f);
-  train_layer_t l = {.kind = TRAIN_LAYER_LINEAR, .in = IN, .out = OUT, .w = w, .b = b, .dw = dw,
-                     .db = db};
+  train_layer_t l = {
+      .kind = TRAIN_LAYER_LINEAR, .in = IN, .out = OUT, .w = w, .b = b, .dw = dw, .db = db};
   ck_assert_int_eq(train_linear_forward(be, &l, x, B, y), 0);
   for (size_t i = 0; i < B; i++)
     for (size_t o = 0; o < OUT; o++) {
@@ -166,8 +165,7 @@ START_TEST(softmax_cross_entropy_is_stable_for_huge_logits) {
   ck_assert(isfinite(loss));
   ck_assert_double_eq_tol(loss, log(1.0 + exp(-1.0)) + 1.0, 1e-4);
   uint8_t bad = 3;
-  ck_assert_int_eq(train_softmax_xent(be, z, &bad, 1, 3, 1.0f, dz, &loss, NULL),
-                   TRAIN_ERR_INVALID);
+  ck_assert_int_eq(train_softmax_xent(be, z, &bad, 1, 3, 1.0f, dz, &loss, NULL), TRAIN_ERR_INVALID);
 }
 END_TEST
 
@@ -273,8 +271,8 @@ START_TEST(same_seed_gives_same_initialisation_within_pytorch_bounds) {
 END_TEST
 
 START_TEST(sgd_with_momentum_and_weight_decay_follows_pytorch) {
-  train_opt_config_t cfg = {.kind = TRAIN_OPT_SGD, .lr = 0.1f, .momentum = 0.9f,
-                            .weight_decay = 0.01f};
+  train_opt_config_t cfg = {
+      .kind = TRAIN_OPT_SGD, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f};
   train_optimizer_t *opt;
   ck_assert_int_eq(train_optimizer_create(be, &cfg, 1, &opt), 0);
   float p = 1.0f, g = 0.5f;
@@ -292,8 +290,8 @@ START_TEST(sgd_with_momentum_and_weight_decay_follows_pytorch) {
 END_TEST
 
 START_TEST(adam_steps_follow_pytorch) {
-  train_opt_config_t cfg = {.kind = TRAIN_OPT_ADAM, .lr = 0.01f, .beta1 = 0.9f,
-                            .beta2 = 0.999f, .eps = 1e-8f};
+  train_opt_config_t cfg = {
+      .kind = TRAIN_OPT_ADAM, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
   train_optimizer_t *opt;
   ck_assert_int_eq(train_optimizer_create(be, &cfg, 2, &opt), 0);
   ck_assert_int_eq(train_optimizer_state_count(opt), 2);
@@ -320,7 +318,8 @@ START_TEST(cosine_schedule_falls_from_lr_to_zero) {
   ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-7f);
   ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 100, 100), 0.0f, 1e-9f);
   ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 500, 100), 0.0f, 1e-9f);
-  ck_assert(train_lr_at(TRAIN_LR_COSINE, 0.1f, 30, 100) > train_lr_at(TRAIN_LR_COSINE, 0.1f, 31, 100));
+  ck_assert(train_lr_at(TRAIN_LR_COSINE, 0.1f, 30, 100) >
+            train_lr_at(TRAIN_LR_COSINE, 0.1f, 31, 100));
   ck_assert_float_eq(train_lr_at(TRAIN_LR_CONSTANT, 0.1f, 99, 100), 0.1f);
   train_lr_schedule_t s;
   ck_assert(train_lr_schedule_parse("cosine", &s) && s == TRAIN_LR_COSINE);
