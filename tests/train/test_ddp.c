@@ -221,11 +221,48 @@ START_TEST(check_sync_fails_loudly_when_ranks_diverge) {
 }
 END_TEST
 
+/* Bucket layout: whole layers, last layer first, closed at the size limit. */
+START_TEST(buckets_hold_whole_layers_in_reverse_order) {
+  train_backend_t *be;
+  train_model_t *m;
+  train_ddp_t *ddp;
+  size_t hidden[2] = {256, 256};
+  ck_assert_int_eq(train_backend_open(TRAIN_DEVICE_CPU, 1, 0, &be), 0);
+  ck_assert_int_eq(train_model_create(be, 784, hidden, 2, 10, 4, 1, &m), 0);
+  /* 25 MiB: the whole 1 MB model is one bucket. */
+  ck_assert_int_eq(train_ddp_create(NULL, m, 25u << 20, &ddp), 0);
+  ck_assert_int_eq(train_ddp_bucket_count(ddp), 1);
+  train_ddp_destroy(ddp);
+  /* 256 KiB: layer 3 (10 KB) plus layer 2 (263 KB) reach it and close the first bucket,
+   * layer 1 (804 KB) is the second. At 300 KB the first two stay open and take layer 1
+   * in too (as PyTorch: a bucket closes once it reaches the limit). */
+  ck_assert_int_eq(train_ddp_create(NULL, m, 256u << 10, &ddp), 0);
+  ck_assert_int_eq(train_ddp_bucket_count(ddp), 2);
+  train_ddp_destroy(ddp);
+  ck_assert_int_eq(train_ddp_create(NULL, m, 300000, &ddp), 0);
+  ck_assert_int_eq(train_ddp_bucket_count(ddp), 1);
+  train_ddp_destroy(ddp);
+  /* 1 byte: one bucket per layer. */
+  ck_assert_int_eq(train_ddp_create(NULL, m, 1, &ddp), 0);
+  ck_assert_int_eq(train_ddp_bucket_count(ddp), 3);
+  /* A step without communication still checks that backward announced every bucket. */
+  train_ddp_begin_sync(ddp);
+  ck_assert_int_eq(train_ddp_grad_ready(ddp, 10 * 257), 0);
+  double wait = 0.0;
+  ck_assert_int_eq(train_ddp_finish_sync(ddp, &wait), TRAIN_ERR_INVALID);
+  train_ddp_destroy(ddp);
+  ck_assert_int_eq(train_ddp_create(NULL, m, 0, &ddp), TRAIN_ERR_INVALID);
+  train_model_destroy(m);
+  train_backend_close(be);
+}
+END_TEST
+
 static Suite *ddp_suite(void) {
   Suite *s = suite_create("train_ddp");
   TCase *tc = tcase_create("ddp");
   tcase_add_checked_fixture(tc, ddp_setup, ddp_teardown);
   tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, buckets_hold_whole_layers_in_reverse_order);
   tcase_add_test(tc, four_ranks_of_16_match_one_rank_of_64_after_20_steps);
   tcase_add_test(tc, two_ranks_accumulating_two_match_one_rank_of_64);
   tcase_add_test(tc, resumed_single_rank_sgd_run_ends_with_the_same_parameters);
