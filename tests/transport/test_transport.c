@@ -29,12 +29,11 @@ typedef struct {
 
 /* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
 static int run_ranks(int n, mp_rank_fn fn, test_arg_t *arg, int timeout_ms) {
-  store_server_options_t opt = {.bind_addr = "127.0.0.1"};
-  store_server_t *server = NULL;
-  ck_assert_int_eq(store_server_start(&opt, &server), COLL_OK);
-  arg->job.port = store_server_port(server);
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  arg->job.port = store.port;
   int failed = mp_run(n, timeout_ms, fn, arg);
-  store_server_stop(server);
+  tp_store_stop(&store);
   return failed;
 }
 
@@ -221,7 +220,8 @@ static int mismatch_rank(int rank, int n, void *p) {
 }
 
 /* The victim starts sending 40 MiB and kills itself with SIGKILL once part of it moved;
- * the survivor, receiving, must get COLL_ERR_REMOTE (or a timeout) naming it, fast. */
+ * the survivor, expecting two such messages (so that a fast first transfer cannot hide
+ * the death), must get COLL_ERR_REMOTE (or a timeout) naming it, fast. */
 static int killed_rank(int rank, int n, void *p) {
   test_arg_t *arg = p;
   tp_rank_t t;
@@ -240,6 +240,7 @@ static int killed_rank(int rank, int n, void *p) {
   }
   transport_recv_t r = {.dst = buf, .len = len};
   RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
+  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post second recv");
   int64_t start = coll_now_ms();
   coll_status_t st = tp_drain(&t, 5000);
   int64_t took = coll_now_ms() - start;

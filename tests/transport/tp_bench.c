@@ -151,14 +151,10 @@ int main(int argc, char **argv) {
   arg.job.forced = argc > 1 ? argv[1] : "shm";
   if (argc > 2) arg.max_bytes = (size_t)atoi(argv[2]) << 20;
   if (argc > 3) arg.scale = atoi(argv[3]) > 0 ? atoi(argv[3]) : 1;
-  store_server_options_t opt = {.bind_addr = "127.0.0.1"};
-  store_server_t *server = NULL;
-  if (store_server_start(&opt, &server) != COLL_OK) {
-    fprintf(stderr, "store: %s\n", coll_last_error());
-    return 1;
-  }
-  arg.job.port = store_server_port(server);
+  tp_store_host_t store;
+  if (!tp_store_start(&store)) return 1;
+  arg.job.port = store.port;
   int failed = mp_run(2, 600000, bench_rank, &arg);
-  store_server_stop(server);
+  tp_store_stop(&store);
   return failed == 0 ? 0 : 1;
 }

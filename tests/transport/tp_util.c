@@ -1,11 +1,79 @@
 /* Helpers shared by the transport tests and the pairwise benchmark (see tp_util.h). */
 #include "tp_util.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+
+bool tp_store_start(tp_store_host_t *host) {
+  int port_pipe[2], stop_pipe[2];
+  if (pipe(port_pipe) != 0) return false;
+  if (pipe(stop_pipe) != 0) {
+    close(port_pipe[0]);
+    close(port_pipe[1]);
+    return false;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(port_pipe[0]);
+    close(stop_pipe[1]);
+    store_server_options_t opt = {.bind_addr = "127.0.0.1"};
+    store_server_t *server = NULL;
+    uint16_t port = 0;
+    if (store_server_start(&opt, &server) == COLL_OK) port = store_server_port(server);
+    else fprintf(stderr, "store helper: %s\n", coll_last_error());
+    if (write(port_pipe[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+    /* Serve until the test closes its end (or dies: the read sees EOF then too). */
+    char c;
+    while (port != 0 && read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    store_server_stop(server);
+    _exit(port != 0 ? 0 : 1);
+  }
+  close(port_pipe[1]);
+  close(stop_pipe[0]);
+  host->pid = pid;
+  host->stop_fd = stop_pipe[1];
+  host->port = 0;
+  ssize_t got = pid > 0 ? read(port_pipe[0], &host->port, sizeof host->port) : -1;
+  close(port_pipe[0]);
+  if (got != (ssize_t)sizeof host->port || host->port == 0) {
+    fprintf(stderr, "tp_store_start: no store server\n");
+    tp_store_stop(host);
+    return false;
+  }
+  return true;
+}
+
+void tp_store_stop(tp_store_host_t *host) {
+  if (host->stop_fd >= 0) close(host->stop_fd);
+  host->stop_fd = -1;
+  if (host->pid > 0) {
+    /* The helper exits at once; a bounded wait, then SIGKILL, never a hang. */
+    for (int i = 0; i < 500; i++) {
+      if (waitpid(host->pid, NULL, WNOHANG) == host->pid) {
+        host->pid = 0;
+        return;
+      }
+      struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+    }
+    kill(host->pid, SIGKILL);
+    waitpid(host->pid, NULL, 0);
+    host->pid = 0;
+  }
+}
 
 coll_status_t tp_open(const tp_job_t *job, int rank, int nranks, tp_rank_t *out) {
   memset(out, 0, sizeof *out);

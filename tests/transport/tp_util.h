@@ -27,6 +27,21 @@ typedef struct {
   uint64_t *sends_posted, *sends_done, *recvs_posted, *recvs_done; /* by peer */
 } tp_rank_t;
 
+/* A real store server (store_server_start) in a helper process. Why not a thread of the
+ * test process: forking rank processes while a server thread runs can copy a lock the
+ * thread holds (seen with ASan's allocator) and hang the child; a single-threaded test
+ * process forks safely. */
+typedef struct {
+  int pid;
+  int stop_fd; /* closing it stops the server */
+  uint16_t port;
+} tp_store_host_t;
+
+/* Start it; false (with a message on stderr) on failure. */
+bool tp_store_start(tp_store_host_t *host);
+/* Stop it and wait for the helper to exit. */
+void tp_store_stop(tp_store_host_t *host);
+
 /* Connect the store client and the transport set; COLL_OK or the connect status. */
 coll_status_t tp_open(const tp_job_t *job, int rank, int nranks, tp_rank_t *out);
 void tp_close(tp_rank_t *t);
