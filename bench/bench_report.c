@@ -19,7 +19,7 @@ double bench_median(double *v, int n) {
 }
 
 double bench_busbw_factor(int nranks) {
-  if (nranks <= 1) return 1.0;
+  if (nranks <= 0) return 0.0;
   return 2.0 * (nranks - 1) / nranks;
 }
 

@@ -44,7 +44,8 @@ typedef struct {
 
 /* Median of n samples (sorts v in place); 0 for n == 0. */
 double bench_median(double *v, int n);
-/* nccl-tests' all-reduce bus factor 2(n-1)/n (1 for a single rank, like nccl-tests). */
+/* nccl-tests' all-reduce bus factor 2(n-1)/n: 0 for a single rank (nothing crosses a
+ * link), 1 for two. */
 double bench_busbw_factor(int nranks);
 /* Fill time, algbw and busbw of r from the bytes and the time. */
 void bench_result_set(bench_result_t *r, size_t bytes, double time_us, int nranks);

@@ -51,7 +51,7 @@ def main():
               "max over ranks; busbw = algbw * 2(n-1)/n")
         print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s" %
               ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"))
-    factor = 2.0 * (size - 1) / size if size > 1 else 1.0
+    factor = 2.0 * (size - 1) / size
     nbytes = args.minbytes
     total, rows = 0.0, 0
     while nbytes <= args.maxbytes:
