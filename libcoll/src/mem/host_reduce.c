@@ -2,7 +2,6 @@
  * vectorises (this module is built at -O3, see meson.build), and the AVG division. */
 #include <stdint.h>
 
-#include "mem/half_inline.h"
 #include "mem/memops.h"
 
 /* Element-wise expressions on x (from a) and y (from b). Integer sum and product go
@@ -84,7 +83,7 @@ DEFINE_FLOAT_OPS(f64, double)
  * a or b exactly: each block is fully read before it is written. */
 enum { HALF_BLOCK = 256 };
 
-#define DEFINE_HALF_OPS(NAME, TO_FLOAT, FROM_FLOAT)                                     \
+#define DEFINE_HALF_OPS(NAME, TO_FLOAT_N, FROM_FLOAT_N)                                 \
   static void NAME##_apply(void *dst, const void *a, const void *b, size_t n,          \
                            void (*op)(void *, const void *, const void *, size_t)) {   \
     const uint16_t *pa = a, *pb = b;                                                   \
@@ -92,12 +91,10 @@ enum { HALF_BLOCK = 256 };
     float fa[HALF_BLOCK], fb[HALF_BLOCK];                                              \
     for (size_t base = 0; base < n; base += HALF_BLOCK) {                              \
       size_t len = n - base < HALF_BLOCK ? n - base : HALF_BLOCK;                      \
-      for (size_t i = 0; i < len; i++) {                                               \
-        fa[i] = TO_FLOAT(pa[base + i]);                                                \
-        fb[i] = TO_FLOAT(pb[base + i]);                                                \
-      }                                                                                \
+      TO_FLOAT_N(fa, pa + base, len);                                                  \
+      TO_FLOAT_N(fb, pb + base, len);                                                  \
       op(fa, fa, fb, len);                                                             \
-      for (size_t i = 0; i < len; i++) pd[base + i] = FROM_FLOAT(fa[i]);               \
+      FROM_FLOAT_N(pd + base, fa, len);                                                \
     }                                                                                  \
   }                                                                                    \
   static void NAME##_sum(void *d, const void *a, const void *b, size_t n) {            \
@@ -113,8 +110,8 @@ enum { HALF_BLOCK = 256 };
     NAME##_apply(d, a, b, n, f32_max);                                                 \
   }
 
-DEFINE_HALF_OPS(f16, half_to_float_inline, float_to_half_inline)
-DEFINE_HALF_OPS(bf16, bf16_to_float_inline, float_to_bf16_inline)
+DEFINE_HALF_OPS(f16, mem_half_to_float_n, mem_float_to_half_n)
+DEFINE_HALF_OPS(bf16, mem_bf16_to_float_n, mem_float_to_bf16_n)
 
 /* AVG sums here; the division happens once at the end (mem_host_finish_avg). */
 #define TABLE_ROW(NAME)                                                            \
