@@ -22,7 +22,18 @@
  *     buf[offset..] OP src_buf[src_offset..].
  *  5. For COLL_AVG the schedule sums; the executor divides OUTPUT by nranks at the end.
  *  6. All ranks must end with bit-identical OUTPUT: every element's final value is
- *     computed once, by one rank, and then copied. */
+ *     computed once, by one rank, and then copied.
+ *  7. (Reading of 2.) When one step holds several messages between the same two ranks,
+ *     "k-th" is in op order: both sides list them in the same order and the executor
+ *     posts each peer's sends and receives in op order.
+ *  8. Broadcast: the root reads INPUT and does not write its OUTPUT; the other ranks
+ *     receive into OUTPUT and forward from there (coll_broadcast passes its one buffer as
+ *     both). A LOCAL_COPY whose source and destination are the same memory (in-place
+ *     with one rank) is a no-op (memmove).
+ *  9. The built-in algorithms keep ranks in lock-step (a message's send and receive sit
+ *     at the same position in both ranks' sequences of time slots) and never put more
+ *     than segment_bytes in one op; the simulator (sim.h) checks pairing, hazards and
+ *     deadlock-freedom with rendezvous sends. */
 #ifndef COLL_ALGO_SCHEDULE_H
 #define COLL_ALGO_SCHEDULE_H
 
