@@ -269,6 +269,28 @@ START_TEST(hd_sends_two_p_minus_one_over_p_plus_the_fold) {
 }
 END_TEST
 
+START_TEST(no_message_is_larger_than_a_segment) {
+  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                      COLL_ALGO_MASTER};
+  for (size_t a = 0; a < 4; a++)
+    for (int kind = 0; kind < 2; kind++)
+      for (int n = 1; n <= 9; n += 2) {
+        sched_params_t p = {.collective = (coll_kind_t)kind, .count = 100003,
+                            .dtype = COLL_FLOAT64, .nranks = n, .segment_bytes = 4000};
+        for (int r = 0; r < n; r++) {
+          sched_t s;
+          p.rank = r;
+          ck_assert_int_eq(algo_build(algos[a], &p, &s), COLL_OK);
+          for (size_t i = 0; i < s.nops; i++)
+            if (s.ops[i].kind <= SCHED_RECV_REDUCE)
+              ck_assert_msg(s.ops[i].count <= 500, "algo %d kind %d n %d: %zu elements",
+                            (int)algos[a], kind, n, s.ops[i].count);
+          sched_free(&s);
+        }
+      }
+}
+END_TEST
+
 /* ---- the simulator catches broken schedules ---- */
 
 static void two_rank_params(sched_params_t *p, int rank) {
@@ -435,6 +457,7 @@ static Suite *algo_suite(void) {
   tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
   tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
   tcase_add_test(bytes, hd_sends_two_p_minus_one_over_p_plus_the_fold);
+  tcase_add_test(bytes, no_message_is_larger_than_a_segment);
   suite_add_tcase(s, bytes);
   TCase *sim = tcase_create("simulator");
   tcase_add_test(sim, simulator_reports_a_deadlock);
