@@ -14,24 +14,24 @@
 
 size_t test_dtype_size(coll_dtype_t t) {
   static const size_t sizes[COLL_DTYPE_COUNT] = {
-      [COLL_INT8] = 1,    [COLL_UINT8] = 1,    [COLL_INT32] = 4,   [COLL_UINT32] = 4,
-      [COLL_INT64] = 8,   [COLL_UINT64] = 8,   [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
+      [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,   [COLL_UINT32] = 4,
+      [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
       [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
   };
   return sizes[t];
 }
 
 static const char *const algo_names[] = {"auto", "ring", "tree", "hd", "master"};
-static const char *const dtype_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                                          "uint64",  "float16",  "bfloat16", "float32", "float64"};
+static const char *const dtype_names[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                          "uint64", "float16", "bfloat16", "float32", "float64"};
 static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 
 const char *case_name(const run_case_t *c) {
   static _Thread_local char buf[200];
-  snprintf(buf, sizeof buf, "%s %s n=%d count=%zu %s %s %s seg=%zu root=%d",
-           algo_names[c->algo], c->collective == COLL_KIND_BROADCAST ? "broadcast" : "allreduce",
-           c->nranks, c->count, dtype_names[c->dtype], op_names[c->op],
-           c->in_place ? "in-place" : "out-of-place", c->segment_bytes, c->root);
+  snprintf(buf, sizeof buf, "%s %s n=%d count=%zu %s %s %s seg=%zu root=%d", algo_names[c->algo],
+           c->collective == COLL_KIND_BROADCAST ? "broadcast" : "allreduce", c->nranks, c->count,
+           dtype_names[c->dtype], op_names[c->op], c->in_place ? "in-place" : "out-of-place",
+           c->segment_bytes, c->root);
   return buf;
 }
 
@@ -57,32 +57,57 @@ static double float_value(int r, size_t i, coll_op_t op) {
 
 static void store(void *buf, size_t i, coll_dtype_t t, double v, uint64_t bits) {
   switch (t) {
-    case COLL_FLOAT16: ((uint16_t *)buf)[i] = mem_float_to_half((float)v); break;
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v); break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case COLL_FLOAT64: ((double *)buf)[i] = v; break;
-    default: memcpy((char *)buf + i * test_dtype_size(t), &bits, test_dtype_size(t));
+    case COLL_FLOAT16:
+      ((uint16_t *)buf)[i] = mem_float_to_half((float)v);
+      break;
+    case COLL_BFLOAT16:
+      ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v);
+      break;
+    case COLL_FLOAT32:
+      ((float *)buf)[i] = (float)v;
+      break;
+    case COLL_FLOAT64:
+      ((double *)buf)[i] = v;
+      break;
+    default:
+      memcpy((char *)buf + i * test_dtype_size(t), &bits, test_dtype_size(t));
   }
 }
 
 static double load_f(const void *buf, size_t i, coll_dtype_t t) {
   switch (t) {
-    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32: return ((const float *)buf)[i];
-    default: return ((const double *)buf)[i];
+    case COLL_FLOAT16:
+      return mem_half_to_float(((const uint16_t *)buf)[i]);
+    case COLL_BFLOAT16:
+      return mem_bf16_to_float(((const uint16_t *)buf)[i]);
+    case COLL_FLOAT32:
+      return ((const float *)buf)[i];
+    default:
+      return ((const double *)buf)[i];
   }
 }
 
 /* Integer element as (wrapped unsigned bits, signed value). */
 static void load_i(const void *buf, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
   switch (t) {
-    case COLL_INT8: *s = ((const int8_t *)buf)[i]; break;
-    case COLL_UINT8: *s = ((const uint8_t *)buf)[i]; break;
-    case COLL_INT32: *s = ((const int32_t *)buf)[i]; break;
-    case COLL_UINT32: *s = ((const uint32_t *)buf)[i]; break;
-    case COLL_INT64: *s = ((const int64_t *)buf)[i]; break;
-    default: *s = (int64_t)((const uint64_t *)buf)[i]; break;
+    case COLL_INT8:
+      *s = ((const int8_t *)buf)[i];
+      break;
+    case COLL_UINT8:
+      *s = ((const uint8_t *)buf)[i];
+      break;
+    case COLL_INT32:
+      *s = ((const int32_t *)buf)[i];
+      break;
+    case COLL_UINT32:
+      *s = ((const uint32_t *)buf)[i];
+      break;
+    case COLL_INT64:
+      *s = ((const int64_t *)buf)[i];
+      break;
+    default:
+      *s = (int64_t)((const uint64_t *)buf)[i];
+      break;
   }
   *u = (uint64_t)*s;
 }
@@ -105,8 +130,12 @@ static uint64_t int_reference(void *const *inputs, size_t i, const run_case_t *c
     }
     switch (c->op) {
       case COLL_SUM:
-      case COLL_AVG: acc += u; break;
-      case COLL_PROD: acc *= u; break;
+      case COLL_AVG:
+        acc += u;
+        break;
+      case COLL_PROD:
+        acc *= u;
+        break;
       case COLL_MIN:
         if (is_signed(c->dtype) ? s < sacc : u < acc) acc = u, sacc = s;
         break;
@@ -141,10 +170,18 @@ static void check_allreduce_element(void *const *inputs, const void *out, size_t
     }
     switch (c->op) {
       case COLL_SUM:
-      case COLL_AVG: ref += v, mag += fabs(v); break;
-      case COLL_PROD: ref *= v, mag *= fabs(v); break;
-      case COLL_MIN: ref = v < ref ? v : ref; break;
-      default: ref = v > ref ? v : ref; break;
+      case COLL_AVG:
+        ref += v, mag += fabs(v);
+        break;
+      case COLL_PROD:
+        ref *= v, mag *= fabs(v);
+        break;
+      case COLL_MIN:
+        ref = v < ref ? v : ref;
+        break;
+      default:
+        ref = v > ref ? v : ref;
+        break;
     }
   }
   if (c->op == COLL_AVG) ref /= c->nranks, mag /= c->nranks;
@@ -157,8 +194,8 @@ static void check_allreduce_element(void *const *inputs, const void *out, size_t
   double tol = (c->op == COLL_MIN || c->op == COLL_MAX) ? 0 : eps * (c->nranks + 1) * mag;
   double got = load_f(out, i, c->dtype);
   if (!(fabs(got - ref) <= tol))
-    ck_abort_msg("%s: element %zu is %.17g, reference %.17g (tolerance %.3g)", case_name(c), i,
-                 got, ref, tol);
+    ck_abort_msg("%s: element %zu is %.17g, reference %.17g (tolerance %.3g)", case_name(c), i, got,
+                 ref, tol);
 }
 
 void check_case(const run_case_t *c, sim_result_t *res_out) {
@@ -182,9 +219,16 @@ void check_case(const run_case_t *c, sim_result_t *res_out) {
       memset(outputs[r], 0xA5, bytes); /* garbage the schedule must overwrite */
     }
   }
-  sched_params_t p = {.collective = c->collective, .count = c->count, .dtype = c->dtype,
-                      .nranks = n, .root = c->root, .segment_bytes = c->segment_bytes};
-  sim_config_t cfg = {.dtype = c->dtype, .op = c->op, .inputs = inputs, .outputs = outputs,
+  sched_params_t p = {.collective = c->collective,
+                      .count = c->count,
+                      .dtype = c->dtype,
+                      .nranks = n,
+                      .root = c->root,
+                      .segment_bytes = c->segment_bytes};
+  sim_config_t cfg = {.dtype = c->dtype,
+                      .op = c->op,
+                      .inputs = inputs,
+                      .outputs = outputs,
                       .record_events = res_out != NULL};
   sim_result_t res;
   coll_status_t st = sim_run_algo(c->algo, &p, &cfg, &res);

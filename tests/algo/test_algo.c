@@ -21,9 +21,9 @@ static const struct {
   coll_dtype_t dtype;
   coll_op_t op;
 } type_ops[] = {
-    {COLL_FLOAT32, COLL_SUM}, {COLL_INT32, COLL_SUM},     {COLL_INT64, COLL_PROD},
-    {COLL_UINT8, COLL_MAX},   {COLL_FLOAT16, COLL_SUM},   {COLL_BFLOAT16, COLL_MIN},
-    {COLL_FLOAT64, COLL_AVG}, {COLL_INT8, COLL_MIN},      {COLL_UINT32, COLL_AVG},
+    {COLL_FLOAT32, COLL_SUM}, {COLL_INT32, COLL_SUM},    {COLL_INT64, COLL_PROD},
+    {COLL_UINT8, COLL_MAX},   {COLL_FLOAT16, COLL_SUM},  {COLL_BFLOAT16, COLL_MIN},
+    {COLL_FLOAT64, COLL_AVG}, {COLL_INT8, COLL_MIN},     {COLL_UINT32, COLL_AVG},
     {COLL_UINT64, COLL_SUM},  {COLL_FLOAT32, COLL_PROD},
 };
 enum { NTYPE_OPS = sizeof type_ops / sizeof type_ops[0] };
@@ -38,9 +38,13 @@ START_TEST(allreduce_matches_reference_for_every_algorithm_and_rank_count) {
     for (size_t ti = 0; ti < NTYPE_OPS; ti++)
       for (int in_place = 0; in_place < 2; in_place++)
         for (size_t si = 0; si < 2; si++) {
-          run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = n,
-                          .count = counts[ci], .dtype = type_ops[ti].dtype,
-                          .op = type_ops[ti].op, .in_place = in_place,
+          run_case_t c = {.algo = algo,
+                          .collective = COLL_KIND_ALL_REDUCE,
+                          .nranks = n,
+                          .count = counts[ci],
+                          .dtype = type_ops[ti].dtype,
+                          .op = type_ops[ti].op,
+                          .in_place = in_place,
                           .segment_bytes = segments[si]};
           check_case(&c, NULL);
         }
@@ -53,13 +57,22 @@ START_TEST(allreduce_of_a_large_uneven_count_matches_reference) {
   coll_algo_t algo = allreduce_algos[_i];
   static const int ns[] = {3, 8};
   for (int k = 0; k < 2; k++) {
-    run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = ns[k],
-                    .count = (1u << 20) + 3, .dtype = COLL_FLOAT32, .op = COLL_SUM,
-                    .in_place = k, .segment_bytes = k ? 100000 : 0};
+    run_case_t c = {.algo = algo,
+                    .collective = COLL_KIND_ALL_REDUCE,
+                    .nranks = ns[k],
+                    .count = (1u << 20) + 3,
+                    .dtype = COLL_FLOAT32,
+                    .op = COLL_SUM,
+                    .in_place = k,
+                    .segment_bytes = k ? 100000 : 0};
     check_case(&c, NULL);
   }
-  run_case_t c = {.algo = algo, .collective = COLL_KIND_ALL_REDUCE, .nranks = 5,
-                  .count = (1u << 20) + 3, .dtype = COLL_INT32, .op = COLL_SUM};
+  run_case_t c = {.algo = algo,
+                  .collective = COLL_KIND_ALL_REDUCE,
+                  .nranks = 5,
+                  .count = (1u << 20) + 3,
+                  .dtype = COLL_INT32,
+                  .op = COLL_SUM};
   check_case(&c, NULL);
 }
 END_TEST
@@ -74,10 +87,15 @@ START_TEST(broadcast_delivers_the_roots_data_from_every_root) {
     for (size_t ci = 0; ci < 5; ci++)
       for (int in_place = 0; in_place < 2; in_place++) {
         if (ci == 4 && root > 1) continue; /* the big count from two roots is enough */
-        run_case_t c = {.algo = algo, .collective = COLL_KIND_BROADCAST, .nranks = n,
-                        .count = counts[ci], .dtype = ci % 2 ? COLL_FLOAT32 : COLL_UINT8,
-                        .op = COLL_SUM, .in_place = in_place,
-                        .segment_bytes = in_place ? 0 : 40, .root = root};
+        run_case_t c = {.algo = algo,
+                        .collective = COLL_KIND_BROADCAST,
+                        .nranks = n,
+                        .count = counts[ci],
+                        .dtype = ci % 2 ? COLL_FLOAT32 : COLL_UINT8,
+                        .op = COLL_SUM,
+                        .in_place = in_place,
+                        .segment_bytes = in_place ? 0 : 40,
+                        .root = root};
         check_case(&c, NULL);
       }
 }
@@ -91,25 +109,33 @@ START_TEST(allreduce_is_exact_for_every_rank_count_up_to_forty) {
     size_t counts[] = {(size_t)n - 1, (size_t)n, (size_t)n + 1, 3 * (size_t)n + 2, 101};
     for (size_t ci = 0; ci < 5; ci++)
       for (int in_place = 0; in_place < 2; in_place++) {
-        run_case_t c = {.algo = allreduce_algos[a], .collective = COLL_KIND_ALL_REDUCE,
-                        .nranks = n, .count = counts[ci], .dtype = COLL_INT32,
-                        .op = in_place ? COLL_SUM : COLL_MAX, .in_place = in_place,
+        run_case_t c = {.algo = allreduce_algos[a],
+                        .collective = COLL_KIND_ALL_REDUCE,
+                        .nranks = n,
+                        .count = counts[ci],
+                        .dtype = COLL_INT32,
+                        .op = in_place ? COLL_SUM : COLL_MAX,
+                        .in_place = in_place,
                         .segment_bytes = ci % 2 ? 8 : 0};
         check_case(&c, NULL);
       }
-    run_case_t b = {.algo = allreduce_algos[a], .collective = COLL_KIND_BROADCAST,
-                    .nranks = n, .count = 37, .dtype = COLL_INT32, .op = COLL_SUM,
-                    .segment_bytes = 8, .root = n - 1};
+    run_case_t b = {.algo = allreduce_algos[a],
+                    .collective = COLL_KIND_BROADCAST,
+                    .nranks = n,
+                    .count = 37,
+                    .dtype = COLL_INT32,
+                    .op = COLL_SUM,
+                    .segment_bytes = 8,
+                    .root = n - 1};
     check_case(&b, NULL);
   }
 }
 END_TEST
 
 /* Bytes sent per rank, from a dry run of the simulator (no data). */
-static sim_result_t dry_run(coll_algo_t algo, coll_kind_t kind, int n, size_t count,
-                            int root) {
-  sched_params_t p = {.collective = kind, .count = count, .dtype = COLL_FLOAT32,
-                      .nranks = n, .root = root};
+static sim_result_t dry_run(coll_algo_t algo, coll_kind_t kind, int n, size_t count, int root) {
+  sched_params_t p = {
+      .collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n, .root = root};
   sim_config_t cfg = {.dtype = COLL_FLOAT32, .op = COLL_SUM};
   sim_result_t res;
   coll_status_t st = sim_run_algo(algo, &p, &cfg, &res);
@@ -275,8 +301,11 @@ START_TEST(no_message_is_larger_than_a_segment) {
   for (size_t a = 0; a < 4; a++)
     for (int kind = 0; kind < 2; kind++)
       for (int n = 1; n <= 9; n += 2) {
-        sched_params_t p = {.collective = (coll_kind_t)kind, .count = 100003,
-                            .dtype = COLL_FLOAT64, .nranks = n, .segment_bytes = 4000};
+        sched_params_t p = {.collective = (coll_kind_t)kind,
+                            .count = 100003,
+                            .dtype = COLL_FLOAT64,
+                            .nranks = n,
+                            .segment_bytes = 4000};
         for (int r = 0; r < n; r++) {
           sched_t s;
           p.rank = r;
@@ -294,8 +323,11 @@ END_TEST
 /* ---- the simulator catches broken schedules ---- */
 
 static void two_rank_params(sched_params_t *p, int rank) {
-  *p = (sched_params_t){.collective = COLL_KIND_ALL_REDUCE, .count = 8,
-                        .dtype = COLL_INT32, .rank = rank, .nranks = 2};
+  *p = (sched_params_t){.collective = COLL_KIND_ALL_REDUCE,
+                        .count = 8,
+                        .dtype = COLL_INT32,
+                        .rank = rank,
+                        .nranks = 2};
 }
 
 START_TEST(simulator_reports_a_deadlock) {
@@ -379,8 +411,12 @@ START_TEST(simulator_reports_hazards_and_out_of_bounds_ops) {
 END_TEST
 
 START_TEST(simulator_records_every_executed_op) {
-  run_case_t c = {.algo = COLL_ALGO_RING, .collective = COLL_KIND_ALL_REDUCE, .nranks = 3,
-                  .count = 6, .dtype = COLL_INT32, .op = COLL_SUM};
+  run_case_t c = {.algo = COLL_ALGO_RING,
+                  .collective = COLL_KIND_ALL_REDUCE,
+                  .nranks = 3,
+                  .count = 6,
+                  .dtype = COLL_INT32,
+                  .op = COLL_SUM};
   sim_result_t res;
   check_case(&c, &res);
   /* 3 ranks x 4 steps x (send + recv), each op recorded once; rounds = 4 steps. */
@@ -404,8 +440,11 @@ END_TEST
 
 START_TEST(algo_build_rejects_bad_parameters) {
   sched_t s;
-  sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE, .count = 4, .dtype = COLL_FLOAT32,
-                      .rank = 0, .nranks = 2};
+  sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE,
+                      .count = 4,
+                      .dtype = COLL_FLOAT32,
+                      .rank = 0,
+                      .nranks = 2};
   ck_assert_int_eq(algo_build(COLL_ALGO_AUTO, &p, &s), COLL_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(algo_build(COLL_ALGO_COUNT, &p, &s), COLL_ERR_INVALID_ARGUMENT);
   p.rank = 2;
@@ -436,8 +475,8 @@ static Suite *algo_suite(void) {
   Suite *s = suite_create("algo");
   TCase *results = tcase_create("results");
   tcase_set_timeout(results, 120);
-  tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count,
-                      0, NALGOS * NRANK_COUNTS);
+  tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
+                      NALGOS * NRANK_COUNTS);
   tcase_add_loop_test(results, allreduce_is_exact_for_every_rank_count_up_to_forty, 1, 41);
   suite_add_tcase(s, results);
   TCase *large = tcase_create("large");

@@ -9,8 +9,7 @@
 #include "algo/sim.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
-  return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32,
-                          .nranks = n};
+  return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};
 }
 
 START_TEST(predictions_grow_with_the_message_size) {
@@ -77,14 +76,15 @@ START_TEST(selection_prefers_few_steps_for_small_and_ring_for_large_messages) {
       ck_assert_msg(n == 2 || s == COLL_ALGO_HD, "n=%d small picked %d", n, s);
       /* At 32 ranks ring's 2(n-1) steps per segment start to cost more than the tree's
        * extra bytes (tcp): either is a sound choice there. */
-      ck_assert_msg(l == COLL_ALGO_RING || (n >= 32 && l == COLL_ALGO_TREE),
-                    "n=%d large picked %d", n, l);
+      ck_assert_msg(l == COLL_ALGO_RING || (n >= 32 && l == COLL_ALGO_TREE), "n=%d large picked %d",
+                    n, l);
       ck_assert(algo_predict(s, &small, c) <= algo_predict(COLL_ALGO_RING, &small, c));
       ck_assert(algo_predict(COLL_ALGO_MASTER, &large, c) >
                 algo_predict(COLL_ALGO_RING, &large, c));
       sched_params_t bsmall = params(COLL_KIND_BROADCAST, n, 2);
       sched_params_t blarge = params(COLL_KIND_BROADCAST, n, (size_t)64 << 20);
-      ck_assert_int_eq(algo_select(&bsmall, c), n == 2 ? COLL_ALGO_RING : COLL_ALGO_TREE); /* n = 2: a tie */
+      ck_assert_int_eq(algo_select(&bsmall, c),
+                       n == 2 ? COLL_ALGO_RING : COLL_ALGO_TREE); /* n = 2: a tie */
       ck_assert_int_eq(algo_select(&blarge, c), n == 2 ? COLL_ALGO_TREE : COLL_ALGO_RING);
     }
   }

@@ -9,8 +9,8 @@
 #include "mem/memops.h"
 
 static const size_t dtype_sizes[COLL_DTYPE_COUNT] = {
-    [COLL_INT8] = 1,    [COLL_UINT8] = 1,    [COLL_INT32] = 4,   [COLL_UINT32] = 4,
-    [COLL_INT64] = 8,   [COLL_UINT64] = 8,   [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
+    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,   [COLL_UINT32] = 4,
+    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
     [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
 };
 
@@ -27,11 +27,16 @@ static uint64_t ref_int(uint64_t ux, uint64_t uy, int64_t sx, int64_t sy, int is
                         coll_op_t op) {
   switch (op) {
     case COLL_SUM:
-    case COLL_AVG: return ux + uy;
-    case COLL_PROD: return ux * uy;
-    case COLL_MIN: return is_signed ? (sx < sy ? ux : uy) : (ux < uy ? ux : uy);
-    case COLL_MAX: return is_signed ? (sx > sy ? ux : uy) : (ux > uy ? ux : uy);
-    default: return 0;
+    case COLL_AVG:
+      return ux + uy;
+    case COLL_PROD:
+      return ux * uy;
+    case COLL_MIN:
+      return is_signed ? (sx < sy ? ux : uy) : (ux < uy ? ux : uy);
+    case COLL_MAX:
+      return is_signed ? (sx > sy ? ux : uy) : (ux > uy ? ux : uy);
+    default:
+      return 0;
   }
 }
 
@@ -39,35 +44,58 @@ static uint64_t ref_int(uint64_t ux, uint64_t uy, int64_t sx, int64_t sy, int is
 static double ref_float(double x, double y, coll_op_t op) {
   switch (op) {
     case COLL_SUM:
-    case COLL_AVG: return x + y;
-    case COLL_PROD: return x * y;
-    case COLL_MIN: return (isnan(x) || isnan(y)) ? NAN : (x < y ? x : y);
-    case COLL_MAX: return (isnan(x) || isnan(y)) ? NAN : (x > y ? x : y);
-    default: return 0;
+    case COLL_AVG:
+      return x + y;
+    case COLL_PROD:
+      return x * y;
+    case COLL_MIN:
+      return (isnan(x) || isnan(y)) ? NAN : (x < y ? x : y);
+    case COLL_MAX:
+      return (isnan(x) || isnan(y)) ? NAN : (x > y ? x : y);
+    default:
+      return 0;
   }
 }
 
 /* Element i of a buffer as (unsigned bits, signed value) or as a double. */
 static void load_int(const void *p, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
   switch (t) {
-    case COLL_INT8: *s = ((const int8_t *)p)[i]; break;
-    case COLL_UINT8: *s = ((const uint8_t *)p)[i]; break;
-    case COLL_INT32: *s = ((const int32_t *)p)[i]; break;
-    case COLL_UINT32: *s = ((const uint32_t *)p)[i]; break;
-    case COLL_INT64: *s = ((const int64_t *)p)[i]; break;
-    case COLL_UINT64: *s = (int64_t)((const uint64_t *)p)[i]; break;
-    default: *s = 0;
+    case COLL_INT8:
+      *s = ((const int8_t *)p)[i];
+      break;
+    case COLL_UINT8:
+      *s = ((const uint8_t *)p)[i];
+      break;
+    case COLL_INT32:
+      *s = ((const int32_t *)p)[i];
+      break;
+    case COLL_UINT32:
+      *s = ((const uint32_t *)p)[i];
+      break;
+    case COLL_INT64:
+      *s = ((const int64_t *)p)[i];
+      break;
+    case COLL_UINT64:
+      *s = (int64_t)((const uint64_t *)p)[i];
+      break;
+    default:
+      *s = 0;
   }
   *u = (uint64_t)*s;
 }
 
 static double load_float(const void *p, size_t i, coll_dtype_t t) {
   switch (t) {
-    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)p)[i]);
-    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)p)[i]);
-    case COLL_FLOAT32: return ((const float *)p)[i];
-    case COLL_FLOAT64: return ((const double *)p)[i];
-    default: return 0;
+    case COLL_FLOAT16:
+      return mem_half_to_float(((const uint16_t *)p)[i]);
+    case COLL_BFLOAT16:
+      return mem_bf16_to_float(((const uint16_t *)p)[i]);
+    case COLL_FLOAT32:
+      return ((const float *)p)[i];
+    case COLL_FLOAT64:
+      return ((const double *)p)[i];
+    default:
+      return 0;
   }
 }
 
@@ -82,8 +110,7 @@ static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, col
     int64_t sx, sy;
     load_int(a, i, t, &ux, &sx);
     load_int(b, i, t, &uy, &sy);
-    uint64_t r = ref_int(ux, uy, sx, sy, t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64,
-                         op);
+    uint64_t r = ref_int(ux, uy, sx, sy, t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64, op);
     memcpy(out, &r, dtype_sizes[t]); /* little-endian: the low bytes */
     return;
   }
@@ -91,10 +118,21 @@ static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, col
   uint16_t h;
   float f;
   switch (t) {
-    case COLL_FLOAT16: h = mem_float_to_half((float)r); memcpy(out, &h, 2); break;
-    case COLL_BFLOAT16: h = mem_float_to_bf16((float)r); memcpy(out, &h, 2); break;
-    case COLL_FLOAT32: f = (float)r; memcpy(out, &f, 4); break;
-    default: memcpy(out, &r, 8); break;
+    case COLL_FLOAT16:
+      h = mem_float_to_half((float)r);
+      memcpy(out, &h, 2);
+      break;
+    case COLL_BFLOAT16:
+      h = mem_float_to_bf16((float)r);
+      memcpy(out, &h, 2);
+      break;
+    case COLL_FLOAT32:
+      f = (float)r;
+      memcpy(out, &f, 4);
+      break;
+    default:
+      memcpy(out, &r, 8);
+      break;
   }
 }
 
@@ -109,11 +147,21 @@ static void fill(void *p, size_t n, coll_dtype_t t, uint64_t seed) {
     if (i % 89 == 7) v = -0.0;
     if (i % 83 == 3) v = NAN;
     switch (t) {
-      case COLL_FLOAT16: ((uint16_t *)p)[i] = mem_float_to_half((float)v); break;
-      case COLL_BFLOAT16: ((uint16_t *)p)[i] = mem_float_to_bf16((float)v); break;
-      case COLL_FLOAT32: ((float *)p)[i] = (float)v; break;
-      case COLL_FLOAT64: ((double *)p)[i] = v; break;
-      default: memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]); break;
+      case COLL_FLOAT16:
+        ((uint16_t *)p)[i] = mem_float_to_half((float)v);
+        break;
+      case COLL_BFLOAT16:
+        ((uint16_t *)p)[i] = mem_float_to_bf16((float)v);
+        break;
+      case COLL_FLOAT32:
+        ((float *)p)[i] = (float)v;
+        break;
+      case COLL_FLOAT64:
+        ((double *)p)[i] = v;
+        break;
+      default:
+        memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
+        break;
     }
   }
 }
@@ -285,7 +333,7 @@ START_TEST(half_conversions_round_to_nearest_even) {
   ck_assert_uint_eq(mem_float_to_half(0x1p-24f), 0x0001);
   ck_assert_uint_eq(mem_float_to_half(0x1p-25f), 0x0000);
   ck_assert_uint_eq(mem_float_to_half(0x1.000002p-25f), 0x0001);
-  ck_assert_uint_eq(mem_float_to_half(0x3p-25f), 0x0002); /* tie 1.5 units -> 2 (even) */
+  ck_assert_uint_eq(mem_float_to_half(0x3p-25f), 0x0002);        /* tie 1.5 units -> 2 (even) */
   ck_assert_uint_eq(mem_float_to_half(1.0f + 0x1p-11f), 0x3C00); /* tie -> even */
   ck_assert_uint_eq(mem_float_to_half(1.0f + 0x3p-11f), 0x3C02);
   ck_assert_uint_eq(mem_float_to_half(-0.0f), 0x8000);

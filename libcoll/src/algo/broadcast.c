@@ -36,8 +36,8 @@ coll_status_t algo_chain_broadcast(const sched_params_t *p, sched_t *s) {
     if (st == COLL_OK && v + 1 < n && t >= (size_t)v && t - (size_t)v < nseg) {
       size_t j = t - (size_t)v, off = j * seg;
       size_t len = p->count - off < seg ? p->count - off : seg;
-      st = sched_send(s, real_rank(p, v + 1), v == 0 ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT,
-                      off, len);
+      st =
+          sched_send(s, real_rank(p, v + 1), v == 0 ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT, off, len);
     }
     /* Receive segment t - v + 1 from v - 1. */
     if (st == COLL_OK && v > 0 && t + 1 >= (size_t)v && t + 1 - (size_t)v < nseg) {

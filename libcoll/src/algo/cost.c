@@ -32,10 +32,10 @@
  *    work -> alpha 12 us; one stream carries ~5.4 GB/s -> beta 1 / 5.4 GB/s.
  *  - gamma, both: a[i] += b[i] runs at ~26 GB/s counting 3 bytes of traffic per byte
  *    reduced -> 1 / 8.7 GB/s. */
-const algo_cost_t algo_cost_shm_default = {.alpha = 1.5e-6, .beta = 1.0 / 6.0e9,
-                                           .gamma = 1.0 / 8.7e9};
-const algo_cost_t algo_cost_tcp_default = {.alpha = 12e-6, .beta = 1.0 / 5.4e9,
-                                           .gamma = 1.0 / 8.7e9};
+const algo_cost_t algo_cost_shm_default = {
+    .alpha = 1.5e-6, .beta = 1.0 / 6.0e9, .gamma = 1.0 / 8.7e9};
+const algo_cost_t algo_cost_tcp_default = {
+    .alpha = 12e-6, .beta = 1.0 / 5.4e9, .gamma = 1.0 / 8.7e9};
 
 static double log2_ceil(int n) {
   int k = 0;
@@ -80,7 +80,8 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
       double nseg = fmax(1.0, ceil(S / seg));
       return n * nseg * c->alpha + 2.0 * (n - 1) * S * c->beta + (n - 1) * S * c->gamma;
     }
-    default: return INFINITY;
+    default:
+      return INFINITY;
   }
 }
 
@@ -91,17 +92,20 @@ static double broadcast_cost(coll_algo_t algo, const sched_params_t *p, const al
   double seg = fmin((double)algo_segment_elems(p) * esize, S);
   double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
   switch (algo) {
-    case COLL_ALGO_RING: return (nseg + n - 2) * (c->alpha + seg * c->beta);
+    case COLL_ALGO_RING:
+      return (nseg + n - 2) * (c->alpha + seg * c->beta);
     case COLL_ALGO_TREE:
-    case COLL_ALGO_HD: return log2_ceil(n) * (c->alpha + S * c->beta);
-    case COLL_ALGO_MASTER: return nseg * c->alpha + (n - 1) * S * c->beta;
-    default: return INFINITY;
+    case COLL_ALGO_HD:
+      return log2_ceil(n) * (c->alpha + S * c->beta);
+    case COLL_ALGO_MASTER:
+      return nseg * c->alpha + (n - 1) * S * c->beta;
+    default:
+      return INFINITY;
   }
 }
 
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
-  if (p == NULL || c == NULL || p->nranks < 1 || algo_elem_size(p->dtype) == 0)
-    return INFINITY;
+  if (p == NULL || c == NULL || p->nranks < 1 || algo_elem_size(p->dtype) == 0) return INFINITY;
   if (p->count == 0) return 0.0;
   if (p->nranks == 1) /* one local copy */
     return (double)p->count * (double)algo_elem_size(p->dtype) * c->gamma;
@@ -112,8 +116,7 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
 
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   /* In order of preference on equal cost. */
-  static const coll_algo_t allreduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD,
-                                                     COLL_ALGO_TREE};
+  static const coll_algo_t allreduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD, COLL_ALGO_TREE};
   static const coll_algo_t broadcast_candidates[] = {COLL_ALGO_RING, COLL_ALGO_TREE};
   const coll_algo_t *cand = allreduce_candidates;
   size_t ncand = sizeof allreduce_candidates / sizeof allreduce_candidates[0];

@@ -22,9 +22,8 @@
 
 /* Whole-range ops are cut into segment-sized messages within one step; both sides cut a
  * range the same way, so the k-th messages match. */
-static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer,
-                               sched_op_kind_t kind, sched_buf_t buf, sched_buf_t src_buf,
-                               size_t lo, size_t hi) {
+static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sched_op_kind_t kind,
+                               sched_buf_t buf, sched_buf_t src_buf, size_t lo, size_t hi) {
   size_t seg = algo_segment_elems(p);
   coll_status_t st = COLL_OK;
   for (size_t off = lo; off < hi && st == COLL_OK; off += seg) {
@@ -44,8 +43,7 @@ coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s) {
   coll_status_t st = COLL_OK;
   if (n == 1) {
     st = sched_begin_step(s);
-    if (st == COLL_OK)
-      st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
+    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
     return st;
   }
   int pw = 1;
@@ -62,8 +60,7 @@ coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s) {
       nr = -1;
     } else {
       if (st == COLL_OK)
-        st = range_ops(s, p, r - 1, SCHED_RECV_REDUCE, SCHED_BUF_OUTPUT, SCHED_BUF_INPUT, 0,
-                       count);
+        st = range_ops(s, p, r - 1, SCHED_RECV_REDUCE, SCHED_BUF_OUTPUT, SCHED_BUF_INPUT, 0, count);
       cur = SCHED_BUF_OUTPUT;
       nr = r / 2;
     }
@@ -80,8 +77,7 @@ coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s) {
       size_t keep_hi = keep_lo + (size_t)mask, give_hi = give_lo + (size_t)mask;
       st = sched_begin_step(s);
       if (st == COLL_OK)
-        st = range_ops(s, p, peer, SCHED_SEND, cur, cur,
-                       algo_part_start(count, blocks, give_lo),
+        st = range_ops(s, p, peer, SCHED_SEND, cur, cur, algo_part_start(count, blocks, give_lo),
                        algo_part_start(count, blocks, give_hi));
       if (st == COLL_OK)
         st = range_ops(s, p, peer, SCHED_RECV_REDUCE, SCHED_BUF_OUTPUT, cur,
@@ -108,10 +104,10 @@ coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s) {
   if (r < 2 * rem && st == COLL_OK) {
     st = sched_begin_step(s);
     if (st == COLL_OK)
-      st = r % 2 == 0 ? range_ops(s, p, r + 1, SCHED_RECV_COPY, SCHED_BUF_OUTPUT,
-                                  SCHED_BUF_OUTPUT, 0, count)
-                      : range_ops(s, p, r - 1, SCHED_SEND, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT,
-                                  0, count);
+      st = r % 2 == 0
+               ? range_ops(s, p, r + 1, SCHED_RECV_COPY, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT, 0,
+                           count)
+               : range_ops(s, p, r - 1, SCHED_SEND, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT, 0, count);
   }
   return st;
 }

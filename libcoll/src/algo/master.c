@@ -23,8 +23,7 @@ coll_status_t algo_master_allreduce(const sched_params_t *p, sched_t *s) {
   coll_status_t st = COLL_OK;
   if (n == 1) {
     st = sched_begin_step(s);
-    if (st == COLL_OK)
-      st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
+    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
     return st;
   }
   size_t seg = algo_segment_elems(p);

@@ -31,8 +31,7 @@
 #include "algo/algo_internal.h"
 
 /* Segment j of chunk c: [*off, *off + *len). */
-static void segment(size_t count, int n, size_t nseg, int c, size_t j, size_t *off,
-                    size_t *len) {
+static void segment(size_t count, int n, size_t nseg, int c, size_t j, size_t *off, size_t *len) {
   size_t cstart = algo_part_start(count, (size_t)n, (size_t)c);
   size_t clen = algo_part_len(count, (size_t)n, (size_t)c);
   *off = cstart + algo_part_start(clen, nseg, j);
@@ -47,8 +46,7 @@ coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s) {
   coll_status_t st = COLL_OK;
   if (n == 1) {
     st = sched_begin_step(s);
-    if (st == COLL_OK)
-      st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
+    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
     return st;
   }
   size_t max_chunk = algo_div_up(p->count, (size_t)n);

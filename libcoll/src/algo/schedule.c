@@ -10,8 +10,8 @@
 #include "common/error.h"
 
 static const size_t elem_sizes[COLL_DTYPE_COUNT] = {
-    [COLL_INT8] = 1,    [COLL_UINT8] = 1,    [COLL_INT32] = 4,   [COLL_UINT32] = 4,
-    [COLL_INT64] = 8,   [COLL_UINT64] = 8,   [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
+    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,   [COLL_UINT32] = 4,
+    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
     [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
 };
 
@@ -66,8 +66,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
 coll_status_t sched_begin_step(sched_t *s) {
   if (grow((void **)&s->steps, &s->steps_cap, s->nsteps + 1, sizeof *s->steps) != 0)
     return coll_error(COLL_ERR_NO_MEMORY, "schedule: cannot grow to %zu steps", s->nsteps + 1);
-  if (s->nops > UINT32_MAX)
-    return coll_error(COLL_ERR_NO_MEMORY, "schedule: more than 2^32 ops");
+  if (s->nops > UINT32_MAX) return coll_error(COLL_ERR_NO_MEMORY, "schedule: more than 2^32 ops");
   s->steps[s->nsteps].first_op = (uint32_t)s->nops;
   s->steps[s->nsteps].nops = 0;
   s->nsteps++;
@@ -88,28 +87,41 @@ static coll_status_t add_op(sched_t *s, sched_op_t op) {
 }
 
 sched_op_t algo_op_send(int peer, sched_buf_t buf, size_t offset, size_t count) {
-  return (sched_op_t){.kind = SCHED_SEND, .buf = (uint8_t)buf, .src_buf = (uint8_t)buf,
-                      .peer = peer, .offset = offset, .src_offset = offset, .count = count};
+  return (sched_op_t){.kind = SCHED_SEND,
+                      .buf = (uint8_t)buf,
+                      .src_buf = (uint8_t)buf,
+                      .peer = peer,
+                      .offset = offset,
+                      .src_offset = offset,
+                      .count = count};
 }
 
 sched_op_t algo_op_recv_copy(int peer, sched_buf_t buf, size_t offset, size_t count) {
-  return (sched_op_t){.kind = SCHED_RECV_COPY, .buf = (uint8_t)buf, .src_buf = (uint8_t)buf,
-                      .peer = peer, .offset = offset, .src_offset = offset, .count = count};
+  return (sched_op_t){.kind = SCHED_RECV_COPY,
+                      .buf = (uint8_t)buf,
+                      .src_buf = (uint8_t)buf,
+                      .peer = peer,
+                      .offset = offset,
+                      .src_offset = offset,
+                      .count = count};
 }
 
 sched_op_t algo_op_recv_reduce(int peer, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
                                size_t src_offset, size_t count) {
-  return (sched_op_t){.kind = SCHED_RECV_REDUCE, .buf = (uint8_t)buf,
-                      .src_buf = (uint8_t)src_buf, .peer = peer, .offset = offset,
-                      .src_offset = src_offset, .count = count};
+  return (sched_op_t){.kind = SCHED_RECV_REDUCE,
+                      .buf = (uint8_t)buf,
+                      .src_buf = (uint8_t)src_buf,
+                      .peer = peer,
+                      .offset = offset,
+                      .src_offset = src_offset,
+                      .count = count};
 }
 
 coll_status_t sched_send(sched_t *s, int peer, sched_buf_t buf, size_t offset, size_t count) {
   return add_op(s, algo_op_send(peer, buf, offset, count));
 }
 
-coll_status_t sched_recv_copy(sched_t *s, int peer, sched_buf_t buf, size_t offset,
-                              size_t count) {
+coll_status_t sched_recv_copy(sched_t *s, int peer, sched_buf_t buf, size_t offset, size_t count) {
   return add_op(s, algo_op_recv_copy(peer, buf, offset, count));
 }
 
@@ -120,16 +132,24 @@ coll_status_t sched_recv_reduce(sched_t *s, int peer, sched_buf_t buf, size_t of
 
 coll_status_t sched_local_copy(sched_t *s, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
                                size_t src_offset, size_t count) {
-  return add_op(s, (sched_op_t){.kind = SCHED_LOCAL_COPY, .buf = (uint8_t)buf,
-                                .src_buf = (uint8_t)src_buf, .peer = -1, .offset = offset,
-                                .src_offset = src_offset, .count = count});
+  return add_op(s, (sched_op_t){.kind = SCHED_LOCAL_COPY,
+                                .buf = (uint8_t)buf,
+                                .src_buf = (uint8_t)src_buf,
+                                .peer = -1,
+                                .offset = offset,
+                                .src_offset = src_offset,
+                                .count = count});
 }
 
-coll_status_t sched_local_reduce(sched_t *s, sched_buf_t buf, size_t offset,
-                                 sched_buf_t src_buf, size_t src_offset, size_t count) {
-  return add_op(s, (sched_op_t){.kind = SCHED_LOCAL_REDUCE, .buf = (uint8_t)buf,
-                                .src_buf = (uint8_t)src_buf, .peer = -1, .offset = offset,
-                                .src_offset = src_offset, .count = count});
+coll_status_t sched_local_reduce(sched_t *s, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
+                                 size_t src_offset, size_t count) {
+  return add_op(s, (sched_op_t){.kind = SCHED_LOCAL_REDUCE,
+                                .buf = (uint8_t)buf,
+                                .src_buf = (uint8_t)src_buf,
+                                .peer = -1,
+                                .offset = offset,
+                                .src_offset = src_offset,
+                                .count = count});
 }
 
 void sched_finish(sched_t *s) {
@@ -163,8 +183,7 @@ size_t sched_bytes_sent(const sched_t *s) {
 coll_status_t algo_plan_add(algo_plan_t *plan, size_t time, sched_op_t op) {
   if (op.count == 0) return COLL_OK;
   if (grow((void **)&plan->ops, &plan->cap, plan->nops + 1, sizeof *plan->ops) != 0)
-    return coll_error(COLL_ERR_NO_MEMORY, "schedule plan: cannot grow to %zu ops",
-                      plan->nops + 1);
+    return coll_error(COLL_ERR_NO_MEMORY, "schedule plan: cannot grow to %zu ops", plan->nops + 1);
   plan->ops[plan->nops] = (algo_timed_op_t){.time = time, .seq = plan->nops, .op = op};
   plan->nops++;
   return COLL_OK;
@@ -237,8 +256,7 @@ static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const s
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: broadcast root %d of %d ranks",
                       p->root, p->nranks);
   if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large",
-                      p->count);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large", p->count);
   return COLL_OK;
 }
 

@@ -55,13 +55,13 @@ typedef enum { SCHED_BUF_INPUT = 0, SCHED_BUF_OUTPUT, SCHED_BUF_SCRATCH } sched_
 typedef enum { COLL_KIND_ALL_REDUCE = 0, COLL_KIND_BROADCAST, COLL_KIND_COUNT } coll_kind_t;
 
 typedef struct {
-  uint8_t kind; /* sched_op_kind_t */
-  uint8_t buf; /* sched_buf_t: destination (RECV_*, LOCAL_*) or source (SEND) */
-  uint8_t src_buf; /* sched_buf_t: local operand of RECV_REDUCE / LOCAL_* */
-  int32_t peer; /* SEND / RECV_*: the other rank; -1 for local ops */
-  size_t offset; /* elements into buf */
+  uint8_t kind;      /* sched_op_kind_t */
+  uint8_t buf;       /* sched_buf_t: destination (RECV_*, LOCAL_*) or source (SEND) */
+  uint8_t src_buf;   /* sched_buf_t: local operand of RECV_REDUCE / LOCAL_* */
+  int32_t peer;      /* SEND / RECV_*: the other rank; -1 for local ops */
+  size_t offset;     /* elements into buf */
   size_t src_offset; /* elements into src_buf */
-  size_t count; /* elements */
+  size_t count;      /* elements */
 } sched_op_t;
 
 typedef struct {
@@ -92,7 +92,7 @@ typedef struct {
   coll_dtype_t dtype;
   int rank;
   int nranks;
-  int root; /* broadcast */
+  int root;             /* broadcast */
   size_t segment_bytes; /* pipelining unit; 0: the algorithm's default */
 } sched_params_t;
 
@@ -103,14 +103,13 @@ void sched_reset(sched_t *s);
 /* Open a new step; ops added after it belong to it. */
 coll_status_t sched_begin_step(sched_t *s);
 coll_status_t sched_send(sched_t *s, int peer, sched_buf_t buf, size_t offset, size_t count);
-coll_status_t sched_recv_copy(sched_t *s, int peer, sched_buf_t buf, size_t offset,
-                              size_t count);
+coll_status_t sched_recv_copy(sched_t *s, int peer, sched_buf_t buf, size_t offset, size_t count);
 coll_status_t sched_recv_reduce(sched_t *s, int peer, sched_buf_t buf, size_t offset,
                                 sched_buf_t src_buf, size_t src_offset, size_t count);
 coll_status_t sched_local_copy(sched_t *s, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
                                size_t src_offset, size_t count);
-coll_status_t sched_local_reduce(sched_t *s, sched_buf_t buf, size_t offset,
-                                 sched_buf_t src_buf, size_t src_offset, size_t count);
+coll_status_t sched_local_reduce(sched_t *s, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
+                                 size_t src_offset, size_t count);
 /* Drop empty steps and zero-count ops (count 0 calls produce an empty schedule). */
 void sched_finish(sched_t *s);
 

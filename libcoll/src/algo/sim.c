@@ -27,13 +27,13 @@ static int is_recv(const sched_op_t *op) {
 /* Per-rank run state. */
 typedef struct {
   const sched_t *s;
-  size_t step;       /* current step; == s->nsteps when finished */
-  uint8_t *done;     /* [s->nops] */
-  size_t *seq;       /* [s->nops]: k for the k-th send to / recv from that peer */
+  size_t step;        /* current step; == s->nsteps when finished */
+  uint8_t *done;      /* [s->nops] */
+  size_t *seq;        /* [s->nops]: k for the k-th send to / recv from that peer */
   size_t *recv_start; /* [n + 1]: where the receives from each peer begin in recv_list */
   size_t *recv_list;  /* receive op indices ordered by (peer, k) */
-  size_t pending;    /* ops of the current step not yet done */
-  char *scratch;     /* s->scratch_count elements (data runs only) */
+  size_t pending;     /* ops of the current step not yet done */
+  char *scratch;      /* s->scratch_count elements (data runs only) */
 } rank_state_t;
 
 typedef struct {
@@ -85,18 +85,17 @@ static coll_status_t check_op(const sched_t *s, int r, size_t st, size_t i, int 
   const sched_op_t *op = &s->ops[i];
   if (op->kind > SCHED_LOCAL_REDUCE || op->buf > SCHED_BUF_SCRATCH ||
       op->src_buf > SCHED_BUF_SCRATCH)
-    return coll_error(COLL_ERR_INTERNAL, "sim: rank %d step %zu op %zu: bad kind or buffer",
-                      r, st, i);
+    return coll_error(COLL_ERR_INTERNAL, "sim: rank %d step %zu op %zu: bad kind or buffer", r, st,
+                      i);
   int remote = op->kind <= SCHED_RECV_REDUCE;
   if (remote && (op->peer < 0 || op->peer >= n || op->peer == r))
-    return coll_error(COLL_ERR_INTERNAL, "sim: rank %d step %zu op %zu (%s): bad peer %d", r,
-                      st, i, op_names[op->kind], op->peer);
+    return coll_error(COLL_ERR_INTERNAL, "sim: rank %d step %zu op %zu (%s): bad peer %d", r, st, i,
+                      op_names[op->kind], op->peer);
   if (op->offset + op->count > buf_len(s, op->buf) ||
-      (op->kind >= SCHED_RECV_REDUCE &&
-       op->src_offset + op->count > buf_len(s, op->src_buf)))
+      (op->kind >= SCHED_RECV_REDUCE && op->src_offset + op->count > buf_len(s, op->src_buf)))
     return coll_error(COLL_ERR_INTERNAL,
-                      "sim: rank %d step %zu op %zu (%s): range [%zu, +%zu) out of bounds", r,
-                      st, i, op_names[op->kind], op->offset, op->count);
+                      "sim: rank %d step %zu op %zu (%s): range [%zu, +%zu) out of bounds", r, st,
+                      i, op_names[op->kind], op->offset, op->count);
   region_t fp[2];
   if (footprint(op, fp) == 2 && overlap(&fp[0], &fp[1]) && fp[0].lo != fp[1].lo)
     return coll_error(COLL_ERR_INTERNAL,
@@ -207,7 +206,8 @@ static coll_status_t prepare(sim_t *sim, const sched_t *scheds) {
   for (int a = 0; a < n && st == COLL_OK; a++)
     for (int b = 0; b < n && st == COLL_OK; b++)
       if (sends[(size_t)a * n + b] != recvs[(size_t)a * n + b])
-        st = coll_error(COLL_ERR_MISMATCH, "sim: rank %d sends %zu messages to rank %d, which "
+        st = coll_error(COLL_ERR_MISMATCH,
+                        "sim: rank %d sends %zu messages to rank %d, which "
                         "receives %zu",
                         a, sends[(size_t)a * n + b], b, recvs[(size_t)a * n + b]);
   /* Index the receives by (peer, k) so that a send finds its match in O(1). */
@@ -218,7 +218,8 @@ static coll_status_t prepare(sim_t *sim, const sched_t *scheds) {
       st = coll_error(COLL_ERR_NO_MEMORY, "sim: out of memory");
       break;
     }
-    for (int a = 0; a < n; a++) rs->recv_start[a + 1] = rs->recv_start[a] + recvs[(size_t)a * n + b];
+    for (int a = 0; a < n; a++)
+      rs->recv_start[a + 1] = rs->recv_start[a] + recvs[(size_t)a * n + b];
     rs->recv_list = calloc(rs->recv_start[n] ? rs->recv_start[n] : 1, sizeof *rs->recv_list);
     if (rs->recv_list == NULL) {
       st = coll_error(COLL_ERR_NO_MEMORY, "sim: out of memory");
@@ -428,8 +429,7 @@ coll_status_t sim_run(const sched_t *scheds, int nranks, const sim_config_t *cfg
   if (st == COLL_OK) {
     for (int r = 0; r < nranks; r++)
       if (scheds[r].nsteps > res->max_steps) res->max_steps = scheds[r].nsteps;
-    if (cfg->op == COLL_AVG && cfg->inputs != NULL &&
-        scheds[0].collective == COLL_KIND_ALL_REDUCE)
+    if (cfg->op == COLL_AVG && cfg->inputs != NULL && scheds[0].collective == COLL_KIND_ALL_REDUCE)
       for (int r = 0; r < nranks; r++)
         mem_host_finish_avg(cfg->outputs[r], scheds[r].count, cfg->dtype, nranks);
   }

@@ -36,10 +36,10 @@ typedef struct {
 
 typedef struct {
   coll_dtype_t dtype;
-  coll_op_t op;            /* COLL_AVG: the simulator divides like the executor does */
-  void *const *inputs;     /* [nranks] each sched.count elements; NULL: dry run (no data) */
-  void *const *outputs;    /* [nranks]; may equal inputs[r] (in-place) */
-  int record_events;       /* 1: fill sim_result_t.events */
+  coll_op_t op;         /* COLL_AVG: the simulator divides like the executor does */
+  void *const *inputs;  /* [nranks] each sched.count elements; NULL: dry run (no data) */
+  void *const *outputs; /* [nranks]; may equal inputs[r] (in-place) */
+  int record_events;    /* 1: fill sim_result_t.events */
 } sim_config_t;
 
 /* Run scheds[0..nranks-1] (scheds[r] is rank r's schedule). On failure (deadlock, count

@@ -129,9 +129,9 @@ static coll_status_t plan_tree(algo_plan_t *plan, const sched_params_t *p, int t
       if (child[k] < 0) continue;
       size_t t = 2 * (j + D - (d + 1)) + (size_t)k;
       sched_buf_t src = k == 0 ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT;
-      st = algo_plan_add(plan, t,
-                         algo_op_recv_reduce(to_rank(child[k], n, tree), SCHED_BUF_OUTPUT,
-                                             off, src, off, len));
+      st = algo_plan_add(
+          plan, t,
+          algo_op_recv_reduce(to_rank(child[k], n, tree), SCHED_BUF_OUTPUT, off, src, off, len));
     }
     if (st == COLL_OK && parent >= 0) {
       size_t t = 2 * (j + D - d) + (size_t)side;
@@ -141,13 +141,11 @@ static coll_status_t plan_tree(algo_plan_t *plan, const sched_params_t *p, int t
     /* Broadcast: receive from the parent, then pass on to the children. */
     if (st == COLL_OK && parent >= 0)
       st = algo_plan_add(plan, 2 * (j + D + d - 1),
-                         algo_op_recv_copy(to_rank(parent, n, tree), SCHED_BUF_OUTPUT, off,
-                                           len));
+                         algo_op_recv_copy(to_rank(parent, n, tree), SCHED_BUF_OUTPUT, off, len));
     for (int k = 0; k < 2 && st == COLL_OK; k++)
       if (child[k] >= 0)
         st = algo_plan_add(plan, 2 * (j + D + d),
-                           algo_op_send(to_rank(child[k], n, tree), SCHED_BUF_OUTPUT, off,
-                                        len));
+                           algo_op_send(to_rank(child[k], n, tree), SCHED_BUF_OUTPUT, off, len));
   }
   return st;
 }
@@ -157,8 +155,7 @@ coll_status_t algo_tree_allreduce(const sched_params_t *p, sched_t *s) {
   coll_status_t st = COLL_OK;
   if (n == 1) {
     st = sched_begin_step(s);
-    if (st == COLL_OK)
-      st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
+    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
     return st;
   }
   size_t seg = algo_segment_elems(p);

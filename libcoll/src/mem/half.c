@@ -61,13 +61,11 @@ void mem_float_to_half_n(uint16_t *restrict dst, const float *restrict src, size
 }
 
 /* Portable array versions, also used by the tests to check the F16C path bit for bit. */
-void mem_half_to_float_n_portable(float *restrict dst, const uint16_t *restrict src,
-                                  size_t n) {
+void mem_half_to_float_n_portable(float *restrict dst, const uint16_t *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] = half_to_float_inline(src[i]);
 }
 
-void mem_float_to_half_n_portable(uint16_t *restrict dst, const float *restrict src,
-                                  size_t n) {
+void mem_float_to_half_n_portable(uint16_t *restrict dst, const float *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] = float_to_half_inline(src[i]);
 }
 

@@ -27,7 +27,7 @@ static inline float half_to_float_inline(uint16_t h) {
   uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
   /* Inf; NaN quieted (payload kept), as vcvtph2ps does. */
   uint32_t special = 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0u);
-  uint32_t sub = half_float_bits((float)mant * 0x1p-24f);    /* zero, subnormal: exact */
+  uint32_t sub = half_float_bits((float)mant * 0x1p-24f); /* zero, subnormal: exact */
   uint32_t bits = exp == 0 ? sub : exp == 31 ? special : normal;
   return half_bits_float(sign | bits);
 }

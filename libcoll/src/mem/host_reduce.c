@@ -20,53 +20,52 @@
  * pointers are then truly non-aliasing (restrict is honest) and vectorise without
  * runtime overlap checks; the operand order x = a, y = b is kept in all three. The
  * all-equal case (x OP x) takes the plain loop. */
-#define DEFINE_REDUCE(NAME, T, U, EXPR)                                                \
-  static void NAME##_abd(T *restrict d, const T *restrict a, const T *restrict b,     \
-                         size_t n) {                                                  \
-    for (size_t i = 0; i < n; i++) {                                                  \
-      T x = a[i], y = b[i];                                                           \
-      d[i] = EXPR(T, U);                                                              \
-    }                                                                                 \
-  }                                                                                   \
-  static void NAME##_da(T *restrict d, const T *restrict b, size_t n) {               \
-    for (size_t i = 0; i < n; i++) {                                                  \
-      T x = d[i], y = b[i];                                                           \
-      d[i] = EXPR(T, U);                                                              \
-    }                                                                                 \
-  }                                                                                   \
-  static void NAME##_db(T *restrict d, const T *restrict a, size_t n) {               \
-    for (size_t i = 0; i < n; i++) {                                                  \
-      T x = a[i], y = d[i];                                                           \
-      d[i] = EXPR(T, U);                                                              \
-    }                                                                                 \
-  }                                                                                   \
-  static void NAME##_same(T *d, size_t n) {                                           \
-    for (size_t i = 0; i < n; i++) {                                                  \
-      T x = d[i], y = d[i];                                                           \
-      d[i] = EXPR(T, U);                                                              \
-    }                                                                                 \
-  }                                                                                   \
-  static void NAME(void *dst, const void *a, const void *b, size_t n) {               \
-    if (dst == a && dst == b)                                                         \
-      NAME##_same((T *)dst, n);                                                       \
-    else if (dst == a)                                                                \
-      NAME##_da((T *)dst, (const T *)b, n);                                           \
-    else if (dst == b)                                                                \
-      NAME##_db((T *)dst, (const T *)a, n);                                           \
-    else                                                                              \
-      NAME##_abd((T *)dst, (const T *)a, (const T *)b, n);                            \
+#define DEFINE_REDUCE(NAME, T, U, EXPR)                                                       \
+  static void NAME##_abd(T *restrict d, const T *restrict a, const T *restrict b, size_t n) { \
+    for (size_t i = 0; i < n; i++) {                                                          \
+      T x = a[i], y = b[i];                                                                   \
+      d[i] = EXPR(T, U);                                                                      \
+    }                                                                                         \
+  }                                                                                           \
+  static void NAME##_da(T *restrict d, const T *restrict b, size_t n) {                       \
+    for (size_t i = 0; i < n; i++) {                                                          \
+      T x = d[i], y = b[i];                                                                   \
+      d[i] = EXPR(T, U);                                                                      \
+    }                                                                                         \
+  }                                                                                           \
+  static void NAME##_db(T *restrict d, const T *restrict a, size_t n) {                       \
+    for (size_t i = 0; i < n; i++) {                                                          \
+      T x = a[i], y = d[i];                                                                   \
+      d[i] = EXPR(T, U);                                                                      \
+    }                                                                                         \
+  }                                                                                           \
+  static void NAME##_same(T *d, size_t n) {                                                   \
+    for (size_t i = 0; i < n; i++) {                                                          \
+      T x = d[i], y = d[i];                                                                   \
+      d[i] = EXPR(T, U);                                                                      \
+    }                                                                                         \
+  }                                                                                           \
+  static void NAME(void *dst, const void *a, const void *b, size_t n) {                       \
+    if (dst == a && dst == b)                                                                 \
+      NAME##_same((T *)dst, n);                                                               \
+    else if (dst == a)                                                                        \
+      NAME##_da((T *)dst, (const T *)b, n);                                                   \
+    else if (dst == b)                                                                        \
+      NAME##_db((T *)dst, (const T *)a, n);                                                   \
+    else                                                                                      \
+      NAME##_abd((T *)dst, (const T *)a, (const T *)b, n);                                    \
   }
 
-#define DEFINE_INT_OPS(NAME, T, U)                \
-  DEFINE_REDUCE(NAME##_sum, T, U, EXPR_ISUM)      \
-  DEFINE_REDUCE(NAME##_prod, T, U, EXPR_IPROD)    \
-  DEFINE_REDUCE(NAME##_min, T, U, EXPR_MIN)       \
+#define DEFINE_INT_OPS(NAME, T, U)             \
+  DEFINE_REDUCE(NAME##_sum, T, U, EXPR_ISUM)   \
+  DEFINE_REDUCE(NAME##_prod, T, U, EXPR_IPROD) \
+  DEFINE_REDUCE(NAME##_min, T, U, EXPR_MIN)    \
   DEFINE_REDUCE(NAME##_max, T, U, EXPR_MAX)
 
-#define DEFINE_FLOAT_OPS(NAME, T)                 \
-  DEFINE_REDUCE(NAME##_sum, T, T, EXPR_FSUM)      \
-  DEFINE_REDUCE(NAME##_prod, T, T, EXPR_FPROD)    \
-  DEFINE_REDUCE(NAME##_min, T, T, EXPR_FMIN)      \
+#define DEFINE_FLOAT_OPS(NAME, T)              \
+  DEFINE_REDUCE(NAME##_sum, T, T, EXPR_FSUM)   \
+  DEFINE_REDUCE(NAME##_prod, T, T, EXPR_FPROD) \
+  DEFINE_REDUCE(NAME##_min, T, T, EXPR_FMIN)   \
   DEFINE_REDUCE(NAME##_max, T, T, EXPR_FMAX)
 
 DEFINE_INT_OPS(i8, int8_t, uint8_t)
@@ -83,49 +82,49 @@ DEFINE_FLOAT_OPS(f64, double)
  * a or b exactly: each block is fully read before it is written. */
 enum { HALF_BLOCK = 256 };
 
-#define DEFINE_HALF_OPS(NAME, TO_FLOAT_N, FROM_FLOAT_N)                                 \
-  static void NAME##_apply(void *dst, const void *a, const void *b, size_t n,          \
-                           void (*op)(void *, const void *, const void *, size_t)) {   \
-    const uint16_t *pa = a, *pb = b;                                                   \
-    uint16_t *pd = dst;                                                                \
-    float fa[HALF_BLOCK], fb[HALF_BLOCK];                                              \
-    for (size_t base = 0; base < n; base += HALF_BLOCK) {                              \
-      size_t len = n - base < HALF_BLOCK ? n - base : HALF_BLOCK;                      \
-      TO_FLOAT_N(fa, pa + base, len);                                                  \
-      TO_FLOAT_N(fb, pb + base, len);                                                  \
-      op(fa, fa, fb, len);                                                             \
-      FROM_FLOAT_N(pd + base, fa, len);                                                \
-    }                                                                                  \
-  }                                                                                    \
-  static void NAME##_sum(void *d, const void *a, const void *b, size_t n) {            \
-    NAME##_apply(d, a, b, n, f32_sum);                                                 \
-  }                                                                                    \
-  static void NAME##_prod(void *d, const void *a, const void *b, size_t n) {           \
-    NAME##_apply(d, a, b, n, f32_prod);                                                \
-  }                                                                                    \
-  static void NAME##_min(void *d, const void *a, const void *b, size_t n) {            \
-    NAME##_apply(d, a, b, n, f32_min);                                                 \
-  }                                                                                    \
-  static void NAME##_max(void *d, const void *a, const void *b, size_t n) {            \
-    NAME##_apply(d, a, b, n, f32_max);                                                 \
+#define DEFINE_HALF_OPS(NAME, TO_FLOAT_N, FROM_FLOAT_N)                              \
+  static void NAME##_apply(void *dst, const void *a, const void *b, size_t n,        \
+                           void (*op)(void *, const void *, const void *, size_t)) { \
+    const uint16_t *pa = a, *pb = b;                                                 \
+    uint16_t *pd = dst;                                                              \
+    float fa[HALF_BLOCK], fb[HALF_BLOCK];                                            \
+    for (size_t base = 0; base < n; base += HALF_BLOCK) {                            \
+      size_t len = n - base < HALF_BLOCK ? n - base : HALF_BLOCK;                    \
+      TO_FLOAT_N(fa, pa + base, len);                                                \
+      TO_FLOAT_N(fb, pb + base, len);                                                \
+      op(fa, fa, fb, len);                                                           \
+      FROM_FLOAT_N(pd + base, fa, len);                                              \
+    }                                                                                \
+  }                                                                                  \
+  static void NAME##_sum(void *d, const void *a, const void *b, size_t n) {          \
+    NAME##_apply(d, a, b, n, f32_sum);                                               \
+  }                                                                                  \
+  static void NAME##_prod(void *d, const void *a, const void *b, size_t n) {         \
+    NAME##_apply(d, a, b, n, f32_prod);                                              \
+  }                                                                                  \
+  static void NAME##_min(void *d, const void *a, const void *b, size_t n) {          \
+    NAME##_apply(d, a, b, n, f32_min);                                               \
+  }                                                                                  \
+  static void NAME##_max(void *d, const void *a, const void *b, size_t n) {          \
+    NAME##_apply(d, a, b, n, f32_max);                                               \
   }
 
 DEFINE_HALF_OPS(f16, mem_half_to_float_n, mem_float_to_half_n)
 DEFINE_HALF_OPS(bf16, mem_bf16_to_float_n, mem_float_to_bf16_n)
 
 /* AVG sums here; the division happens once at the end (mem_host_finish_avg). */
-#define TABLE_ROW(NAME)                                                            \
-  {                                                                                \
-    [COLL_SUM] = NAME##_sum, [COLL_PROD] = NAME##_prod, [COLL_MIN] = NAME##_min,   \
-    [COLL_MAX] = NAME##_max, [COLL_AVG] = NAME##_sum,                              \
+#define TABLE_ROW(NAME)                                                          \
+  {                                                                              \
+    [COLL_SUM] = NAME##_sum, [COLL_PROD] = NAME##_prod, [COLL_MIN] = NAME##_min, \
+    [COLL_MAX] = NAME##_max, [COLL_AVG] = NAME##_sum,                            \
   }
 
 static const mem_reduce_fn reduce_table[COLL_DTYPE_COUNT][COLL_OP_COUNT] = {
-    [COLL_INT8] = TABLE_ROW(i8),       [COLL_UINT8] = TABLE_ROW(u8),
-    [COLL_INT32] = TABLE_ROW(i32),     [COLL_UINT32] = TABLE_ROW(u32),
-    [COLL_INT64] = TABLE_ROW(i64),     [COLL_UINT64] = TABLE_ROW(u64),
-    [COLL_FLOAT16] = TABLE_ROW(f16),   [COLL_BFLOAT16] = TABLE_ROW(bf16),
-    [COLL_FLOAT32] = TABLE_ROW(f32),   [COLL_FLOAT64] = TABLE_ROW(f64),
+    [COLL_INT8] = TABLE_ROW(i8),     [COLL_UINT8] = TABLE_ROW(u8),
+    [COLL_INT32] = TABLE_ROW(i32),   [COLL_UINT32] = TABLE_ROW(u32),
+    [COLL_INT64] = TABLE_ROW(i64),   [COLL_UINT64] = TABLE_ROW(u64),
+    [COLL_FLOAT16] = TABLE_ROW(f16), [COLL_BFLOAT16] = TABLE_ROW(bf16),
+    [COLL_FLOAT32] = TABLE_ROW(f32), [COLL_FLOAT64] = TABLE_ROW(f64),
 };
 
 mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op) {
@@ -135,33 +134,54 @@ mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op) {
 
 /* Integer AVG truncates toward zero (C division); floats divide exactly rounded rather
  * than multiply by a reciprocal, so an average of equal values is that value. */
-#define DIVIDE_LOOP(T)                                      \
-  do {                                                      \
-    T *p = buf;                                             \
-    T d = (T)nranks;                                        \
+#define DIVIDE_LOOP(T)                                       \
+  do {                                                       \
+    T *p = buf;                                              \
+    T d = (T)nranks;                                         \
     for (size_t i = 0; i < count; i++) p[i] = (T)(p[i] / d); \
   } while (0)
 
-#define DIVIDE_HALF(TO_FLOAT, FROM_FLOAT)                                   \
-  do {                                                                      \
-    uint16_t *p = buf;                                                      \
-    float d = (float)nranks;                                                \
+#define DIVIDE_HALF(TO_FLOAT, FROM_FLOAT)                                     \
+  do {                                                                        \
+    uint16_t *p = buf;                                                        \
+    float d = (float)nranks;                                                  \
     for (size_t i = 0; i < count; i++) p[i] = FROM_FLOAT(TO_FLOAT(p[i]) / d); \
   } while (0)
 
 void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks) {
   if (nranks <= 1 || buf == NULL) return;
   switch (dtype) {
-    case COLL_INT8: DIVIDE_LOOP(int8_t); break;
-    case COLL_UINT8: DIVIDE_LOOP(uint8_t); break;
-    case COLL_INT32: DIVIDE_LOOP(int32_t); break;
-    case COLL_UINT32: DIVIDE_LOOP(uint32_t); break;
-    case COLL_INT64: DIVIDE_LOOP(int64_t); break;
-    case COLL_UINT64: DIVIDE_LOOP(uint64_t); break;
-    case COLL_FLOAT16: DIVIDE_HALF(mem_half_to_float, mem_float_to_half); break;
-    case COLL_BFLOAT16: DIVIDE_HALF(mem_bf16_to_float, mem_float_to_bf16); break;
-    case COLL_FLOAT32: DIVIDE_LOOP(float); break;
-    case COLL_FLOAT64: DIVIDE_LOOP(double); break;
-    default: break;
+    case COLL_INT8:
+      DIVIDE_LOOP(int8_t);
+      break;
+    case COLL_UINT8:
+      DIVIDE_LOOP(uint8_t);
+      break;
+    case COLL_INT32:
+      DIVIDE_LOOP(int32_t);
+      break;
+    case COLL_UINT32:
+      DIVIDE_LOOP(uint32_t);
+      break;
+    case COLL_INT64:
+      DIVIDE_LOOP(int64_t);
+      break;
+    case COLL_UINT64:
+      DIVIDE_LOOP(uint64_t);
+      break;
+    case COLL_FLOAT16:
+      DIVIDE_HALF(mem_half_to_float, mem_float_to_half);
+      break;
+    case COLL_BFLOAT16:
+      DIVIDE_HALF(mem_bf16_to_float, mem_float_to_bf16);
+      break;
+    case COLL_FLOAT32:
+      DIVIDE_LOOP(float);
+      break;
+    case COLL_FLOAT64:
+      DIVIDE_LOOP(double);
+      break;
+    default:
+      break;
   }
 }

@@ -32,9 +32,7 @@ void mem_bf16_to_float_n(float *restrict dst, const uint16_t *restrict src, size
 void mem_float_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t n);
 /* The float16 array conversions without CPU-specific instructions (the ones above may use
  * F16C); same results, exported so that tests can compare the two. */
-void mem_half_to_float_n_portable(float *restrict dst, const uint16_t *restrict src,
-                                  size_t n);
-void mem_float_to_half_n_portable(uint16_t *restrict dst, const float *restrict src,
-                                  size_t n);
+void mem_half_to_float_n_portable(float *restrict dst, const uint16_t *restrict src, size_t n);
+void mem_float_to_half_n_portable(uint16_t *restrict dst, const float *restrict src, size_t n);
 
 #endif
