@@ -320,6 +320,20 @@ START_TEST(no_message_is_larger_than_a_segment) {
 }
 END_TEST
 
+START_TEST(tiny_segments_on_huge_buffers_keep_schedules_bounded) {
+  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                      COLL_ALGO_MASTER};
+  for (size_t a = 0; a < 4; a++) {
+    sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE, .count = (size_t)1 << 32,
+                        .dtype = COLL_FLOAT32, .rank = 1, .nranks = 4, .segment_bytes = 1};
+    sched_t s;
+    ck_assert_int_eq(algo_build(algos[a], &p, &s), COLL_OK);
+    ck_assert_msg(s.nops <= 8 * ALGO_MAX_SEGMENTS, "algo %d: %zu ops", (int)algos[a], s.nops);
+    sched_free(&s);
+  }
+}
+END_TEST
+
 /* ---- the simulator catches broken schedules ---- */
 
 static void two_rank_params(sched_params_t *p, int rank) {
@@ -497,6 +511,7 @@ static Suite *algo_suite(void) {
   tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
   tcase_add_test(bytes, hd_sends_two_p_minus_one_over_p_plus_the_fold);
   tcase_add_test(bytes, no_message_is_larger_than_a_segment);
+  tcase_add_test(bytes, tiny_segments_on_huge_buffers_keep_schedules_bounded);
   suite_add_tcase(s, bytes);
   TCase *sim = tcase_create("simulator");
   tcase_add_test(sim, simulator_reports_a_deadlock);

@@ -11,10 +11,14 @@
 /* Default pipelining unit: fits L2 (512 KiB/core here) so a reduce stays in cache. */
 #define ALGO_DEFAULT_SEGMENT_BYTES ((size_t)512 * 1024)
 
+/* At most this many segments over the whole buffer (see algo_segment_elems). */
+#define ALGO_MAX_SEGMENTS ((size_t)1 << 16)
+
 /* Bytes of one element of dtype; 0 for an unknown dtype. */
 size_t algo_elem_size(coll_dtype_t dtype);
 
-/* Elements per segment for p (p->segment_bytes or the default), at least 1. */
+/* Elements per segment for p (p->segment_bytes or the default), at least 1, and large
+ * enough that the buffer has at most ALGO_MAX_SEGMENTS segments. */
 size_t algo_segment_elems(const sched_params_t *p);
 
 /* Start of part i when [0, count) is cut into `parts` nearly equal contiguous parts (the

@@ -23,6 +23,10 @@ size_t algo_segment_elems(const sched_params_t *p) {
   size_t bytes = p->segment_bytes ? p->segment_bytes : ALGO_DEFAULT_SEGMENT_BYTES;
   size_t esize = algo_elem_size(p->dtype);
   size_t elems = esize ? bytes / esize : bytes;
+  /* Bound the schedule's size whatever the setting: a tiny segment on a huge buffer
+   * would otherwise mean millions of ops (memory, and per-op costs that dwarf the data). */
+  size_t floor_elems = algo_div_up(p->count, ALGO_MAX_SEGMENTS);
+  if (elems < floor_elems) elems = floor_elems;
   return elems ? elems : 1;
 }
 
