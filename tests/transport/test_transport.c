@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -367,6 +368,61 @@ START_TEST(forcing_shm_across_hosts_fails_with_a_message) {
 }
 END_TEST
 
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* transport_set_wait sleeps while nothing can move (no spinning) and returns soon after
+ * a message arrives: rank 0 sends after 300 ms; rank 1 waits with long timeouts. */
+static int wait_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  char msg[64] = "ring the bell", got[64] = {0};
+  if (rank == 0) {
+    sleep_ms(300);
+    RANK_CHECK(tp_send(&t, 1, msg, sizeof msg) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+    void *v = NULL;
+    size_t len = 0;
+    RANK_CHECK(store_get(t.store, "wait/done", &v, &len, 10000) == COLL_OK, "wait for rank 1");
+    free(v);
+  } else {
+    /* Idle: after one possibly early return (a doorbell rung during setup), waits block. */
+    transport_set_wait(t.set, 0);
+    int64_t start = coll_now_ms();
+    for (int i = 0; i < 2; i++) RANK_CHECK(transport_set_wait(t.set, 50) == COLL_OK, "idle wait");
+    int64_t idle = coll_now_ms() - start;
+    RANK_CHECK(idle >= 80, "two idle 50 ms waits returned after %lld ms", (long long)idle);
+    transport_recv_t r = {.dst = got, .len = sizeof got};
+    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
+    transport_conn_t *c = transport_set_conn(t.set, 0);
+    uint64_t rd = 0;
+    int wakeups = 0;
+    start = coll_now_ms();
+    while (rd == 0) {
+      RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
+      if (rd > 0) break;
+      RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
+      wakeups++;
+    }
+    int64_t took = coll_now_ms() - start;
+    store_set(t.store, "wait/done", "1", 1, 1000);
+    RANK_CHECK(strcmp(got, msg) == 0, "wrong message");
+    RANK_CHECK(took < 2500, "message seen after %lld ms", (long long)took);
+    RANK_CHECK(wakeups < 50, "%d wake-ups for one message: spinning", wakeups);
+  }
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(wait_sleeps_while_idle_and_wakes_when_a_message_arrives) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/wait/");
+  ck_assert_int_eq(run_ranks(2, wait_rank, &arg, 30000), 0);
+}
+END_TEST
+
 /* COLL_SOCKET_IFNAME picks the listening interface; an unknown one is a clear error. */
 static int ifname_rank(int rank, int n, void *p) {
   test_arg_t *arg = p;
@@ -399,6 +455,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
+  tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
   tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
   tcase_add_test(tc, different_hosts_default_to_tcp);

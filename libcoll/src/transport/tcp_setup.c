@@ -8,7 +8,9 @@
  *   COLL_NSOCKS          sockets (streams) per peer, 1..16 (2)
  *   COLL_SOCKET_IFNAME   interface whose IPv4 address to listen on and publish (default:
  *                        the local address that reaches the store; 127.0.0.1 when the
- *                        store is on loopback) */
+ *                        store is on loopback)
+ *   COLL_TCP_BUF_BYTES   SO_SNDBUF/SO_RCVBUF per socket; 0 leaves the kernel's
+ *                        autotuning, which measured as fast as fixed sizes here (0) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -295,6 +297,9 @@ static coll_status_t accept_peers(const transport_setup_t *setup, transport_grou
 }
 
 static coll_status_t arm_streams(transport_group_t *g) {
+  int64_t bufsize;
+  coll_status_t st = coll_env_int("COLL_TCP_BUF_BYTES", 0, 1 << 30, 0, &bufsize);
+  if (st != COLL_OK) return st;
   for (int r = 0; r < g->nranks; r++) {
     tcp_conn_t *c = g->conns[r];
     if (c == NULL) continue;
@@ -305,6 +310,11 @@ static coll_status_t arm_streams(transport_group_t *g) {
       if (flags < 0 || fcntl(s->fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
           setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         return coll_error_errno(COLL_ERR_SYSTEM, errno, "configuring a socket to rank %d", r);
+      if (bufsize > 0) {
+        int b = (int)bufsize;
+        setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
+        setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+      }
       /* Registered with no interest: hang-ups and errors are still reported. */
       struct epoll_event ev = {.events = 0, .data.ptr = s};
       if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, s->fd, &ev) != 0)

@@ -10,7 +10,8 @@
  *     COLL_SHM_DIRECT (0), COLL_SHM_DIRECT_MIN (256 KiB), COLL_SHM_DIRECT_CHUNK (128 KiB),
  *     COLL_SHM_SPIN_US (0).
  *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (2), COLL_SOCKET_IFNAME (the store's route),
- *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream). */
+ *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream),
+ *     COLL_TCP_BUF_BYTES (0: kernel autotuning). */
 #include "transport/transport.h"
 
 #include <stdlib.h>
