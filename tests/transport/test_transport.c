@@ -24,7 +24,7 @@ static const char *const two_hosts[] = {"hostA", "hostA", "hostB", "hostB"};
 
 typedef struct {
   tp_job_t job;
-  int victim; /* for the kill test */
+  int victim;         /* for the kill test */
   bool expect_direct; /* shm single-copy reductions must have happened */
 } test_arg_t;
 
@@ -38,14 +38,14 @@ static int run_ranks(int n, mp_rank_fn fn, test_arg_t *arg, int timeout_ms) {
   return failed;
 }
 
-#define RANK_CHECK(cond, ...)                                                     \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: ", rank);                                         \
-      fprintf(stderr, __VA_ARGS__);                                               \
+#define RANK_CHECK(cond, ...)                                                               \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      fprintf(stderr, "rank %d: ", rank);                                                   \
+      fprintf(stderr, __VA_ARGS__);                                                         \
       fprintf(stderr, " (%s:%d; last error: %s)\n", __FILE__, __LINE__, coll_last_error()); \
-      return 1;                                                                   \
-    }                                                                             \
+      return 1;                                                                             \
+    }                                                                                       \
   } while (0)
 
 static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 40 * MIB};
@@ -128,8 +128,8 @@ static int ring_reduce_rank(int rank, int n, void *p) {
     dst[i] = in_place ? mine[i] : malloc(bytes + 4);
     sent[i] = in_place ? malloc(bytes + 4) : mine[i];
     if (in_place) memcpy(sent[i], mine[i], bytes);
-    transport_recv_t r = {.dst = dst[i], .operand = mine[i], .reduce = sum,
-                          .elem_size = sizeof(float), .len = bytes};
+    transport_recv_t r = {
+        .dst = dst[i], .operand = mine[i], .reduce = sum, .elem_size = sizeof(float), .len = bytes};
     RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post reduce recv");
     RANK_CHECK(tp_send(&t, next, sent[i], bytes) == COLL_OK, "post send");
   }
@@ -211,8 +211,8 @@ static int mismatch_rank(int rank, int n, void *p) {
     coll_status_t st = tp_drain(&t, 10000);
     store_set(t.store, "mismatch/checked", "1", 1, 1000);
     RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
-    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL, "message '%s' does not name rank 0",
-               coll_last_error());
+    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL,
+               "message '%s' does not name rank 0", coll_last_error());
     RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
                coll_last_error());
   }
@@ -280,8 +280,8 @@ static int mixed_rank(int rank, int n, void *p) {
 static const char *transport_of(int i) { return i % 2 == 0 ? "shm" : "tcp"; }
 
 static test_arg_t forced_arg(const char *forced, const char *prefix) {
-  return (test_arg_t){.job = {.prefix = prefix, .hosts = one_host, .forced = forced,
-                              .timeout_ms = 10000}};
+  return (test_arg_t){
+      .job = {.prefix = prefix, .hosts = one_host, .forced = forced, .timeout_ms = 10000}};
 }
 
 /* Loop index i: transport i % 2, ranks 2 + i / 2 (2..5). */
@@ -302,8 +302,9 @@ END_TEST
 /* COLL_SHM_DIRECT=1: large messages go single-copy (process_vm_readv). Loop index:
  * 0 ring copies, 1 ring reductions, 2 killed sender. */
 START_TEST(shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender) {
-  test_arg_t arg = forced_arg("shm", _i == 0 ? "t/direct-copy/" : _i == 1 ? "t/direct-reduce/"
-                                                                         : "t/direct-kill/");
+  test_arg_t arg = forced_arg("shm", _i == 0   ? "t/direct-copy/"
+                                     : _i == 1 ? "t/direct-reduce/"
+                                               : "t/direct-kill/");
   setenv("COLL_SHM_DIRECT", "1", 1);
   if (_i == 0) ck_assert_int_eq(run_ranks(3, ring_copy_rank, &arg, 60000), 0);
   if (_i == 1) {
@@ -352,10 +353,15 @@ START_TEST(forcing_shm_across_hosts_fails_with_a_message) {
   store_server_t *server = NULL;
   ck_assert_int_eq(store_server_start(&opt, &server), COLL_OK);
   store_client_t *client = NULL;
-  ck_assert_int_eq(store_client_connect("127.0.0.1", store_server_port(server), NULL, 5000, &client),
-                   COLL_OK);
-  transport_setup_t setup = {.store = client, .key_prefix = "t/force/", .rank = 0, .nranks = 2,
-                             .host_ids = many_hosts, .forced = "shm", .timeout_ms = 1000};
+  ck_assert_int_eq(
+      store_client_connect("127.0.0.1", store_server_port(server), NULL, 5000, &client), COLL_OK);
+  transport_setup_t setup = {.store = client,
+                             .key_prefix = "t/force/",
+                             .rank = 0,
+                             .nranks = 2,
+                             .host_ids = many_hosts,
+                             .forced = "shm",
+                             .timeout_ms = 1000};
   transport_set_t *set = NULL;
   ck_assert_int_eq(transport_set_connect(&setup, &set), COLL_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(set);

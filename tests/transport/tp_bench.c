@@ -69,8 +69,9 @@ static double exchange_reduce_gbs(tp_rank_t *t, int peer, float *mine, float *ds
   int64_t start = coll_now_ns();
   for (int i = 0; i < iters; i++) {
     transport_recv_t r = {.dst = dst, .len = len};
-    if (reduce) r = (transport_recv_t){.dst = dst, .operand = mine, .reduce = sum,
-                                       .elem_size = 4, .len = len};
+    if (reduce)
+      r = (transport_recv_t){
+          .dst = dst, .operand = mine, .reduce = sum, .elem_size = 4, .len = len};
     if (tp_recv(t, peer, &r) != COLL_OK || tp_send(t, peer, mine, len) != COLL_OK ||
         tp_drain(t, 20000) != COLL_OK)
       return -1;
@@ -92,8 +93,8 @@ static double allreduce2_busbw(tp_rank_t *t, int peer, float *buf, size_t len, i
   for (int i = 0; i < iters; i++) {
     for (size_t off = 0; off < half; off += seg) {
       size_t n = half - off < seg ? half - off : seg;
-      transport_recv_t r = {.dst = my_half + off, .operand = my_half + off, .reduce = sum,
-                            .elem_size = 4, .len = n};
+      transport_recv_t r = {
+          .dst = my_half + off, .operand = my_half + off, .reduce = sum, .elem_size = 4, .len = n};
       if (tp_recv(t, peer, &r) != COLL_OK || tp_send(t, peer, other_half + off, n) != COLL_OK)
         return -1;
     }
@@ -133,9 +134,10 @@ static int bench_rank(int rank, int n, void *p) {
     double xr = exchange_reduce_gbs(&t, peer, (float *)a, (float *)b, len, iters, true);
     double ar = allreduce2_busbw(&t, peer, (float *)a, len, iters);
     if (rank == 0)
-      printf("%s: %8zu KiB  one-way %5.2f GB/s  exchange copy %5.2f GB/s/dir  exchange+reduce "
-             "%5.2f GB/s/dir  allreduce(2) busbw %5.2f GB/s\n",
-             name, len / 1024, one, xc, xr, ar);
+      printf(
+          "%s: %8zu KiB  one-way %5.2f GB/s  exchange copy %5.2f GB/s/dir  exchange+reduce "
+          "%5.2f GB/s/dir  allreduce(2) busbw %5.2f GB/s\n",
+          name, len / 1024, one, xc, xr, ar);
     fflush(stdout);
   }
   if (rank == 0) printf("%s: staging bytes %zu\n", name, transport_set_staging_bytes(t.set));
@@ -147,7 +149,8 @@ static int bench_rank(int rank, int n, void *p) {
 
 int main(int argc, char **argv) {
   bench_arg_t arg = {.job = {.prefix = "bench/", .hosts = hosts, .timeout_ms = 20000},
-                     .max_bytes = 64u << 20, .scale = 1};
+                     .max_bytes = 64u << 20,
+                     .scale = 1};
   arg.job.forced = argc > 1 ? argv[1] : "shm";
   if (argc > 2) arg.max_bytes = (size_t)atoi(argv[2]) << 20;
   if (argc > 3) arg.scale = atoi(argv[3]) > 0 ? atoi(argv[3]) : 1;

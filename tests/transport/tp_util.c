@@ -31,8 +31,10 @@ bool tp_store_start(tp_store_host_t *host) {
     store_server_options_t opt = {.bind_addr = "127.0.0.1"};
     store_server_t *server = NULL;
     uint16_t port = 0;
-    if (store_server_start(&opt, &server) == COLL_OK) port = store_server_port(server);
-    else fprintf(stderr, "store helper: %s\n", coll_last_error());
+    if (store_server_start(&opt, &server) == COLL_OK)
+      port = store_server_port(server);
+    else
+      fprintf(stderr, "store helper: %s\n", coll_last_error());
     if (write(port_pipe[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
     /* Serve until the test closes its end (or dies: the read sees EOF then too). */
     char c;
@@ -149,7 +151,8 @@ coll_status_t tp_drain(tp_rank_t *t, int timeout_ms) {
     if (idle_since == 0) idle_since = now;
     if (now - idle_since < 20000) continue;
     int left = coll_ms_left(deadline);
-    if (left == 0) return coll_error(COLL_ERR_TIMEOUT, "tp_drain: no completion in %d ms", timeout_ms);
+    if (left == 0)
+      return coll_error(COLL_ERR_TIMEOUT, "tp_drain: no completion in %d ms", timeout_ms);
     coll_status_t st = transport_set_wait(t->set, left < 10 ? left : 10);
     if (st != COLL_OK) return st;
   }

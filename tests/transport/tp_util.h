@@ -12,10 +12,10 @@
 #include "transport/transport.h"
 
 typedef struct {
-  uint16_t port; /* store server on 127.0.0.1 */
-  const char *prefix; /* key prefix, unique per test */
+  uint16_t port;            /* store server on 127.0.0.1 */
+  const char *prefix;       /* key prefix, unique per test */
   const char *const *hosts; /* host id per rank */
-  const char *forced; /* "shm", "tcp" or NULL */
+  const char *forced;       /* "shm", "tcp" or NULL */
   int timeout_ms;
 } tp_job_t;
 
@@ -49,8 +49,8 @@ void tp_close(tp_rank_t *t);
 coll_status_t tp_send(tp_rank_t *t, int peer, const void *buf, size_t len);
 coll_status_t tp_recv(tp_rank_t *t, int peer, const transport_recv_t *recv);
 /* Progress every connection until all posted operations completed, blocking in
- * transport_set_wait when nothing moved for 20 us (as the executor does). COLL_ERR_TIMEOUT after timeout_ms without
- * completion; otherwise the first transport error. */
+ * transport_set_wait when nothing moved for 20 us (as the executor does). COLL_ERR_TIMEOUT after
+ * timeout_ms without completion; otherwise the first transport error. */
 coll_status_t tp_drain(tp_rank_t *t, int timeout_ms);
 
 /* Deterministic bytes for (sender, message tag). */

@@ -59,8 +59,9 @@ static coll_status_t fail(shm_conn_t *c, coll_status_t st, const char *fmt, ...)
 
 static coll_status_t fail(shm_conn_t *c, coll_status_t st, const char *fmt, ...) {
   if (c->failed == COLL_OK) {
-    int n = snprintf(c->failure, sizeof c->failure, "peer rank %d (host %s, pid %d): ",
-                     c->base.peer, c->peer_host, (int)c->peer_pid);
+    int n =
+        snprintf(c->failure, sizeof c->failure, "peer rank %d (host %s, pid %d): ", c->base.peer,
+                 c->peer_host, (int)c->peer_pid);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof c->failure)
@@ -113,8 +114,7 @@ static coll_status_t shm_post_recv(transport_conn_t *conn, const transport_recv_
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
       !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
-    return coll_error(COLL_ERR_NO_MEMORY, "shm receive from rank %d: out of memory",
-                      c->base.peer);
+    return coll_error(COLL_ERR_NO_MEMORY, "shm receive from rank %d: out of memory", c->base.peer);
   c->recvs[c->recvs_posted & (c->recv_cap - 1)] = (shm_recv_t){.r = *recv};
   c->recvs_posted++;
   return COLL_OK;
@@ -147,7 +147,8 @@ static bool send_some(shm_conn_t *c) {
       m->off = m->len;
     } else {
       size_t n = m->len - m->off < c->out.slot_bytes ? m->len - m->off : c->out.slot_bytes;
-      if (n > 0) memcpy(c->out.data + (size_t)slot * c->out.slot_bytes, (const char *)m->buf + m->off, n);
+      if (n > 0)
+        memcpy(c->out.data + (size_t)slot * c->out.slot_bytes, (const char *)m->buf + m->off, n);
       h->addr = 0;
       h->chunk_len = (uint32_t)n;
       h->kind = SHM_SLOT_COPY;
@@ -203,7 +204,7 @@ static coll_status_t read_direct(shm_conn_t *c, shm_recv_t *m, uint64_t addr, si
     if (got < 0) {
       if (errno == EINTR) continue;
       if (errno == ESRCH || !shm_peer_alive(c))
-      return fail(c, COLL_ERR_REMOTE, "process is gone (process_vm_readv: %s)", strerror(errno));
+        return fail(c, COLL_ERR_REMOTE, "process is gone (process_vm_readv: %s)", strerror(errno));
       return fail(c, COLL_ERR_SYSTEM, "process_vm_readv of %zu bytes: %s", want, strerror(errno));
     }
     size_t n = (size_t)got;
@@ -286,7 +287,8 @@ static coll_status_t shm_progress(transport_conn_t *conn, uint64_t *sends_done,
     if (now - c->idle_since_ns > ALIVE_CHECK_NS && now - c->last_alive_check_ns > ALIVE_CHECK_NS) {
       c->last_alive_check_ns = now;
       if (!shm_peer_alive(c))
-        st = fail(c, COLL_ERR_REMOTE, "the peer process exited or was killed with %llu sends and "
+        st = fail(c, COLL_ERR_REMOTE,
+                  "the peer process exited or was killed with %llu sends and "
                   "%llu receives pending",
                   (unsigned long long)(c->sends_posted - c->sends_done),
                   (unsigned long long)(c->recvs_posted - c->recvs_done));

@@ -23,17 +23,17 @@
 enum { SHM_SLOT_COPY = 1, SHM_SLOT_DIRECT = 2 };
 
 typedef struct {
-  uint64_t msg_len; /* the whole message */
-  uint64_t seq; /* message number on this directed pair */
-  uint64_t addr; /* DIRECT: the message's address in the sender */
+  uint64_t msg_len;   /* the whole message */
+  uint64_t seq;       /* message number on this directed pair */
+  uint64_t addr;      /* DIRECT: the message's address in the sender */
   uint32_t chunk_len; /* COPY: bytes in this slot */
   uint32_t kind;
   uint64_t reserved[4]; /* one cache line per header */
 } shm_slot_hdr_t;
 
 typedef struct {
-  _Alignas(64) _Atomic uint64_t head; /* slots produced, written by the sender */
-  _Alignas(64) _Atomic uint64_t tail; /* slots consumed, written by the receiver */
+  _Alignas(64) _Atomic uint64_t head;      /* slots produced, written by the sender */
+  _Alignas(64) _Atomic uint64_t tail;      /* slots consumed, written by the receiver */
   _Alignas(64) _Atomic uint32_t direct_ok; /* the receiver can read the sender's memory */
 } shm_fifo_ctrl_t;
 
@@ -41,15 +41,15 @@ typedef struct {
   uint64_t magic;
   int32_t owner_rank;
   int32_t pid;
-  uint64_t cookie; /* a value in the owner's private memory ... */
+  uint64_t cookie;      /* a value in the owner's private memory ... */
   uint64_t cookie_addr; /* ... at this address: the process_vm_readv probe */
   uint32_t nfifos;
   uint32_t nslots;
   uint64_t slot_bytes;
-  uint64_t fifo_stride; /* bytes from one FIFO to the next */
-  uint64_t hdrs_offset; /* from a FIFO's start to its slot headers */
-  uint64_t data_offset; /* from a FIFO's start to its slot data */
-  _Alignas(64) _Atomic uint32_t bell; /* bumped by peers after they change a FIFO */
+  uint64_t fifo_stride;                   /* bytes from one FIFO to the next */
+  uint64_t hdrs_offset;                   /* from a FIFO's start to its slot headers */
+  uint64_t data_offset;                   /* from a FIFO's start to its slot data */
+  _Alignas(64) _Atomic uint32_t bell;     /* bumped by peers after they change a FIFO */
   _Alignas(64) _Atomic uint32_t sleeping; /* the owner sleeps (or is about to) on bell */
 } shm_inbox_t;
 
@@ -80,8 +80,8 @@ typedef struct shm_conn {
   transport_conn_t base;
   char peer_host[128];
   struct transport_group *group;
-  shm_fifo_t in; /* peer -> me, in my inbox */
-  shm_fifo_t out; /* me -> peer, in the peer's inbox */
+  shm_fifo_t in;           /* peer -> me, in my inbox */
+  shm_fifo_t out;          /* me -> peer, in the peer's inbox */
   shm_inbox_t *peer_inbox; /* whose doorbell we ring */
   size_t peer_map_len;
   int peer_fd; /* kept open: its lock tells whether the peer lives */
@@ -89,7 +89,7 @@ typedef struct shm_conn {
   /* sender state */
   shm_send_t *sends;
   uint64_t send_cap, sends_posted, sends_written, sends_done;
-  uint64_t out_head; /* my copy of out.ctrl->head */
+  uint64_t out_head;      /* my copy of out.ctrl->head */
   uint64_t out_tail_seen; /* last tail read (refreshed when the FIFO looks full) */
   /* receiver state */
   shm_recv_t *recvs;
@@ -97,7 +97,7 @@ typedef struct shm_conn {
   uint64_t in_tail; /* my copy of in.ctrl->tail */
   uint64_t in_head_seen;
   unsigned char *staging; /* DIRECT reductions: a cache-sized chunk */
-  int64_t idle_since_ns; /* pending work but no movement since; for the liveness check */
+  int64_t idle_since_ns;  /* pending work but no movement since; for the liveness check */
   int64_t last_alive_check_ns;
   coll_status_t failed;
   char failure[256];
@@ -115,7 +115,7 @@ struct transport_group {
   uint32_t seen_bell;
   uint64_t cookie;
   int64_t spin_ns;
-  size_t direct_min; /* messages at least this long go single-copy (when allowed) */
+  size_t direct_min;   /* messages at least this long go single-copy (when allowed) */
   size_t direct_chunk; /* staging for single-copy reductions */
   bool direct_enabled;
 };

@@ -84,8 +84,8 @@ static coll_status_t create_inbox(const transport_setup_t *setup, transport_grou
   uint32_t key_hash = 2166136261u;
   for (const char *p = setup->key_prefix; *p != '\0'; p++)
     key_hash = (key_hash ^ (unsigned char)*p) * 16777619u;
-  snprintf(g->inbox_name, sizeof g->inbox_name, "/coll-%08x-r%d-p%d-%016llx", key_hash,
-           setup->rank, (int)getpid(), (unsigned long long)rnd);
+  snprintf(g->inbox_name, sizeof g->inbox_name, "/coll-%08x-r%d-p%d-%016llx", key_hash, setup->rank,
+           (int)getpid(), (unsigned long long)rnd);
   g->inbox_fd = shm_open(g->inbox_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (g->inbox_fd < 0)
     return coll_error_errno(COLL_ERR_SYSTEM, errno, "shm_open(%s)", g->inbox_name);
@@ -174,8 +174,8 @@ static coll_status_t attach_peer(const transport_setup_t *setup, transport_group
   char *text = NULL;
   coll_status_t st = store_text(setup, key, deadline, &text);
   if (st != COLL_OK)
-    return coll_error_prefix(st, "reading the shm segment of rank %d (does it use shm too?): ",
-                             peer);
+    return coll_error_prefix(st,
+                             "reading the shm segment of rank %d (does it use shm too?): ", peer);
   char name[96];
   int consumed = 0;
   if (sscanf(text, "%95s%n", name, &consumed) != 1) {
@@ -209,8 +209,7 @@ static coll_status_t attach_peer(const transport_setup_t *setup, transport_group
   c->out = fifo_at(pin, (uint32_t)index);
   c->in = fifo_at(g->inbox, my_index_for_peer);
   /* Tell the sender (the peer) whether we can read its buffers directly. */
-  if (g->direct_enabled && probe_direct(c))
-    atomic_store(&c->in.ctrl->direct_ok, 1);
+  if (g->direct_enabled && probe_direct(c)) atomic_store(&c->in.ctrl->direct_ok, 1);
   coll_log(COLL_LOG_INFO, "shm: rank %d pid %d, single-copy reads from it %s", peer,
            (int)c->peer_pid, atomic_load(&c->in.ctrl->direct_ok) ? "allowed" : "not allowed");
   snprintf(key, sizeof key, "%sshm/%d/mapped/%d", setup->key_prefix, peer, setup->rank);

@@ -48,8 +48,8 @@ static coll_status_t fail(tcp_conn_t *c, coll_status_t st, const char *fmt, ...)
 static coll_status_t io_error(tcp_conn_t *c, tcp_stream_t *s, int err, const char *what) {
   if (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ETIMEDOUT ||
       err == EHOSTUNREACH || err == ENETUNREACH)
-    return fail(c, COLL_ERR_REMOTE, "%s on stream %d: %s (peer failed or closed)", what,
-                s->index, strerror(err));
+    return fail(c, COLL_ERR_REMOTE, "%s on stream %d: %s (peer failed or closed)", what, s->index,
+                strerror(err));
   return fail(c, COLL_ERR_SYSTEM, "%s on stream %d: %s", what, s->index, strerror(err));
 }
 
@@ -112,8 +112,7 @@ static coll_status_t tcp_post_recv(transport_conn_t *conn, const transport_recv_
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
       !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
-    return coll_error(COLL_ERR_NO_MEMORY, "tcp receive from rank %d: out of memory",
-                      c->base.peer);
+    return coll_error(COLL_ERR_NO_MEMORY, "tcp receive from rank %d: out of memory", c->base.peer);
   tcp_recv_t *m = &c->recvs[c->recvs_posted & (c->recv_cap - 1)];
   *m = (tcp_recv_t){.r = *recv, .streams_left = streams_with_pieces(c, recv->len)};
   c->recvs_posted++;
@@ -133,8 +132,8 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, bool *blocked) 
         s->send_msg++;
         continue;
       }
-      s->hdr_out = (tcp_frame_t){
-          .magic = TCP_FRAME_MAGIC, .seq = (uint32_t)s->send_msg, .len = m->len};
+      s->hdr_out =
+          (tcp_frame_t){.magic = TCP_FRAME_MAGIC, .seq = (uint32_t)s->send_msg, .len = m->len};
       s->hdr_sent = 0;
       s->send_off = 0;
     }
@@ -181,8 +180,8 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, bool *blocked) 
 static coll_status_t check_frame(tcp_conn_t *c, tcp_stream_t *s, const tcp_recv_t *m) {
   if (s->hdr_in.magic != TCP_FRAME_MAGIC || s->hdr_in.seq != (uint32_t)s->recv_msg)
     return fail(c, COLL_ERR_PROTOCOL,
-                "bad frame on stream %d (magic 0x%08x, message %u; expected message %u)",
-                s->index, s->hdr_in.magic, s->hdr_in.seq, (uint32_t)s->recv_msg);
+                "bad frame on stream %d (magic 0x%08x, message %u; expected message %u)", s->index,
+                s->hdr_in.magic, s->hdr_in.seq, (uint32_t)s->recv_msg);
   if (s->hdr_in.len != m->r.len)
     return fail(c, COLL_ERR_PROTOCOL,
                 "message %llu is %llu bytes but the posted receive expects %zu",
@@ -330,16 +329,15 @@ const transport_ops_t tcp_ops = {
     .close = tcp_close_conn,
 };
 
-coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks,
-                            int epfd) {
+coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks, int epfd) {
   int64_t piece, staging;
   coll_status_t st = coll_env_int("COLL_TCP_PIECE_BYTES", 4096, 64 << 20, 512 << 10, &piece);
   if (st == COLL_OK)
     st = coll_env_int("COLL_TCP_STAGING_BYTES", 4096, 8 << 20, 256 << 10, &staging);
   if (st != COLL_OK) return st;
   if ((piece & (piece - 1)) != 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "COLL_TCP_PIECE_BYTES=%lld is not a power of two", (long long)piece);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "COLL_TCP_PIECE_BYTES=%lld is not a power of two",
+                      (long long)piece);
   c->base = (transport_conn_t){.ops = &tcp_ops, .peer = peer};
   snprintf(c->peer_host, sizeof c->peer_host, "%s", peer_host);
   c->nsocks = nsocks;

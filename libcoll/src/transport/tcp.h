@@ -39,7 +39,7 @@ typedef struct {
   int fd;
   int index;
   uint32_t events; /* epoll interest currently registered */
-  bool in_epoll; /* false after the socket reported a hang-up or error */
+  bool in_epoll;   /* false after the socket reported a hang-up or error */
   /* send side: message send_msg, piece send_piece, send_off bytes of it written */
   uint64_t send_msg;
   size_t send_piece;
@@ -49,7 +49,7 @@ typedef struct {
   /* receive side, same shape; reductions go through staging */
   uint64_t recv_msg;
   size_t recv_piece;
-  size_t recv_off; /* bytes of the piece read (into dst or staging) */
+  size_t recv_off;    /* bytes of the piece read (into dst or staging) */
   size_t reduced_off; /* bytes of the piece reduced into dst */
   size_t hdr_got;
   tcp_frame_t hdr_in;
@@ -60,7 +60,7 @@ typedef struct tcp_conn {
   transport_conn_t base;
   char peer_host[128];
   int nsocks;
-  size_t piece; /* striping unit (power of two) */
+  size_t piece;       /* striping unit (power of two) */
   size_t staging_cap; /* per stream, for reductions */
   tcp_stream_t streams[TCP_MAX_SOCKS];
   /* queues, indexed by message number modulo the capacity (a power of two) */
@@ -84,8 +84,7 @@ struct transport_group {
 /* Data path (tcp.c). */
 extern const transport_ops_t tcp_ops;
 /* Initialise a connection's queues and streams once its sockets are open. */
-coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks,
-                            int epfd);
+coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks, int epfd);
 void tcp_conn_free(tcp_conn_t *c);
 
 #endif

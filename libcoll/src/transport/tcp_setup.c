@@ -43,7 +43,7 @@ typedef struct {
   int32_t stream;
   int32_t nsocks;
   uint32_t reserved;
-  uint64_t nonce; /* the listener's, read from the store: proves the store was read */
+  uint64_t nonce;    /* the listener's, read from the store: proves the store was read */
   uint64_t key_hash; /* of the communicator's key prefix */
 } handshake_t;
 
@@ -176,8 +176,10 @@ static coll_status_t connect_stream(const char *ip, uint16_t port, int64_t deadl
         struct pollfd p = {.fd = fd, .events = POLLOUT};
         int rc = poll(&p, 1, coll_ms_left(deadline));
         socklen_t el = sizeof err;
-        if (rc == 0) err = ETIMEDOUT;
-        else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+        if (rc == 0)
+          err = ETIMEDOUT;
+        else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+          err = errno;
       }
     }
     if (err == 0) {
@@ -193,8 +195,8 @@ static coll_status_t connect_stream(const char *ip, uint16_t port, int64_t deadl
   }
 }
 
-static coll_status_t connect_peer(const transport_setup_t *setup, transport_group_t *g,
-                                  int peer, uint64_t key_hash, int64_t deadline) {
+static coll_status_t connect_peer(const transport_setup_t *setup, transport_group_t *g, int peer,
+                                  uint64_t key_hash, int64_t deadline) {
   char key[512];
   snprintf(key, sizeof key, "%stcp/%d", setup->key_prefix, peer);
   void *value = NULL;
@@ -211,8 +213,7 @@ static coll_status_t connect_peer(const transport_setup_t *setup, transport_grou
   unsigned port;
   unsigned long long nonce;
   int nsocks;
-  if (sscanf(text, "%63s %u %llu %d", ip, &port, &nonce, &nsocks) != 4 || port == 0 ||
-      port > 65535)
+  if (sscanf(text, "%63s %u %llu %d", ip, &port, &nonce, &nsocks) != 4 || port == 0 || port > 65535)
     return coll_error(COLL_ERR_PROTOCOL, "rank %d published a bad tcp address '%s'", peer, text);
   if (nsocks != g->nsocks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
@@ -225,8 +226,13 @@ static coll_status_t connect_peer(const transport_setup_t *setup, transport_grou
     snprintf(what, sizeof what, "stream %d to rank %d (host %s)", i, peer, c->peer_host);
     st = connect_stream(ip, (uint16_t)port, deadline, &c->streams[i].fd, what);
     if (st != COLL_OK) return st;
-    handshake_t hs = {.magic = HANDSHAKE_MAGIC, .version = HANDSHAKE_VERSION, .rank = g->rank,
-                      .stream = i, .nsocks = g->nsocks, .nonce = nonce, .key_hash = key_hash};
+    handshake_t hs = {.magic = HANDSHAKE_MAGIC,
+                      .version = HANDSHAKE_VERSION,
+                      .rank = g->rank,
+                      .stream = i,
+                      .nsocks = g->nsocks,
+                      .nonce = nonce,
+                      .key_hash = key_hash};
     st = io_exact(c->streams[i].fd, &hs, sizeof hs, true, deadline, what);
     if (st != COLL_OK) return st;
   }
@@ -248,8 +254,8 @@ static coll_status_t accept_peers(const transport_setup_t *setup, transport_grou
       for (int r = g->rank + 1; r < g->nranks; r++)
         if (peers[r] && g->conns[r]->streams[g->nsocks - 1].fd < 0)
           return coll_error(COLL_ERR_TIMEOUT,
-                            "timed out waiting for rank %d (host %s) to connect its tcp streams",
-                            r, host_name(setup, r, "?"));
+                            "timed out waiting for rank %d (host %s) to connect its tcp streams", r,
+                            host_name(setup, r, "?"));
       return coll_error(COLL_ERR_TIMEOUT, "timed out accepting tcp streams");
     }
     if (poll(&p, 1, left) < 0 && errno != EINTR)
@@ -265,8 +271,8 @@ static coll_status_t accept_peers(const transport_setup_t *setup, transport_grou
     handshake_t hs;
     char ip[64] = "?";
     inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
-    int64_t hs_deadline = coll_now_ns() + 2000000000LL < deadline ? coll_now_ns() + 2000000000LL
-                                                                   : deadline;
+    int64_t hs_deadline =
+        coll_now_ns() + 2000000000LL < deadline ? coll_now_ns() + 2000000000LL : deadline;
     coll_status_t st = io_exact(fd, &hs, sizeof hs, false, hs_deadline, "tcp handshake");
     bool ours = st == COLL_OK && hs.magic == HANDSHAKE_MAGIC && hs.nonce == nonce &&
                 hs.key_hash == key_hash;
@@ -283,8 +289,7 @@ static coll_status_t accept_peers(const transport_setup_t *setup, transport_grou
     }
     if (!ours || hs.rank <= g->rank || hs.rank >= g->nranks || !peers[hs.rank] || hs.stream < 0 ||
         hs.stream >= g->nsocks || g->conns[hs.rank]->streams[hs.stream].fd >= 0) {
-      coll_log(COLL_LOG_WARN, "dropping a tcp connection from %s: not a peer stream we expect",
-               ip);
+      coll_log(COLL_LOG_WARN, "dropping a tcp connection from %s: not a peer stream we expect", ip);
       close(fd);
       continue;
     }

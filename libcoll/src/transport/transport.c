@@ -104,7 +104,8 @@ static coll_status_t choose(const transport_setup_t *setup, int *choice) {
 }
 
 coll_status_t transport_set_connect(const transport_setup_t *setup, transport_set_t **out) {
-  if (out == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "transport_set_connect: out is NULL");
+  if (out == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "transport_set_connect: out is NULL");
   *out = NULL;
   coll_status_t st = check_setup(setup);
   if (st != COLL_OK) return st;
@@ -179,8 +180,8 @@ coll_status_t transport_set_wait(transport_set_t *set, int timeout_ms) {
     int left = coll_ms_left(deadline);
     if (left == 0) return COLL_OK;
     int slice = left < 0 || left > 1 ? 1 : left;
-    coll_status_t st = registry[active[nactive - 1]]->wait(set->groups[active[nactive - 1]], slice,
-                                                           &woke);
+    coll_status_t st =
+        registry[active[nactive - 1]]->wait(set->groups[active[nactive - 1]], slice, &woke);
     if (st != COLL_OK || woke) return st;
   }
 }

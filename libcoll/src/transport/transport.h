@@ -32,11 +32,11 @@ typedef struct transport_conn transport_conn_t;
 typedef struct transport_set transport_set_t;
 
 typedef struct {
-  void *dst; /* where the bytes or the reduction result go */
-  const void *operand; /* NULL: plain copy; else dst = operand OP incoming */
+  void *dst;            /* where the bytes or the reduction result go */
+  const void *operand;  /* NULL: plain copy; else dst = operand OP incoming */
   mem_reduce_fn reduce; /* with operand */
-  size_t elem_size; /* the transport hands reduce() whole elements */
-  size_t len; /* bytes */
+  size_t elem_size;     /* the transport hands reduce() whole elements */
+  size_t len;           /* bytes */
 } transport_recv_t;
 
 typedef struct transport_ops {
@@ -54,8 +54,7 @@ struct transport_conn {
   int peer;
 };
 
-static inline coll_status_t transport_post_send(transport_conn_t *c, const void *buf,
-                                                size_t len) {
+static inline coll_status_t transport_post_send(transport_conn_t *c, const void *buf, size_t len) {
   return c->ops->post_send(c, buf, len);
 }
 static inline coll_status_t transport_post_recv(transport_conn_t *c, const transport_recv_t *r) {
@@ -73,7 +72,8 @@ typedef struct {
   int rank;
   int nranks;
   const char *const *host_ids; /* host id of every rank (same host: same string) */
-  const char *forced; /* COLL_TRANSPORT value or NULL */
+  const char *forced;          /* COLL_TRANSPORT value or NULL (then the registry reads
+                                  COLL_TRANSPORT itself); "auto" or "": not forced */
   int timeout_ms;
 } transport_setup_t;
 
@@ -83,9 +83,12 @@ typedef struct {
 coll_status_t transport_set_connect(const transport_setup_t *setup, transport_set_t **set);
 /* The connection to `peer` (NULL for self). */
 transport_conn_t *transport_set_conn(transport_set_t *set, int peer);
-/* Block until a connection may progress, at most timeout_ms. */
+/* Block until a connection may progress, at most timeout_ms. Early (spurious) returns
+ * are allowed, missed wake-ups are not; timeout_ms <= 0 only checks. Call progress() on
+ * the connections with pending work before waiting again. */
 coll_status_t transport_set_wait(transport_set_t *set, int timeout_ms);
-/* Bytes of staging memory this rank holds for its connections. */
+/* Bytes of staging memory this rank holds for its connections: shm FIFOs it receives
+ * through (each FIFO is counted by its receiver) and reduction staging chunks. */
 size_t transport_set_staging_bytes(const transport_set_t *set);
 void transport_set_close(transport_set_t *set);
 
