@@ -191,15 +191,16 @@ void train_dataset_free(train_dataset_t *ds) {
 #define PIXEL_MEAN 0.2860f
 #define PIXEL_STD 0.3530f
 
-void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n, float *x,
-                          uint8_t *labels) {
-  float lut[256];
-  for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - PIXEL_MEAN) / PIXEL_STD;
+void train_dataset_gather(const train_dataset_t *ds, const uint32_t *indices, size_t n,
+                          float *restrict x, uint8_t *restrict labels) {
+  /* x = v * scale + shift: a multiply-add the compiler vectorises (a table lookup does
+   * not), the same value as (v / 255 - mean) / std up to rounding. */
+  const float scale = 1.0f / (255.0f * PIXEL_STD), shift = -PIXEL_MEAN / PIXEL_STD;
   size_t dim = ds->rows * ds->cols;
   for (size_t i = 0; i < n; i++) {
-    const uint8_t *src = ds->images + (size_t)indices[i] * dim;
-    float *dst = x + i * dim;
-    for (size_t k = 0; k < dim; k++) dst[k] = lut[src[k]];
+    const uint8_t *restrict src = ds->images + (size_t)indices[i] * dim;
+    float *restrict dst = x + i * dim;
+    for (size_t k = 0; k < dim; k++) dst[k] = (float)src[k] * scale + shift;
     labels[i] = ds->labels[indices[i]];
   }
 }
