@@ -8,10 +8,10 @@
  *   tree all-reduce    ~2 nseg + 4 D steps, ~2 S bytes (S for n = 2), ~S reduced
  *   hd all-reduce      2 log2 p (+2 folding) steps, 2(p-1)/p S (+S folding), (p-1)/p S
  *                      (+S folding) reduced, p = largest power of two <= n
- *   master all-reduce  nseg + n - 1 steps, 2(n-1) S through rank 0, (n-1) S reduced
- *   Pipelined algorithms (ring, tree, master) overlap the transfer of one segment with the
+ *   master all-reduce  n*nseg steps, 2(n-1) S through rank 0, (n-1) S reduced
+ *   Pipelined algorithms (ring, tree) overlap the transfer of one segment with the
  *   reduction of the previous one: they pay max(bytes beta, reduced gamma) plus one
- *   segment of fill; hd reduces whole halves between steps and pays the sum.
+ *   segment of fill; hd and master reduce whole halves between steps and pay the sum.
  *
  *   broadcast: chain (ring) (nseg + n - 2) steps of one segment; binomial (tree, hd)
  *   ceil(log2 n) steps of S; direct (master) (n-1) S from the root.
@@ -78,7 +78,7 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
     }
     case COLL_ALGO_MASTER: {
       double nseg = fmax(1.0, ceil(S / seg));
-      return pipelined(nseg + n - 1, 2.0 * (n - 1) * S, (n - 1) * S, fmin(seg, S), c);
+      return n * nseg * c->alpha + 2.0 * (n - 1) * S * c->beta + (n - 1) * S * c->gamma;
     }
     default:
       return INFINITY;
