@@ -337,7 +337,7 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     double sums[2] = {loss, samples};
     st = train_ddp_sum(r->ddp, sums, 2);
     if (st != TRAIN_OK) break;
-    res->final_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    if (sums[1] > 0) res->final_loss = sums[0] / sums[1]; /* else no step ran this epoch */
     if (stop) break; /* an interrupted epoch: no evaluation, position stays mid-epoch */
     r->step_in_epoch = 0;
     if (c->check_sync) {
