@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # algo_compare.sh: runs the real allreduce_bench (under collrun) for every algorithm
 # (ring, tree, hd, master) and rank count over a range of sizes, writes one CSV and a PNG
-# of bus bandwidth against size per algorithm (gnuplot, bench/algo_compare.gp), and
-# prints the largest size's busbw per algorithm: master's rank-0 bottleneck shows as the
-# line that falls behind as ranks are added.
+# of bus bandwidth against size per algorithm (gnuplot, bench/algo_compare.gp), with the
+# cost model's prediction for the same cases (coll-sim) as dashed lines, and prints the
+# largest size's busbw per algorithm. Master's rank-0 bottleneck is the line that falls
+# behind as ranks are added, in the model always, in the measurement when every rank has
+# a core of its own (with more ranks than cores the CPU, not rank 0's link, is the limit).
 #
 #   bench/algo_compare.sh [BUILD_DIR]      (default: build; configured and built if needed)
 # Environment: RANKS (default "2 3 4"), ALGOS (default "ring tree hd master"),
 #   MINBYTES (default 1K), MAXBYTES (default 16M), FACTOR (default 4), ITERS (default 10),
 #   WARMUP (default 3), TRANSPORT (shm or tcp; default: libcoll's choice),
-#   OUT_DIR (default BUILD_DIR/algo_compare): algo_compare.csv, algo_compare.png, logs.
+#   REPLOT=1: no runs; redo the model and the plot from OUT_DIR's algo_compare.csv.
+#   OUT_DIR (default BUILD_DIR/algo_compare): algo_compare.csv, algo_model.csv (the cost
+#   model's time and busbw per measured case), algo_compare.png, logs.
 # Exit status: 0 success, 1 a run failed (its log is named), 2 build or setup failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,20 +34,21 @@ if [ ! -f "$build/build.ninja" ]; then
     exit 2
   }
 fi
-ninja -C "$build" bench/allreduce_bench tools/collrun >"$out/build.log" 2>&1 || {
+ninja -C "$build" bench/allreduce_bench tools/collrun tools/coll-sim >"$out/build.log" 2>&1 || {
   tail -30 "$out/build.log" >&2
   exit 2
 }
 bench=$build/bench/allreduce_bench
 collrun=$build/tools/collrun
+collsim=$build/tools/coll-sim
 export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-120000}
 extra=()
 [ -n "${TRANSPORT:-}" ] && extra=(-T "$TRANSPORT")
 
 csv=$out/algo_compare.csv
-rm -f "$csv"
 status=0
-for n in $ranks; do
+[ "${REPLOT:-0}" = 1 ] && ranks_run="" || { ranks_run=$ranks; rm -f "$csv"; }
+for n in $ranks_run; do
   for a in $algos; do
     part=$out/run-n$n-$a.csv
     log=$out/run-n$n-$a.log
@@ -61,6 +66,17 @@ for n in $ranks; do
   done
 done
 [ -f "$csv" ] || { echo "algo_compare: no run succeeded" >&2; exit 1; }
+
+# The cost model's prediction for every measured (size, ranks, algo), same busbw formula,
+# in the measured CSV's order (grouped by ranks and algo, so gnuplot draws unbroken lines).
+model=$out/algo_model.csv
+echo "size,nranks,algo,model_time_us,model_busbw" >"$model"
+tail -n +2 "$csv" | cut -d, -f1,14,15 | while IFS=, read -r size n a; do
+  t=$("$collsim" "$a" -n "$n" --bytes "$size" --transport "${TRANSPORT:-shm}" --json \
+      | grep -o '"predicted_s": [0-9.e+-]*' | cut -d' ' -f2)
+  [ -n "$t" ] && awk -v s="$size" -v n="$n" -v a="$a" -v t="$t" 'BEGIN {
+      printf "%s,%s,%s,%.3f,%.4f\n", s, n, a, t * 1e6, s / t * 2 * (n - 1) / n / 1e9 }' >>"$model"
+done
 
 # Largest size per rank count: busbw of each algorithm side by side.
 echo
@@ -89,8 +105,9 @@ if command -v gnuplot >/dev/null; then
   # The load average goes in the title: on a shared machine it says how far to trust it.
   load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
   title="all-reduce busbw by algorithm ($(nproc) cores, load $load, $(date +%Y-%m-%d))"
-  if gnuplot -e "csv='$csv'; png='$out/algo_compare.png'; ranks='$ranks'; algos='$algos'; \
-                 title='$title'" "$root/bench/algo_compare.gp" 2>"$out/gnuplot.log"; then
+  if gnuplot -e "csv='$csv'; model='$model'; png='$out/algo_compare.png'; ranks='$ranks'; \
+                 algos='$algos'; title='$title'" "$root/bench/algo_compare.gp" \
+      2>"$out/gnuplot.log"; then
     echo "plot: $out/algo_compare.png"
   else
     echo "algo_compare: gnuplot failed: $(tail -3 "$out/gnuplot.log")" >&2
