@@ -26,6 +26,7 @@ typedef struct {
   tp_job_t job;
   int victim;         /* for the kill test */
   bool expect_direct; /* shm single-copy reductions must have happened */
+  size_t max_staging; /* 0: the default bound per peer */
 } test_arg_t;
 
 /* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
@@ -53,7 +54,7 @@ static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 40 * MIB};
 
 /* Each rank sends every size to the next rank and receives from the previous one, all
  * posted at once; then a burst of many small messages to test ordering and queueing. */
-static int ring_copy_body(tp_rank_t *tp, int rank, int n) {
+static int ring_copy_body(tp_rank_t *tp, int rank, int n, size_t max_staging) {
   tp_rank_t t = *tp;
   int next = (rank + 1) % n, prev = (rank + n - 1) % n;
   void *out[NSIZES], *in[NSIZES];
@@ -90,6 +91,8 @@ static int ring_copy_body(tp_rank_t *tp, int rank, int n) {
                "small message %d differs", k);
   size_t staging = transport_set_staging_bytes(t.set);
   RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes", staging);
+  RANK_CHECK(max_staging == 0 || staging <= max_staging, "staging %zu bytes > %zu", staging,
+             max_staging);
   *tp = t;
   return 0;
 }
@@ -98,7 +101,7 @@ static int ring_copy_rank(int rank, int n, void *p) {
   test_arg_t *arg = p;
   tp_rank_t t;
   RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int rc = ring_copy_body(&t, rank, n);
+  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
   tp_close(&t);
   return rc;
 }
@@ -272,7 +275,7 @@ static int mixed_rank(int rank, int n, void *p) {
     RANK_CHECK(strcmp(transport_set_conn(t.set, peer)->ops->name, want) == 0,
                "peer %d uses %s, want %s", peer, transport_set_conn(t.set, peer)->ops->name, want);
   }
-  int rc = ring_copy_body(&t, rank, n);
+  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
   tp_close(&t);
   return rc;
 }
@@ -313,6 +316,16 @@ START_TEST(shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender) {
   }
   if (_i == 2) ck_assert_int_eq(run_ranks(2, killed_rank, &arg, 30000), 1);
   unsetenv("COLL_SHM_DIRECT");
+}
+END_TEST
+
+/* With a small COLL_SHM_INBOX_BYTES the FIFOs shrink to fit; messages still flow. */
+START_TEST(shm_fifos_shrink_to_fit_the_inbox_budget) {
+  test_arg_t arg = forced_arg("shm", "t/inbox/");
+  arg.max_staging = 1u * MIB;
+  setenv("COLL_SHM_INBOX_BYTES", "1048576", 1);
+  ck_assert_int_eq(run_ranks(5, ring_copy_rank, &arg, 60000), 0);
+  unsetenv("COLL_SHM_INBOX_BYTES");
 }
 END_TEST
 
@@ -441,7 +454,7 @@ static int ifname_rank(int rank, int n, void *p) {
     return 0;
   }
   RANK_CHECK(st == COLL_OK, "connect over lo");
-  int rc = ring_copy_body(&t, rank, n);
+  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
   tp_close(&t);
   return rc;
 }
@@ -461,6 +474,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
+  tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
   tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
   tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);

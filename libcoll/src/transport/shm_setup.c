@@ -9,6 +9,10 @@
  *   COLL_SHM_SLOT_BYTES  bytes per FIFO slot, multiple of 4096 in [4 KiB, 16 MiB] (256 KiB)
  *   COLL_SHM_NSLOTS      slots per FIFO, 2..1024 (16); one FIFO per peer: the default
  *                        staging is 4 MiB per peer connection
+ *   COLL_SHM_INBOX_BYTES with defaults for the two above, the most all of a rank's FIFOs
+ *                        may take together (64 MiB): with many ranks on a host the FIFOs
+ *                        shrink (fewer slots, down to 4, then smaller slots, down to
+ *                        16 KiB) so that /dev/shm holds ranks x inbox, not ranks^2 x 4 MiB
  *   COLL_SHM_DIRECT      1: single-copy (process_vm_readv) for large messages where the
  *                        kernel allows it; 0: always copy through the FIFO (0: measured
  *                        slower here, see shm.c)
@@ -41,15 +45,28 @@ static const char *host_name(const transport_setup_t *setup, int rank) {
   return setup->host_ids != NULL ? setup->host_ids[rank] : "localhost";
 }
 
-static coll_status_t read_config(transport_group_t *g, size_t *slot_bytes, uint32_t *nslots) {
-  int64_t sb, ns, direct, dmin, dchunk, spin;
+static coll_status_t read_config(transport_group_t *g, uint32_t nfifos, size_t *slot_bytes,
+                                 uint32_t *nslots) {
+  int64_t sb, ns, direct, dmin, dchunk, spin, inbox;
   coll_status_t st = coll_env_int("COLL_SHM_SLOT_BYTES", 4096, MAX_SLOT_BYTES, 256 << 10, &sb);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_NSLOTS", 2, 1024, 16, &ns);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, 0, &direct);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_MIN", 0, INT64_MAX, 256 << 10, &dmin);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_CHUNK", 4096, 8 << 20, 128 << 10, &dchunk);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_SPIN_US", 0, 1000, 0, &spin);
+  if (st == COLL_OK)
+    st = coll_env_int("COLL_SHM_INBOX_BYTES", 1 << 20, INT64_MAX, 64 << 20, &inbox);
   if (st != COLL_OK) return st;
+  bool geometry_set =
+      coll_env_str("COLL_SHM_SLOT_BYTES") != NULL || coll_env_str("COLL_SHM_NSLOTS") != NULL;
+  while (!geometry_set && nfifos > 0 && sb * ns > inbox / (int64_t)nfifos) {
+    if (ns > 4)
+      ns /= 2;
+    else if (sb > 16 << 10)
+      sb /= 2;
+    else
+      break;
+  }
   if (sb % SHM_PAGE != 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "COLL_SHM_SLOT_BYTES=%lld is not a multiple of %u",
                       (long long)sb, SHM_PAGE);
@@ -268,16 +285,16 @@ static coll_status_t shm_open_group(const transport_setup_t *setup, const bool *
   g->conns = calloc((size_t)setup->nranks, sizeof *g->conns);
   size_t slot_bytes = 0;
   uint32_t nslots = 0;
-  coll_status_t st = g->conns != NULL ? read_config(g, &slot_bytes, &nslots)
+  uint32_t nfifos = 0;
+  for (int r = 0; r < setup->nranks; r++) nfifos += peers[r] ? 1u : 0u;
+  coll_status_t st = g->conns != NULL ? read_config(g, nfifos, &slot_bytes, &nslots)
                                       : coll_error(COLL_ERR_NO_MEMORY, "shm: out of memory");
   if (st != COLL_OK) goto fail;
   /* Yama (ptrace_scope=1) only lets a process read another that names it a tracer; not
    * being able to say so (no Yama) is fine, the probe below decides. */
   if (g->direct_enabled) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   int64_t deadline = coll_deadline_ns(setup->timeout_ms > 0 ? setup->timeout_ms : 30000);
-  uint32_t nfifos = 0;
   size_t list_len = 128;
-  for (int r = 0; r < setup->nranks; r++) nfifos += peers[r] ? 1u : 0u;
   list_len += (size_t)nfifos * 12;
   char *record = malloc(list_len);
   if (record == NULL) {
