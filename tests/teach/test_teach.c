@@ -129,8 +129,7 @@ START_TEST(allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   int n = 2 + _i % 8;
   double S = (double)EVEN_COUNT * 4;
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s %s -n %d --bytes %zu --json", sim_path(), algo, n,
-           EVEN_COUNT * 4);
+  snprintf(cmd, sizeof cmd, "%s %s -n %d --bytes %zu --json", sim_path(), algo, n, EVEN_COUNT * 4);
   int st;
   char *out = run(cmd, &st);
   ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
@@ -138,8 +137,8 @@ START_TEST(allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
   allreduce_formula(algo, n, S, want);
   for (int r = 0; r < n; r++) {
-    ck_assert_msg(got[r] == want[r], "%s n=%d rank %d: counted %.0f bytes, formula %.0f", algo,
-                  n, r, got[r], want[r]);
+    ck_assert_msg(got[r] == want[r], "%s n=%d rank %d: counted %.0f bytes, formula %.0f", algo, n,
+                  r, got[r], want[r]);
     sum += got[r];
   }
   /* Totals that hold whatever the shape: ring and tree move 2 (n-1) S in all, master too. */
@@ -167,8 +166,8 @@ START_TEST(broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   int n = 2 + _i % 8, root = n / 2;
   double S = (double)EVEN_COUNT * 4;
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s %s -c broadcast -r %d -n %d --bytes %zu --json", sim_path(),
-           algo, root, n, EVEN_COUNT * 4);
+  snprintf(cmd, sizeof cmd, "%s %s -c broadcast -r %d -n %d --bytes %zu --json", sim_path(), algo,
+           root, n, EVEN_COUNT * 4);
   int st;
   char *out = run(cmd, &st);
   ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
@@ -176,8 +175,8 @@ START_TEST(broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
   broadcast_formula(algo, n, root, S, want);
   for (int r = 0; r < n; r++)
-    ck_assert_msg(got[r] == want[r], "%s n=%d root %d rank %d: counted %.0f, formula %.0f", algo,
-                  n, root, r, got[r], want[r]);
+    ck_assert_msg(got[r] == want[r], "%s n=%d root %d rank %d: counted %.0f, formula %.0f", algo, n,
+                  root, r, got[r], want[r]);
   free(out);
 }
 END_TEST
@@ -286,10 +285,10 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
   int st;
   char *out = run(cmd, &st);
   ck_assert_int_eq(st, 0);
-  static const char *const documented[] = {"--nranks", "--bytes", "--collective", "--root",
-                                           "--dtype", "--segment", "--transport", "--alpha",
-                                           "--beta", "--gamma", "--explain", "--json", "--svg",
-                                           "--html", "--max-panels", "--max-steps", "exit status"};
+  static const char *const documented[] = {
+      "--nranks",    "--bytes", "--collective", "--root",      "--dtype",    "--segment",
+      "--transport", "--alpha", "--beta",       "--gamma",     "--explain",  "--json",
+      "--svg",       "--html",  "--max-panels", "--max-steps", "exit status"};
   for (size_t i = 0; i < sizeof documented / sizeof documented[0]; i++)
     ck_assert_msg(strstr(out, documented[i]) != NULL, "--help lacks %s", documented[i]);
   free(out);
@@ -314,16 +313,22 @@ START_TEST(svg_pictures_are_well_formed_xml) {
     return;
   }
   static const char *const runs[] = {
-      "ring -n 4 --bytes 1K",     "tree -n 9 --bytes 4K",    "hd -n 6 --bytes 96",
-      "master -n 5 --bytes 64K",  "chain -c broadcast -n 5 -r 2 --bytes 2M",
-      "ring -n 40 --bytes 160K",  "binomial -c broadcast -n 8 --bytes 64",
+      "ring -n 4 --bytes 1K",
+      "tree -n 9 --bytes 4K",
+      "hd -n 6 --bytes 96",
+      "master -n 5 --bytes 64K",
+      "chain -c broadcast -n 5 -r 2 --bytes 2M",
+      "ring -n 40 --bytes 160K",
+      "binomial -c broadcast -n 8 --bytes 64",
   };
   char dir[256];
   temp_dir(dir, sizeof dir);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s --no-table --svg %s/p%zu.svg >/dev/null && xmllint --noout "
-             "%s/p%zu.svg 2>&1", sim_path(), runs[i], dir, i, dir, i);
+    snprintf(cmd, sizeof cmd,
+             "%s %s --no-table --svg %s/p%zu.svg >/dev/null && xmllint --noout "
+             "%s/p%zu.svg 2>&1",
+             sim_path(), runs[i], dir, i, dir, i);
     int st;
     char *out = run(cmd, &st);
     ck_assert_msg(st == 0, "'%s': %s", runs[i], out);
@@ -382,8 +387,10 @@ START_TEST(html_page_steps_forward_and_back_in_headless_chromium) {
   char *out = run(cmd, &st);
   ck_assert_msg(atoi(out) == 0, "page loads outside files");
   free(out);
-  snprintf(cmd, sizeof cmd, "grep -o 'https\\?://[^\"]*' %s/ring.html | grep -v -c "
-           "'^http://www.w3.org/2000/svg$'", dir);
+  snprintf(cmd, sizeof cmd,
+           "grep -o 'https\\?://[^\"]*' %s/ring.html | grep -v -c "
+           "'^http://www.w3.org/2000/svg$'",
+           dir);
   out = run(cmd, &st);
   ck_assert_msg(atoi(out) == 0, "page refers to %s URLs besides the SVG namespace", out);
   free(out);

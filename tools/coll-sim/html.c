@@ -15,11 +15,20 @@ enum { HTML_MAX_STEPS = 600, HTML_MAX_CELL_STATES = 400000 };
 static void put_escaped(FILE *f, const char *s, size_t len) {
   for (size_t i = 0; i < len; i++) {
     switch (s[i]) {
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '&': fputs("&amp;", f); break;
-      case '"': fputs("&quot;", f); break;
-      default: fputc(s[i], f);
+      case '<':
+        fputs("&lt;", f);
+        break;
+      case '>':
+        fputs("&gt;", f);
+        break;
+      case '&':
+        fputs("&amp;", f);
+        break;
+      case '"':
+        fputs("&quot;", f);
+        break;
+      default:
+        fputc(s[i], f);
     }
   }
 }
@@ -35,8 +44,8 @@ static const char page_style[] =
     ".main { display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }\n"
     ".panel { display: none; }\n"
     ".panel.shown { display: block; }\n"
-    "pre.words { display: none; margin: 0; font-size: 14px; white-space: pre-wrap; "
-    "max-width: 60em; }\n"
+    "pre.words { display: none; margin: 0; font-size: 13px; white-space: pre-wrap; "
+    "max-width: 56em; }\n"
     "pre.words.shown { display: block; }\n"
     "table.buffers { border-collapse: separate; border-spacing: 3px; margin-top: 10px; }\n"
     "table.buffers th { font-weight: normal; color: #495057; padding-right: 8px; "
@@ -89,7 +98,8 @@ static const char page_script[] =
     "     ?clicks=nnp: press next, next, prev. */\n"
     "  var q = new URLSearchParams(location.search);\n"
     "  var h = /step=(\\d+)/.exec(location.hash);\n"
-    "  var auto = q.get('autostep') !== null ? Number(q.get('autostep')) : (h ? Number(h[1]) : 0);\n"
+    "  var auto = q.get('autostep') !== null ? Number(q.get('autostep')) : (h ? Number(h[1]) : "
+    "0);\n"
     "  for (var i = 0; i < auto && i <= K; i++) next.click();\n"
     "  var clicks = q.get('clicks') || '';\n"
     "  for (var j = 0; j < clicks.length; j++) (clicks.charAt(j) === 'p' ? prev : next).click();\n"
@@ -182,27 +192,32 @@ static void write_body(FILE *f, const trace_t *t, const replay_t *rp) {
     fprintf(f, "</p>\n<p class=\"rule\"><b>steps:</b> %s; <b>bytes:</b> %s; code: %s</p>\n",
             info->steps_formula, info->bytes_formula, info->file);
   }
-  fprintf(f, "<div class=\"controls\"><button id=\"prev\" type=\"button\">&#8592; prev</button>"
-             "<span id=\"step-label\">step 0 / %zu</span>"
-             "<button id=\"next\" type=\"button\">next &#8594;</button>"
-             "<span class=\"rule\">(keys: left / right)</span></div>\n",
+  fprintf(f,
+          "<div class=\"controls\"><button id=\"prev\" type=\"button\">&#8592; prev</button>"
+          "<span id=\"step-label\">step 0 / %zu</span>"
+          "<button id=\"next\" type=\"button\">next &#8594;</button>"
+          "<span class=\"rule\">(keys: left / right)</span></div>\n",
           t->nsteps);
-  double size = n <= 8 ? 420 : 520;
+  double size = n <= 8 ? 380 : 480;
   /* Styles and arrow heads once, for every panel below. */
-  fputs("<svg width=\"0\" height=\"0\" style=\"position:absolute\" "
-        "xmlns=\"http://www.w3.org/2000/svg\">\n", f);
+  fputs(
+      "<svg width=\"0\" height=\"0\" style=\"position:absolute\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n",
+      f);
   svg_defs(f);
   fputs("</svg>\n<div class=\"main\"><div>\n", f);
   for (size_t k = 0; k <= t->nsteps; k++) {
-    fprintf(f, "<div class=\"panel%s\" data-state=\"%zu\"><svg xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"%.0f\" height=\"%.0f\">\n",
+    fprintf(f,
+            "<div class=\"panel%s\" data-state=\"%zu\"><svg xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%.0f\" height=\"%.0f\">\n",
             k == 0 ? " shown" : "", k, size, size);
     svg_panel(f, t, k == 0 ? t->nsteps : k - 1, 0, 0, size, 1);
     fputs("</svg></div>\n", f);
   }
-  fputs("</div>\n<div>\n<pre class=\"words shown\" data-state=\"0\">start: every rank holds its "
-        "own input; nothing sent yet.\nThe cells below are each rank's result buffer",
-        f);
+  fputs(
+      "</div>\n<div>\n<pre class=\"words shown\" data-state=\"0\">start: every rank holds its "
+      "own input; nothing sent yet.\nThe cells below are each rank's result buffer",
+      f);
   if (t->req.collective == COLL_KIND_BROADCAST)
     fprintf(f, " (the root, rank %d, shows its input)", t->req.root);
   fputs(".</pre>\n", f);
@@ -218,27 +233,30 @@ static void write_body(FILE *f, const trace_t *t, const replay_t *rp) {
       fprintf(f, "<td class=\"cell\" id=\"cell-%d-%zu\"></td>", r, c);
     fputs("</tr>\n", f);
   }
-  fputs("</table>\n<p class=\"legend\"><span style=\"background:#e9ecef\">empty</span>"
-        "<span style=\"background:#ffd8a8\">partial (ranks summed in)</span>"
-        "<span style=\"background:#8ce99a\">final</span>"
-        "<span style=\"background:#fff3bf\">mixed: % of elements final</span></p>\n"
-        "<p class=\"rule\">Columns are element ranges; arrows: orange = receive and reduce, "
-        "blue = receive (copy).</p>\n</div></div>\n",
-        f);
+  fputs(
+      "</table>\n<p class=\"legend\"><span style=\"background:#e9ecef\">empty</span>"
+      "<span style=\"background:#ffd8a8\">partial (ranks summed in)</span>"
+      "<span style=\"background:#8ce99a\">final</span>"
+      "<span style=\"background:#fff3bf\">mixed: % of elements final</span></p>\n"
+      "<p class=\"rule\">Columns are element ranges; arrows: orange = receive and reduce, "
+      "blue = receive (copy).</p>\n</div></div>\n",
+      f);
 }
 
 int write_html(const char *path, const cli_t *cli, const trace_t *t) {
   (void)cli;
   if (t->nsteps > HTML_MAX_STEPS) {
-    fprintf(stderr, "coll-sim: --html: %zu steps is more than a page can animate usefully (%d); "
-                    "use a larger --segment or a smaller --bytes\n",
+    fprintf(stderr,
+            "coll-sim: --html: %zu steps is more than a page can animate usefully (%d); "
+            "use a larger --segment or a smaller --bytes\n",
             t->nsteps, HTML_MAX_STEPS);
     return -1;
   }
   size_t ncells = choose_cells(t);
   if ((t->nsteps + 1) * (size_t)t->req.nranks * ncells > HTML_MAX_CELL_STATES) {
-    fprintf(stderr, "coll-sim: --html: %zu steps x %d ranks x %zu cells is too many; use fewer "
-                    "ranks or steps\n",
+    fprintf(stderr,
+            "coll-sim: --html: %zu steps x %d ranks x %zu cells is too many; use fewer "
+            "ranks or steps\n",
             t->nsteps, t->req.nranks, ncells);
     return -1;
   }
@@ -254,10 +272,11 @@ int write_html(const char *path, const cli_t *cli, const trace_t *t) {
     replay_free(&rp);
     return -1;
   }
-  fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-             "<title>coll-sim: %s %s, %d ranks</title>\n<style>\n%s</style>\n</head>\n<body>\n",
-          trace_algo_name(t->req.collective, t->req.algo),
-          trace_collective_name(t->req.collective), t->req.nranks, page_style);
+  fprintf(f,
+          "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<title>coll-sim: %s %s, %d ranks</title>\n<style>\n%s</style>\n</head>\n<body>\n",
+          trace_algo_name(t->req.collective, t->req.algo), trace_collective_name(t->req.collective),
+          t->req.nranks, page_style);
   write_body(f, t, &rp);
   fputs("<script>\n", f);
   write_data(f, t, &rp);

@@ -109,8 +109,11 @@ static size_t log2_ceil(int n) {
 
 static sched_params_t params_of(const trace_t *t) {
   const sim_request_t *q = &t->req;
-  return (sched_params_t){.collective = q->collective, .count = q->count, .dtype = q->dtype,
-                          .nranks = q->nranks, .root = q->root,
+  return (sched_params_t){.collective = q->collective,
+                          .count = q->count,
+                          .dtype = q->dtype,
+                          .nranks = q->nranks,
+                          .root = q->root,
                           .segment_bytes = q->segment_bytes};
 }
 
@@ -135,21 +138,27 @@ long info_expected_steps(const trace_t *t) {
   if (t->req.collective == COLL_KIND_BROADCAST) {
     if (n == 1) return 0;
     switch (t->req.algo) {
-      case COLL_ALGO_RING: return nseg + n - 2;
+      case COLL_ALGO_RING:
+        return nseg + n - 2;
       case COLL_ALGO_TREE:
-      case COLL_ALGO_HD: return (long)log2_ceil(n);
-      default: return nseg;
+      case COLL_ALGO_HD:
+        return (long)log2_ceil(n);
+      default:
+        return nseg;
     }
   }
   if (n == 1) return 1; /* one local copy */
   switch (t->req.algo) {
-    case COLL_ALGO_RING: return 2L * (n - 1) * nseg;
+    case COLL_ALGO_RING:
+      return 2L * (n - 1) * nseg;
     case COLL_ALGO_HD: {
       size_t pw = pow2_below(n);
       return 2L * (long)log2_ceil((int)pw) + (pw != (size_t)n ? 2 : 0);
     }
-    case COLL_ALGO_MASTER: return (long)n * nseg;
-    default: return -1;
+    case COLL_ALGO_MASTER:
+      return (long)n * nseg;
+    default:
+      return -1;
   }
 }
 
@@ -174,8 +183,12 @@ void info_expected_bytes(const trace_t *t, double *out) {
       continue;
     }
     switch (t->req.algo) {
-      case COLL_ALGO_RING: out[r] = 2.0 * (n - 1) / n * S; break;
-      case COLL_ALGO_MASTER: out[r] = r == 0 ? (double)(n - 1) * S : S; break;
+      case COLL_ALGO_RING:
+        out[r] = 2.0 * (n - 1) / n * S;
+        break;
+      case COLL_ALGO_MASTER:
+        out[r] = r == 0 ? (double)(n - 1) * S : S;
+        break;
       case COLL_ALGO_HD: {
         size_t pw = pow2_below(n);
         int rem = n - (int)pw;
@@ -195,7 +208,8 @@ void info_expected_bytes(const trace_t *t, double *out) {
           out[r] += links * half;
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
 }

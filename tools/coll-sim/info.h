@@ -8,11 +8,11 @@
 typedef enum { LAYOUT_CIRCLE = 0, LAYOUT_TREE } layout_t;
 
 typedef struct {
-  const char *title;          /* "ring all-reduce" */
-  const char *rule;           /* the one-line per-step rule */
-  const char *steps_formula;  /* "2 (n-1) x nseg" */
-  const char *bytes_formula;  /* "every rank: 2 (n-1)/n x S" */
-  const char *file;           /* the file that implements it */
+  const char *title;         /* "ring all-reduce" */
+  const char *rule;          /* the one-line per-step rule */
+  const char *steps_formula; /* "2 (n-1) x nseg" */
+  const char *bytes_formula; /* "every rank: 2 (n-1)/n x S" */
+  const char *file;          /* the file that implements it */
   layout_t layout;
 } algo_info_t;
 

@@ -52,8 +52,9 @@ int write_json(FILE *out, const cli_t *cli, const trace_t *t) {
   }
   fputs("\n  ],\n  \"formula\": {", out);
   if (info != NULL)
-    fprintf(out, "\n    \"rule\": \"%s\",\n    \"steps_text\": \"%s\",\n    \"bytes_text\": \"%s\","
-                 "\n    \"file\": \"%s\",",
+    fprintf(out,
+            "\n    \"rule\": \"%s\",\n    \"steps_text\": \"%s\",\n    \"bytes_text\": \"%s\","
+            "\n    \"file\": \"%s\",",
             info->rule, info->steps_formula, info->bytes_formula, info->file);
   long steps = info_expected_steps(t);
   fputs("\n    \"steps\": ", out);
@@ -64,8 +65,9 @@ int write_json(FILE *out, const cli_t *cli, const trace_t *t) {
   fputs(",\n    \"bytes_sent\": [", out);
   for (int r = 0; r < n; r++) fprintf(out, "%s%.1f", r ? ", " : "", want[r]);
   fputs("]\n  },\n", out);
-  fprintf(out, "  \"cost\": {\"transport\": \"%s\", \"alpha\": %.6g, \"beta\": %.6g, "
-               "\"gamma\": %.6g, \"predicted_s\": ",
+  fprintf(out,
+          "  \"cost\": {\"transport\": \"%s\", \"alpha\": %.6g, \"beta\": %.6g, "
+          "\"gamma\": %.6g, \"predicted_s\": ",
           q->transport, q->cost.alpha, q->cost.beta, q->cost.gamma);
   number(out, report_predict(t, q->algo));
   fputs(", \"estimate_s\": ", out);
@@ -75,8 +77,9 @@ int write_json(FILE *out, const cli_t *cli, const trace_t *t) {
     const tstep_t *s = &t->steps[k];
     for (size_t i = 0; i < s->nxfers; i++) {
       const xfer_t *x = &t->xfers[s->first_xfer + i];
-      fprintf(out, "%s\n    {\"step\": %zu, \"src\": %d, \"dst\": %d, \"offset\": %zu, "
-                   "\"count\": %zu, \"reduce\": %s}",
+      fprintf(out,
+              "%s\n    {\"step\": %zu, \"src\": %d, \"dst\": %d, \"offset\": %zu, "
+              "\"count\": %zu, \"reduce\": %s}",
               k == 0 && i == 0 ? "" : ",", k, x->src, x->dst, x->dst_offset, x->count,
               x->reduce ? "true" : "false");
     }

@@ -149,10 +149,14 @@ static int parse_dtype(const char *name, coll_dtype_t *dtype) {
       *dtype = (coll_dtype_t)d;
       return 0;
     }
-  if (strcmp(name, "float") == 0) *dtype = COLL_FLOAT32;
-  else if (strcmp(name, "double") == 0) *dtype = COLL_FLOAT64;
-  else if (strcmp(name, "half") == 0) *dtype = COLL_FLOAT16;
-  else return -1;
+  if (strcmp(name, "float") == 0)
+    *dtype = COLL_FLOAT32;
+  else if (strcmp(name, "double") == 0)
+    *dtype = COLL_FLOAT64;
+  else if (strcmp(name, "half") == 0)
+    *dtype = COLL_FLOAT16;
+  else
+    return -1;
   return 0;
 }
 
@@ -196,7 +200,9 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
   const char *algo_name = NULL, *collective = "all_reduce";
   double alpha = -1, beta = -1, gamma = -1;
   *cli = (cli_t){.req = {.dtype = COLL_FLOAT32, .transport = "shm"},
-                 .max_panels = 24, .max_steps = 64, .table = 1};
+                 .max_panels = 24,
+                 .max_steps = 64,
+                 .table = 1};
   cli->req.cost = algo_cost_shm_default;
   optind = 1;
   opterr = 0;
@@ -212,7 +218,9 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
           return bad("--bytes: '%s' is not a size such as 4096, 64K or 1M", arg);
         have_bytes = 1;
         break;
-      case 'c': collective = arg; break;
+      case 'c':
+        collective = arg;
+        break;
       case 'r':
         if (parse_int(arg, 0, 1023, &root) != 0) return bad("--root: '%s' is not a rank", arg);
         break;
@@ -242,22 +250,38 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
       case OPT_GAMMA:
         if (parse_seconds(arg, &gamma) != 0) return bad("--gamma: '%s' is not seconds >= 0", arg);
         break;
-      case 'e': cli->explain = 1; break;
-      case OPT_JSON: cli->json = 1; break;
-      case OPT_SVG: cli->svg_path = arg; break;
-      case OPT_HTML: cli->html_path = arg; break;
+      case 'e':
+        cli->explain = 1;
+        break;
+      case OPT_JSON:
+        cli->json = 1;
+        break;
+      case OPT_SVG:
+        cli->svg_path = arg;
+        break;
+      case OPT_HTML:
+        cli->html_path = arg;
+        break;
       case OPT_MAX_PANELS:
-        if (parse_int(arg, 1, 10000, &v) != 0) return bad("--max-panels: '%s' is not 1..10000", arg);
+        if (parse_int(arg, 1, 10000, &v) != 0)
+          return bad("--max-panels: '%s' is not 1..10000", arg);
         cli->max_panels = (size_t)v;
         break;
       case OPT_MAX_STEPS:
-        if (parse_int(arg, 0, 1000000, &v) != 0) return bad("--max-steps: '%s' is not 0..1000000", arg);
+        if (parse_int(arg, 0, 1000000, &v) != 0)
+          return bad("--max-steps: '%s' is not 0..1000000", arg);
         cli->max_steps = (size_t)v;
         break;
-      case OPT_NO_TABLE: cli->table = 0; break;
-      case 'h': help(); return CLI_HELP;
-      case ':': return bad("option %s needs a value", argv[optind - 1]);
-      default: return bad("unknown option %s", argv[optind - 1]);
+      case OPT_NO_TABLE:
+        cli->table = 0;
+        break;
+      case 'h':
+        help();
+        return CLI_HELP;
+      case ':':
+        return bad("option %s needs a value", argv[optind - 1]);
+      default:
+        return bad("unknown option %s", argv[optind - 1]);
     }
   }
   if (optind < argc) algo_name = argv[optind++];
@@ -289,8 +313,8 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
     return bad("--segment %zu is smaller than one element (%zu bytes)", cli->req.segment_bytes,
                esize);
   /* The simulator records every op: keep the event list within memory. */
-  size_t seg_elems = cli->req.segment_bytes ? cli->req.segment_bytes / esize
-                                            : ALGO_DEFAULT_SEGMENT_BYTES / esize;
+  size_t seg_elems =
+      cli->req.segment_bytes ? cli->req.segment_bytes / esize : ALGO_DEFAULT_SEGMENT_BYTES / esize;
   if (cli->req.count / (seg_elems ? seg_elems : 1) * (size_t)n > 4000000)
     return bad("--bytes / --segment x N is over 4 million messages; use a larger --segment");
   if (alpha >= 0 || beta >= 0 || gamma >= 0) cli->req.transport = "custom";

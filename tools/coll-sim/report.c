@@ -10,8 +10,11 @@
 #include "writers.h"
 
 double report_predict(const trace_t *t, coll_algo_t algo) {
-  sched_params_t p = {.collective = t->req.collective, .count = t->req.count,
-                      .dtype = t->req.dtype, .nranks = t->req.nranks, .root = t->req.root,
+  sched_params_t p = {.collective = t->req.collective,
+                      .count = t->req.count,
+                      .dtype = t->req.dtype,
+                      .nranks = t->req.nranks,
+                      .root = t->req.root,
                       .segment_bytes = t->req.segment_bytes};
   return algo_predict(algo, &p, &t->req.cost);
 }
@@ -72,13 +75,13 @@ static void add_action(action_t *acts, size_t *nacts, int kind, int peer, size_t
       return;
     }
   }
-  acts[(*nacts)++] = (action_t){.kind = kind, .peers = {peer}, .npeers = 1, .offset = off,
-                                .count = count, .messages = 1};
+  acts[(*nacts)++] = (action_t){
+      .kind = kind, .peers = {peer}, .npeers = 1, .offset = off, .count = count, .messages = 1};
 }
 
 static void print_action(FILE *out, const trace_t *t, const action_t *a) {
-  static const char *const verbs[] = {"sends", "receives", "receives and reduces",
-                                      "copies locally", "reduces locally"};
+  static const char *const verbs[] = {"sends", "receives", "receives and reduces", "copies locally",
+                                      "reduces locally"};
   char range[160];
   trace_range_name(t, a->offset, a->count, range, sizeof range);
   fprintf(out, "%s %s", verbs[a->kind], range);
@@ -187,8 +190,7 @@ static void print_ranks(FILE *out, const trace_t *t) {
   int n = t->req.nranks;
   size_t total = 0, busiest = 0;
   int who = 0;
-  fprintf(out, "\nbytes per rank\n  %-6s %14s %14s %14s\n", "rank", "sent", "received",
-          "reduced");
+  fprintf(out, "\nbytes per rank\n  %-6s %14s %14s %14s\n", "rank", "sent", "received", "reduced");
   for (int r = 0; r < n; r++) {
     size_t s = t->res.bytes_sent[r], rv = t->res.bytes_received[r];
     fprintf(out, "  %-6d %14zu %14zu %14zu\n", r, s, rv, t->bytes_reduced[r]);
@@ -207,16 +209,20 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
   char pt[32], et[32];
   report_time(report_predict(t, t->req.algo), pt, sizeof pt);
   report_time(t->estimate_s, et, sizeof et);
-  fprintf(out, "\ncost model (%s): alpha %.3g s/step, beta %.3g s/byte (%.2f GB/s), gamma %.3g "
-               "s/byte (%.2f GB/s)\n",
-          t->req.transport, c->alpha, c->beta, c->beta > 0 ? 1e-9 / c->beta : INFINITY,
-          c->gamma, c->gamma > 0 ? 1e-9 / c->gamma : INFINITY);
+  fprintf(out,
+          "\ncost model (%s): alpha %.3g s/step, beta %.3g s/byte (%.2f GB/s), gamma %.3g "
+          "s/byte (%.2f GB/s)\n",
+          t->req.transport, c->alpha, c->beta, c->beta > 0 ? 1e-9 / c->beta : INFINITY, c->gamma,
+          c->gamma > 0 ? 1e-9 / c->gamma : INFINITY);
   fprintf(out, "  predicted time (algo_predict, libcoll/src/algo/cost.c): %s\n", pt);
   fprintf(out, "  step-by-step estimate from the counted steps: %s\n", et);
-  fputs("    (each step: alpha + the busiest rank's bytes in or out x beta + its reduced bytes "
-        "x gamma)\n", out);
+  fputs(
+      "    (each step: alpha + the busiest rank's bytes in or out x beta + its reduced bytes "
+      "x gamma)\n",
+      out);
   if (!cli->explain) return;
-  fprintf(out, "  every algorithm for this %s under the same model:", trace_collective_name(t->req.collective));
+  fprintf(out, "  every algorithm for this %s under the same model:",
+          trace_collective_name(t->req.collective));
   coll_algo_t best = COLL_ALGO_RING;
   double best_t = INFINITY;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT; a++) {
@@ -260,8 +266,9 @@ static void print_explain(FILE *out, const trace_t *t) {
     else if (r == 8)
       fprintf(out, "    ... ranks 8..%d left out\n", n - 5);
   }
-  fprintf(out, "  %s\n", all_match ? "every rank's counted bytes equal the formula"
-                                   : "some ranks differ from the formula (uneven parts)");
+  fprintf(out, "  %s\n",
+          all_match ? "every rank's counted bytes equal the formula"
+                    : "some ranks differ from the formula (uneven parts)");
   free(want);
 }
 
@@ -269,9 +276,9 @@ int write_text(FILE *out, const cli_t *cli, const trace_t *t) {
   const sim_request_t *q = &t->req;
   char sb[32];
   report_bytes((double)q->bytes, sb, sizeof sb);
-  fprintf(out, "coll-sim: %s %s, %d ranks, %zu bytes (%s = %zu x %s)", trace_algo_name(q->collective, q->algo),
-          trace_collective_name(q->collective), q->nranks, q->bytes, sb, q->count,
-          trace_dtype_name(q->dtype));
+  fprintf(out, "coll-sim: %s %s, %d ranks, %zu bytes (%s = %zu x %s)",
+          trace_algo_name(q->collective, q->algo), trace_collective_name(q->collective), q->nranks,
+          q->bytes, sb, q->count, trace_dtype_name(q->dtype));
   if (q->collective == COLL_KIND_BROADCAST) fprintf(out, ", root %d", q->root);
   int half = strcmp(t->unit.name, "half") == 0;
   fprintf(out, "\n  %zu %s%s of the buffer; %zu steps\n\n", t->unit.nparts,

@@ -12,32 +12,33 @@
 #define PI 3.14159265358979323846
 
 void svg_defs(FILE *f) {
-  fputs("<defs>\n"
-        "<marker id=\"ah-reduce\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
-        "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
-        "fill=\"#d9480f\"/></marker>\n"
-        "<marker id=\"ah-copy\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
-        "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
-        "fill=\"#1971c2\"/></marker>\n"
-        "</defs>\n"
-        "<style>\n"
-        ".cs-panel { fill: #ffffff; stroke: #ced4da; }\n"
-        ".cs-title { font: bold 18px sans-serif; fill: #212529; }\n"
-        ".cs-sub { font: 13px sans-serif; fill: #495057; }\n"
-        ".cs-node { fill: #f1f3f5; stroke: #343a40; stroke-width: 2; }\n"
-        ".cs-rank { font-family: sans-serif; font-weight: bold; fill: #212529; "
-        "text-anchor: middle; dominant-baseline: central; }\n"
-        ".cs-reduce { stroke: #d9480f; stroke-width: 2.5; fill: none; "
-        "marker-end: url(#ah-reduce); }\n"
-        ".cs-copy { stroke: #1971c2; stroke-width: 2.5; fill: none; marker-end: url(#ah-copy); }\n"
-        ".cs-second { stroke-dasharray: 7 4; }\n"
-        ".cs-label { font-family: sans-serif; text-anchor: middle; dominant-baseline: central; "
-        "paint-order: stroke; stroke: #ffffff; stroke-width: 4px; }\n"
-        ".cs-label-reduce { fill: #d9480f; }\n"
-        ".cs-label-copy { fill: #1971c2; }\n"
-        ".cs-edge { stroke: #dee2e6; stroke-width: 1.5; }\n"
-        "</style>\n",
-        f);
+  fputs(
+      "<defs>\n"
+      "<marker id=\"ah-reduce\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+      "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
+      "fill=\"#d9480f\"/></marker>\n"
+      "<marker id=\"ah-copy\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+      "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
+      "fill=\"#1971c2\"/></marker>\n"
+      "</defs>\n"
+      "<style>\n"
+      ".cs-panel { fill: #ffffff; stroke: #ced4da; }\n"
+      ".cs-title { font: bold 18px sans-serif; fill: #212529; }\n"
+      ".cs-sub { font: 13px sans-serif; fill: #495057; }\n"
+      ".cs-node { fill: #f1f3f5; stroke: #343a40; stroke-width: 2; }\n"
+      ".cs-rank { font-family: sans-serif; font-weight: bold; fill: #212529; "
+      "text-anchor: middle; dominant-baseline: central; }\n"
+      ".cs-reduce { stroke: #d9480f; stroke-width: 2.5; fill: none; "
+      "marker-end: url(#ah-reduce); }\n"
+      ".cs-copy { stroke: #1971c2; stroke-width: 2.5; fill: none; marker-end: url(#ah-copy); }\n"
+      ".cs-second { stroke-dasharray: 7 4; }\n"
+      ".cs-label { font-family: sans-serif; text-anchor: middle; dominant-baseline: central; "
+      "paint-order: stroke; stroke: #ffffff; stroke-width: 4px; }\n"
+      ".cs-label-reduce { fill: #d9480f; }\n"
+      ".cs-label-copy { fill: #1971c2; }\n"
+      ".cs-edge { stroke: #dee2e6; stroke-width: 1.5; }\n"
+      "</style>\n",
+      f);
 }
 
 /* Where rank r sits in a panel of the given size. */
@@ -50,12 +51,12 @@ static void position(const trace_t *t, int r, double size, double *x, double *y)
     algo_dbtree_node(n, 0, r, &node);
     int D = algo_dbtree_depth(n);
     *x = size * (0.08 + 0.84 * (r + 0.5) / n);
-    *y = size * (0.2 + 0.7 * (D > 0 ? (double)node.depth / D : 0.0));
+    *y = size * (0.3 + 0.6 * (D > 0 ? (double)node.depth / D : 0.0));
     return;
   }
   double a = -PI / 2 + 2 * PI * r / (n > 0 ? n : 1);
-  *x = size / 2 + size * 0.34 * cos(a);
-  *y = size * 0.55 + size * 0.34 * sin(a);
+  *x = size / 2 + size * 0.33 * cos(a);
+  *y = size * 0.57 + size * 0.33 * sin(a);
 }
 
 static double node_radius(const trace_t *t, double size) {
@@ -85,15 +86,19 @@ static size_t collect(const trace_t *t, const tstep_t *s, arrow_t *out) {
     size_t j = 0;
     for (; j < na; j++) {
       arrow_t *a = &out[j];
-      if (a->src == x->src && a->dst == x->dst && a->reduce == x->reduce &&
-          a->second == second && a->offset + a->count == x->dst_offset) {
+      if (a->src == x->src && a->dst == x->dst && a->reduce == x->reduce && a->second == second &&
+          a->offset + a->count == x->dst_offset) {
         a->count += x->count;
         break;
       }
     }
     if (j == na)
-      out[na++] = (arrow_t){.src = x->src, .dst = x->dst, .reduce = x->reduce,
-                            .second = second, .offset = x->dst_offset, .count = x->count};
+      out[na++] = (arrow_t){.src = x->src,
+                            .dst = x->dst,
+                            .reduce = x->reduce,
+                            .second = second,
+                            .offset = x->dst_offset,
+                            .count = x->count};
   }
   return na;
 }
@@ -116,19 +121,20 @@ void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double
     fprintf(f, "<text class=\"cs-sub\" x=\"14\" y=\"48\">%zu message%s, %zu reduce%s</text>\n",
             s->nxfers, s->nxfers == 1 ? "" : "s", nreduce, nreduce == 1 ? "" : "s");
   }
-  /* Tree layout: draw tree 0's edges faintly so the shape reads. */
+  /* Tree layout: draw both trees' edges faintly (tree 1 dashed) so the shapes read. */
   const algo_info_t *info = info_get(t->req.collective, t->req.algo);
   if (info != NULL && info->layout == LAYOUT_TREE && n > 1)
-    for (int r = 0; r < n; r++) {
-      algo_tree_node_t node;
-      algo_dbtree_node(n, 0, r, &node);
-      if (node.parent < 0) continue;
-      double ax, ay, bx, by;
-      position(t, r, size, &ax, &ay);
-      position(t, node.parent, size, &bx, &by);
-      fprintf(f, "<line class=\"cs-edge\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", ax,
-              ay, bx, by);
-    }
+    for (int tree = 0; tree < 2; tree++)
+      for (int r = 0; r < n; r++) {
+        algo_tree_node_t node;
+        algo_dbtree_node(n, tree, r, &node);
+        if (node.parent < 0) continue;
+        double ax, ay, bx, by;
+        position(t, r, size, &ax, &ay);
+        position(t, node.parent, size, &bx, &by);
+        fprintf(f, "<line class=\"cs-edge%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                tree ? " cs-second" : "", ax, ay, bx, by);
+      }
   arrow_t *arrows = calloc(s->nxfers ? s->nxfers : 1, sizeof *arrows);
   size_t na = arrows ? collect(t, s, arrows) : 0;
   double font = rn * 0.9 < 12 ? 12 : (rn * 0.9 > 16 ? 16 : rn * 0.9);
@@ -154,8 +160,9 @@ void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double
       trace_range_short(t, a->offset, a->count, label, sizeof label);
       /* The curve's midpoint is halfway between the chord's middle and the control point. */
       double lx = (sx + ex) / 4 + cx / 2, ly = (sy + ey) / 4 + cy / 2;
-      fprintf(f, "<text class=\"cs-label cs-label-%s\" x=\"%.1f\" y=\"%.1f\" "
-                 "font-size=\"%.0f\">%s</text>\n",
+      fprintf(f,
+              "<text class=\"cs-label cs-label-%s\" x=\"%.1f\" y=\"%.1f\" "
+              "font-size=\"%.0f\">%s</text>\n",
               cls, lx + px * font * 0.6, ly + py * font * 0.6, font, label);
     }
   }
@@ -165,8 +172,8 @@ void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double
     position(t, r, size, &x, &y);
     fprintf(f, "<circle class=\"cs-node\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"/>\n", x, y, rn);
     if (rn >= 8)
-      fprintf(f, "<text class=\"cs-rank\" x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\">%d</text>\n",
-              x, y, rn, r);
+      fprintf(f, "<text class=\"cs-rank\" x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\">%d</text>\n", x,
+              y, rn, r);
   }
   fputs("</g>\n", f);
 }
@@ -174,14 +181,17 @@ void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double
 /* The panel standing for the steps left out. */
 static void gap_panel(FILE *f, double x0, double y0, double size, size_t from, size_t to) {
   fprintf(f, "<g transform=\"translate(%.1f,%.1f)\">\n", x0, y0);
-  fprintf(f, "<rect class=\"cs-panel\" x=\"2\" y=\"2\" width=\"%.1f\" height=\"%.1f\" rx=\"8\" "
-             "stroke-dasharray=\"6 4\"/>\n",
+  fprintf(f,
+          "<rect class=\"cs-panel\" x=\"2\" y=\"2\" width=\"%.1f\" height=\"%.1f\" rx=\"8\" "
+          "stroke-dasharray=\"6 4\"/>\n",
           size - 4, size - 4);
-  fprintf(f, "<text class=\"cs-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">steps %zu..%zu"
-             "</text>\n",
+  fprintf(f,
+          "<text class=\"cs-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">steps %zu..%zu"
+          "</text>\n",
           size / 2, size / 2 - 12, from, to);
-  fprintf(f, "<text class=\"cs-sub\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">left out (%zu "
-             "steps; see --max-panels)</text>\n",
+  fprintf(f,
+          "<text class=\"cs-sub\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">left out (%zu "
+          "steps; see --max-panels)</text>\n",
           size / 2, size / 2 + 14, to - from + 1);
   fputs("</g>\n", f);
 }
@@ -202,9 +212,10 @@ int write_svg(const char *path, const cli_t *cli, const trace_t *t) {
   size_t cols = panels < 4 ? panels : 4, rows = (panels + cols - 1) / cols;
   double head = 86, width = (double)cols * size, height = head + (double)rows * size;
   if (width < 640) width = 640;
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-             "viewBox=\"0 0 %.0f %.0f\">\n",
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+          "viewBox=\"0 0 %.0f %.0f\">\n",
           width, height, width, height);
   svg_defs(f);
   fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#f8f9fa\"/>\n", width,
@@ -214,8 +225,9 @@ int write_svg(const char *path, const cli_t *cli, const trace_t *t) {
   fprintf(f, "<text class=\"cs-title\" x=\"12\" y=\"28\">%s %s, %d ranks, %s: %zu steps</text>\n",
           trace_algo_name(t->req.collective, t->req.algo), trace_collective_name(t->req.collective),
           n, sb, K);
-  fprintf(f, "<text class=\"cs-sub\" x=\"12\" y=\"50\">orange: receive and reduce, blue: receive "
-             "(copy)%s; labels: %c = %s of the buffer, ' = part of one</text>\n",
+  fprintf(f,
+          "<text class=\"cs-sub\" x=\"12\" y=\"50\">orange: receive and reduce, blue: receive "
+          "(copy)%s; labels: %c = %s of the buffer, ' = part of one</text>\n",
           t->req.algo == COLL_ALGO_TREE && t->req.collective == COLL_KIND_ALL_REDUCE
               ? ", dashed: tree 1 (second half)"
               : "",

@@ -11,13 +11,17 @@
 #include "common/error.h"
 
 const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
-  static const char *const allreduce[COLL_ALGO_COUNT] = {
-      [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
-      [COLL_ALGO_HD] = "hd",     [COLL_ALGO_MASTER] = "master"};
+  static const char *const allreduce[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
+                                                         [COLL_ALGO_RING] = "ring",
+                                                         [COLL_ALGO_TREE] = "tree",
+                                                         [COLL_ALGO_HD] = "hd",
+                                                         [COLL_ALGO_MASTER] = "master"};
   /* Broadcast: the builders behind each algorithm id (see schedule.c). */
-  static const char *const broadcast[COLL_ALGO_COUNT] = {
-      [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "chain", [COLL_ALGO_TREE] = "binomial",
-      [COLL_ALGO_HD] = "binomial", [COLL_ALGO_MASTER] = "direct"};
+  static const char *const broadcast[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
+                                                         [COLL_ALGO_RING] = "chain",
+                                                         [COLL_ALGO_TREE] = "binomial",
+                                                         [COLL_ALGO_HD] = "binomial",
+                                                         [COLL_ALGO_MASTER] = "direct"};
   if ((unsigned)algo >= COLL_ALGO_COUNT) return "?";
   return kind == COLL_KIND_BROADCAST ? broadcast[algo] : allreduce[algo];
 }
@@ -37,12 +41,15 @@ const char *trace_dtype_name(coll_dtype_t dtype) {
 
 /* The algorithm's own vocabulary for parts of the buffer (see each algorithm file). */
 static unit_t choose_unit(const sim_request_t *q) {
-  sched_params_t p = {.collective = q->collective, .count = q->count, .dtype = q->dtype,
-                      .nranks = q->nranks, .root = q->root, .segment_bytes = q->segment_bytes};
+  sched_params_t p = {.collective = q->collective,
+                      .count = q->count,
+                      .dtype = q->dtype,
+                      .nranks = q->nranks,
+                      .root = q->root,
+                      .segment_bytes = q->segment_bytes};
   size_t seg = algo_segment_elems(&p);
   if (q->collective == COLL_KIND_ALL_REDUCE) {
-    if (q->algo == COLL_ALGO_RING)
-      return (unit_t){.name = "chunk", .nparts = (size_t)q->nranks};
+    if (q->algo == COLL_ALGO_RING) return (unit_t){.name = "chunk", .nparts = (size_t)q->nranks};
     if (q->algo == COLL_ALGO_HD) {
       size_t pw = 1;
       while (pw * 2 <= (size_t)q->nranks) pw *= 2;
@@ -140,8 +147,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 /* Time of one step under the cost model, from what it moves: one latency, the busiest
  * rank's bytes in or out, the busiest rank's reduced bytes. */
-static double step_time(const trace_t *t, const tstep_t *s, size_t *in, size_t *out,
-                        size_t *red) {
+static double step_time(const trace_t *t, const tstep_t *s, size_t *in, size_t *out, size_t *red) {
   int n = t->req.nranks;
   memset(in, 0, (size_t)n * sizeof *in);
   memset(out, 0, (size_t)n * sizeof *out);
@@ -163,8 +169,7 @@ static double step_time(const trace_t *t, const tstep_t *s, size_t *in, size_t *
     if (m > wire) wire = m;
     if (red[r] > reduced) reduced = red[r];
   }
-  return t->req.cost.alpha + (double)wire * t->req.cost.beta +
-         (double)reduced * t->req.cost.gamma;
+  return t->req.cost.alpha + (double)wire * t->req.cost.beta + (double)reduced * t->req.cost.gamma;
 }
 
 static coll_status_t regroup(trace_t *t) {
@@ -182,20 +187,23 @@ static coll_status_t regroup(trace_t *t) {
     tstep_t *st = &t->steps[e->round];
     if (e->op.kind == SCHED_SEND) {
       const sim_event_t *rv = i + 1 < res->nevents ? &res->events[i + 1] : NULL;
-      if (rv == NULL || rv->round != e->round || rv->rank != e->op.peer ||
-          rv->op.peer != e->rank || rv->op.kind == SCHED_SEND)
-        return coll_error(COLL_ERR_INTERNAL, "coll-sim: send event %zu has no receive after it",
-                          i);
+      if (rv == NULL || rv->round != e->round || rv->rank != e->op.peer || rv->op.peer != e->rank ||
+          rv->op.kind == SCHED_SEND)
+        return coll_error(COLL_ERR_INTERNAL, "coll-sim: send event %zu has no receive after it", i);
       if (grow((void **)&t->xfers, &xcap, t->nxfers + 1, sizeof *t->xfers) != 0)
         return coll_error(COLL_ERR_NO_MEMORY, "coll-sim: out of memory");
       if (st->nxfers == 0) st->first_xfer = t->nxfers;
       int reduce = rv->op.kind == SCHED_RECV_REDUCE;
-      t->xfers[t->nxfers++] = (xfer_t){.src = e->rank, .dst = rv->rank, .src_buf = e->op.buf,
-                                       .dst_buf = rv->op.buf, .reduce = reduce,
+      t->xfers[t->nxfers++] = (xfer_t){.src = e->rank,
+                                       .dst = rv->rank,
+                                       .src_buf = e->op.buf,
+                                       .dst_buf = rv->op.buf,
+                                       .reduce = reduce,
                                        .red_buf = rv->op.src_buf,
                                        .red_offset = rv->op.src_offset,
                                        .src_offset = e->op.offset,
-                                       .dst_offset = rv->op.offset, .count = e->op.count};
+                                       .dst_offset = rv->op.offset,
+                                       .count = e->op.count};
       st->nxfers++;
       if (reduce) t->bytes_reduced[rv->rank] += e->op.count * t->esize;
       i++;
@@ -218,8 +226,11 @@ coll_status_t trace_build(const sim_request_t *req, trace_t *t) {
   t->req = *req;
   t->esize = algo_elem_size(req->dtype);
   t->unit = choose_unit(req);
-  sched_params_t p = {.collective = req->collective, .count = req->count, .dtype = req->dtype,
-                      .nranks = req->nranks, .root = req->root,
+  sched_params_t p = {.collective = req->collective,
+                      .count = req->count,
+                      .dtype = req->dtype,
+                      .nranks = req->nranks,
+                      .root = req->root,
                       .segment_bytes = req->segment_bytes};
   sim_config_t cfg = {.dtype = req->dtype, .op = COLL_SUM, .record_events = 1};
   coll_status_t st = sim_run_algo(req->algo, &p, &cfg, &t->res);
@@ -254,8 +265,8 @@ static void snapshot(const trace_t *t, const uint64_t *mem, replay_t *rp, size_t
   int n = t->req.nranks;
   for (int r = 0; r < n; r++) {
     int shows_input = t->req.collective == COLL_KIND_BROADCAST && r == t->req.root;
-    const uint64_t *b = buf_of((uint64_t *)mem, t->req.count, r,
-                               shows_input ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT);
+    const uint64_t *b =
+        buf_of((uint64_t *)mem, t->req.count, r, shows_input ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT);
     for (size_t c = 0; c < rp->ncells; c++) {
       cell_state_t *cs = &rp->cells[(k * (size_t)n + (size_t)r) * rp->ncells + c];
       size_t lo = rp->cell_start[c], hi = rp->cell_start[c + 1], fin = 0;

@@ -95,8 +95,8 @@ typedef struct {
 
 typedef struct {
   size_t ncells;
-  size_t *cell_start; /* [ncells + 1] elements */
-  size_t nstates;     /* nsteps + 1 */
+  size_t *cell_start;  /* [ncells + 1] elements */
+  size_t nstates;      /* nsteps + 1 */
   cell_state_t *cells; /* [nstates][nranks][ncells] */
   uint64_t final_mask; /* what a finished element holds */
 } replay_t;
