@@ -227,11 +227,11 @@ int write_svg(const char *path, const cli_t *cli, const trace_t *t) {
           n, sb, K);
   fprintf(f,
           "<text class=\"cs-sub\" x=\"12\" y=\"50\">orange: receive and reduce, blue: receive "
-          "(copy)%s; labels: %c = %s of the buffer, ' = part of one</text>\n",
+          "(copy)%s; labels: %c2 = %s 2, %c2.1 = its segment 1, %c2' = part of it</text>\n",
           t->req.algo == COLL_ALGO_TREE && t->req.collective == COLL_KIND_ALL_REDUCE
               ? ", dashed: tree 1 (second half)"
               : "",
-          t->unit.name[0], t->unit.name);
+          t->unit.name[0], t->unit.name, t->unit.name[0], t->unit.name[0]);
   if (capped || n > 16)
     fprintf(f, "<text class=\"cs-sub\" x=\"12\" y=\"70\">%s%s</text>\n",
             capped ? "middle steps left out (see the dashed panel). " : "",

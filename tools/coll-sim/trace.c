@@ -49,13 +49,19 @@ static unit_t choose_unit(const sim_request_t *q) {
                       .segment_bytes = q->segment_bytes};
   size_t seg = algo_segment_elems(&p);
   if (q->collective == COLL_KIND_ALL_REDUCE) {
-    if (q->algo == COLL_ALGO_RING) return (unit_t){.name = "chunk", .nparts = (size_t)q->nranks};
+    /* Ring and tree pipeline each unit as segments cut the way ring.c and tree.c do. */
+    if (q->algo == COLL_ALGO_RING)
+      return (unit_t){.name = "chunk",
+                      .nparts = (size_t)q->nranks,
+                      .nsub = algo_div_up(algo_div_up(q->count, (size_t)q->nranks), seg)};
     if (q->algo == COLL_ALGO_HD) {
       size_t pw = 1;
       while (pw * 2 <= (size_t)q->nranks) pw *= 2;
       return (unit_t){.name = "block", .nparts = pw};
     }
-    if (q->algo == COLL_ALGO_TREE) return (unit_t){.name = "half", .nparts = 2};
+    if (q->algo == COLL_ALGO_TREE)
+      return (unit_t){
+          .name = "half", .nparts = 2, .nsub = algo_div_up(algo_part_len(q->count, 2, 0), seg)};
   }
   size_t nseg = q->count == 0 ? 1 : algo_div_up(q->count, seg);
   return (unit_t){.name = "segment", .nparts = nseg, .seg_elems = seg};
@@ -89,6 +95,23 @@ static void cover(const trace_t *t, size_t off, size_t count, size_t *first, siz
   *whole = trace_unit_start(t, *first) == off && trace_unit_start(t, *last + 1) == off + count;
 }
 
+/* Whether [off, off+count) is exactly pipelined segment *j of unit u. */
+static int is_sub(const trace_t *t, size_t u, size_t off, size_t count, size_t *j) {
+  size_t nsub = t->unit.nsub, ustart = trace_unit_start(t, u);
+  size_t ulen = trace_unit_start(t, u + 1) - ustart;
+  if (nsub <= 1 || off < ustart) return 0;
+  size_t lo = 0, hi = nsub; /* part_start(lo) <= off - ustart < part_start(hi) */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (algo_part_start(ulen, nsub, mid) <= off - ustart)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *j = lo;
+  return algo_part_start(ulen, nsub, lo) == off - ustart && algo_part_len(ulen, nsub, lo) == count;
+}
+
 void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, size_t len) {
   if (count == 0) {
     snprintf(buf, len, "nothing");
@@ -98,13 +121,15 @@ void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, siz
   int whole;
   cover(t, off, count, &first, &last, &whole);
   const char *u = t->unit.name;
-  size_t a = off, b = off + count - 1;
+  size_t a = off, b = off + count - 1, j;
   if (t->unit.nparts == 1 && whole)
     snprintf(buf, len, "the whole buffer (elements %zu..%zu)", a, b);
   else if (whole && first == last)
     snprintf(buf, len, "%s %zu (elements %zu..%zu)", u, first, a, b);
   else if (whole)
     snprintf(buf, len, "%ss %zu-%zu (elements %zu..%zu)", u, first, last, a, b);
+  else if (first == last && is_sub(t, first, off, count, &j))
+    snprintf(buf, len, "segment %zu of %s %zu (elements %zu..%zu)", j, u, first, a, b);
   else if (first == last)
     snprintf(buf, len, "part of %s %zu (elements %zu..%zu)", u, first, a, b);
   else
@@ -120,12 +145,15 @@ void trace_range_short(const trace_t *t, size_t off, size_t count, char *buf, si
   int whole;
   cover(t, off, count, &first, &last, &whole);
   char u = t->unit.name[0];
+  size_t j;
   if (t->unit.nparts == 1 && whole)
     snprintf(buf, len, "all");
   else if (whole && first == last)
     snprintf(buf, len, "%c%zu", u, first);
   else if (whole)
     snprintf(buf, len, "%c%zu-%zu", u, first, last);
+  else if (first == last && is_sub(t, first, off, count, &j))
+    snprintf(buf, len, "%c%zu.%zu", u, first, j);
   else if (first == last)
     snprintf(buf, len, "%c%zu'", u, first);
   else

@@ -51,6 +51,7 @@ typedef struct {
   const char *name;
   size_t nparts;
   size_t seg_elems; /* 0: nearly equal parts (algo_part_start); else fixed-size segments */
+  size_t nsub;      /* > 1: each unit pipelined as nsub nearly equal segments (ring, tree) */
 } unit_t;
 
 typedef struct {
@@ -76,10 +77,12 @@ void trace_free(trace_t *t);
 /* Start of unit i (trace's unit partition), i in 0..nparts. */
 size_t trace_unit_start(const trace_t *t, size_t i);
 /* A readable name of the element range [off, off+count): "chunk 2 (elements 500..749)",
- * "chunks 0-1 (elements 0..499)", "part of chunk 2 (elements 500..599)" or
- * "elements 10..19". Written into buf (always terminated). */
+ * "chunks 0-1 (elements 0..499)", "segment 1 of chunk 2 (elements 625..749)", "part of
+ * chunk 2 (elements 500..599)" or "elements 10..19". Written into buf (always
+ * terminated). */
 void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, size_t len);
-/* Short label for diagrams: "c2", "c0-1", "c2'" (part of), or "10..19". */
+/* Short label for diagrams: "c2", "c0-1", "c2.1" (segment 1 of chunk 2), "c2'" (part
+ * of), or "10..19". */
 void trace_range_short(const trace_t *t, size_t off, size_t count, char *buf, size_t len);
 
 /* The buffer a rank shows (OUTPUT; the broadcast root's INPUT) after each step, cut into
