@@ -18,6 +18,7 @@
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   ct_clean_env();
   if (job->transport != NULL) setenv("COLL_TRANSPORT", job->transport, 1);
+  if (job->chunk != NULL) setenv("COLL_CHUNK_SIZE", job->chunk, 1);
   coll_config_t cfg = {0};
   cfg.rank = rank;
   cfg.size = nranks;

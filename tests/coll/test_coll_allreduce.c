@@ -104,6 +104,32 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
   return fails ? 1 : 0;
 }
 
+
+/* Small segments give steps with hundreds of ops (hd: all sends to a partner, then all
+ * receives from it) and schedules with thousands: the window must never hold back an op
+ * of the oldest step. */
+static int rank_small_segments(int rank, int nranks, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  for (int a = 0; a < NALGOS; a++) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s with 4 KiB segments", coll_algo_name(algos[a]));
+    if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
+    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 0, 5, tag);
+    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 1, 6, tag);
+  }
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+START_TEST(steps_with_hundreds_of_segments_complete) {
+  case_t c = {.job = {.port = mp_free_port(), .chunk = "4096"}};
+  ck_assert_int_eq(mp_run(4, 100000, rank_small_segments, &c), 0);
+}
+END_TEST
+
 static const int rank_counts[] = {1, 2, 3, 4, 5, 8};
 enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
 
@@ -170,6 +196,7 @@ static Suite *coll_results_suite(void) {
   TCase *tc = tcase_create("all-reduce");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, all_types_and_ops_match_the_reference_on_4_ranks);
+  tcase_add_test(tc, steps_with_hundreds_of_segments_complete);
   tcase_add_loop_test(tc, every_algorithm_matches_the_reference_for_every_transport_and_rank_count,
                       0, 2 * NRANK_COUNTS);
   suite_add_tcase(s, tc);

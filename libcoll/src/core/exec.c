@@ -1,7 +1,8 @@
 /* The executor: runs one rank's schedule for one collective over the transports.
  *
  * Window rule: ops are considered in schedule order within a window of the next
- * STEPS_AHEAD steps (at most MAX_INFLIGHT transfers posted). An op starts as soon as
+ * STEPS_AHEAD steps (beyond the oldest unfinished step, at most MAX_INFLIGHT transfers
+ * posted). An op starts as soon as
  *  - every earlier op on the same channel (sends to its peer, or receives from it) has
  *    started, so the k-th send still meets the k-th receive (schedule.h rule 2), and
  *  - it has no memory hazard with an earlier unfinished op: it may not read bytes an
@@ -168,7 +169,11 @@ static coll_status_t scan(run_t *run) {
     bool transfer = is_transfer(op->kind);
     uint8_t *chan = transfer ? &blocked[2 * (size_t)op->peer + (op->kind != SCHED_SEND)] : NULL;
     bool ok = chan == NULL || !*chan;
-    if (transfer && run->inflight >= MAX_INFLIGHT) ok = false;
+    /* The cap applies beyond the oldest unfinished step only: that step's ops must all
+     * be able to start together (a step may hold a hundred sends and then the receives
+     * from the same peer; holding back its receives would deadlock both sides). */
+    if (transfer && run->inflight >= MAX_INFLIGHT && e->op_step[i] != e->op_step[run->lo])
+      ok = false;
     for (size_t j = run->lo; ok && j < i; j++)
       if (e->state[j] != OP_DONE && conflict(run, op, &ops[j])) ok = false;
     if (!ok) {
