@@ -10,7 +10,7 @@
 #include "writers.h"
 
 /* Pages past these sizes get too heavy to be useful; the user is told to shrink. */
-enum { HTML_MAX_STEPS = 600, HTML_MAX_CELL_STATES = 400000 };
+enum { HTML_MAX_STEPS = 600, HTML_MAX_CELL_STATES = 400000, HTML_MAX_CELLS = 32 };
 
 static void put_escaped(FILE *f, const char *s, size_t len) {
   for (size_t i = 0; i < len; i++) {
@@ -137,13 +137,6 @@ static void cell_code(FILE *f, const trace_t *t, const replay_t *rp, const cell_
   }
 }
 
-static size_t choose_cells(const trace_t *t) {
-  size_t parts = t->unit.nparts, n = (size_t)t->req.nranks;
-  if (parts >= 2 && parts <= 32) return parts;
-  if (n < 4) n = 4;
-  return n < 32 ? n : 32;
-}
-
 static void write_data(FILE *f, const trace_t *t, const replay_t *rp) {
   int n = t->req.nranks;
   fprintf(f, "var DATA = {steps: %zu, nranks: %d, ncells: %zu, states: [\n", t->nsteps, n,
@@ -196,7 +189,8 @@ static void write_body(FILE *f, const trace_t *t, const replay_t *rp) {
           "<div class=\"controls\"><button id=\"prev\" type=\"button\">&#8592; prev</button>"
           "<span id=\"step-label\">step 0 / %zu</span>"
           "<button id=\"next\" type=\"button\">next &#8594;</button>"
-          "<span class=\"rule\">(keys: left / right)</span></div>\n",
+          "<span class=\"rule\">(keys: left / right; step k / K counts steps done, the "
+          "picture and the table number them from 0)</span></div>\n",
           t->nsteps);
   double size = n <= 8 ? 380 : 480;
   /* Styles and arrow heads once, for every panel below. */
@@ -252,7 +246,7 @@ int write_html(const char *path, const cli_t *cli, const trace_t *t) {
             t->nsteps, HTML_MAX_STEPS);
     return -1;
   }
-  size_t ncells = choose_cells(t);
+  size_t ncells = trace_cells(t, HTML_MAX_CELLS, NULL);
   if ((t->nsteps + 1) * (size_t)t->req.nranks * ncells > HTML_MAX_CELL_STATES) {
     fprintf(stderr,
             "coll-sim: --html: %zu steps x %d ranks x %zu cells is too many; use fewer "
@@ -261,7 +255,7 @@ int write_html(const char *path, const cli_t *cli, const trace_t *t) {
     return -1;
   }
   replay_t rp;
-  coll_status_t st = trace_replay(t, ncells, &rp);
+  coll_status_t st = trace_replay(t, HTML_MAX_CELLS, &rp);
   if (st != COLL_OK) {
     fprintf(stderr, "coll-sim: --html: %s\n", coll_last_error());
     return -1;

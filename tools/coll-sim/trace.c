@@ -316,7 +316,33 @@ static void apply_local(uint64_t *mem, size_t count, const local_t *l) {
     dst[e] = l->op.kind == SCHED_LOCAL_COPY ? src[e] : dst[e] | src[e];
 }
 
-coll_status_t trace_replay(const trace_t *t, size_t ncells, replay_t *rp) {
+size_t trace_cells(const trace_t *t, size_t max_cells, size_t *cell_start) {
+  const unit_t *u = &t->unit;
+  size_t count = t->req.count, ncells = 0;
+  if (u->nparts >= 2 && u->nparts <= max_cells && u->nparts <= count) {
+    /* The algorithm's units, each cut into its pipelined segments when they fit. */
+    size_t sub = u->nsub > 1 && u->nparts * u->nsub <= max_cells ? u->nsub : 1;
+    for (size_t i = 0; i < u->nparts; i++) {
+      size_t ustart = trace_unit_start(t, i), ulen = trace_unit_start(t, i + 1) - ustart;
+      for (size_t j = 0; j < sub; j++)
+        if (algo_part_len(ulen, sub, j) > 0 && cell_start != NULL)
+          cell_start[ncells++] = ustart + algo_part_start(ulen, sub, j);
+        else if (algo_part_len(ulen, sub, j) > 0)
+          ncells++;
+    }
+  } else {
+    size_t n = (size_t)t->req.nranks < 4 ? 4 : (size_t)t->req.nranks;
+    ncells = n < max_cells ? n : max_cells;
+    if (ncells > count) ncells = count;
+    if (ncells == 0) ncells = 1;
+    if (cell_start != NULL)
+      for (size_t c = 0; c < ncells; c++) cell_start[c] = algo_part_start(count, ncells, c);
+  }
+  if (cell_start != NULL) cell_start[ncells] = count;
+  return ncells;
+}
+
+coll_status_t trace_replay(const trace_t *t, size_t max_cells, replay_t *rp) {
   memset(rp, 0, sizeof *rp);
   int n = t->req.nranks;
   size_t count = t->req.count;
@@ -328,8 +354,7 @@ coll_status_t trace_replay(const trace_t *t, size_t ncells, replay_t *rp) {
                       "buffer pictures need elements x ranks <= 4194304 (have %zu x %d); use "
                       "a smaller --bytes",
                       count, n);
-  if (ncells > count) ncells = count;
-  if (ncells == 0) ncells = 1;
+  size_t ncells = trace_cells(t, max_cells, NULL);
   rp->ncells = ncells;
   rp->nstates = t->nsteps + 1;
   rp->cell_start = calloc(ncells + 1, sizeof *rp->cell_start);
@@ -340,7 +365,7 @@ coll_status_t trace_replay(const trace_t *t, size_t ncells, replay_t *rp) {
     replay_free(rp);
     return coll_error(COLL_ERR_NO_MEMORY, "coll-sim: out of memory for the replay");
   }
-  for (size_t c = 0; c <= ncells; c++) rp->cell_start[c] = algo_part_start(count, ncells, c);
+  trace_cells(t, max_cells, rp->cell_start);
   rp->final_mask = t->req.collective == COLL_KIND_BROADCAST
                        ? (uint64_t)1 << t->req.root
                        : (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1);

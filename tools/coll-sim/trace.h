@@ -85,11 +85,16 @@ void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, siz
  * of), or "10..19". */
 void trace_range_short(const trace_t *t, size_t off, size_t count, char *buf, size_t len);
 
+/* Cells for buffer pictures, at most max_cells: the algorithm's units (cut into their
+ * pipelined segments when those fit too), else equal parts. Returns the number of cells
+ * and, with cell_start, writes their starts and the end ([ncells + 1]). */
+size_t trace_cells(const trace_t *t, size_t max_cells, size_t *cell_start);
+
 /* The buffer a rank shows (OUTPUT; the broadcast root's INPUT) after each step, cut into
- * ncells cells: for each state k (0 = before step 0, k = after step k-1), rank and cell,
- * the set of ranks whose data the cell holds if all its elements agree (mask), whether they
- * agree, and the share of elements that hold their final value (permille). Needs
- * nranks <= 64. */
+ * trace_cells(t, max_cells) cells: for each state k (0 = before step 0, k = after step k-1), rank
+ * and cell, the set of ranks whose data the cell holds if all its elements agree (mask), whether
+ * they agree, and the share of elements that hold their final value (permille). Needs nranks <= 64.
+ */
 typedef struct {
   uint64_t mask;
   uint8_t uniform;
@@ -106,7 +111,7 @@ typedef struct {
 
 /* Replay the trace on per-element rank sets. Refuses (COLL_ERR_INVALID_ARGUMENT with a
  * message) above 64 ranks or 2^24 elements x ranks. */
-coll_status_t trace_replay(const trace_t *t, size_t ncells, replay_t *rp);
+coll_status_t trace_replay(const trace_t *t, size_t max_cells, replay_t *rp);
 void replay_free(replay_t *rp);
 static inline const cell_state_t *replay_cell(const replay_t *rp, int nranks, size_t k, int r,
                                               size_t c) {
