@@ -136,7 +136,14 @@ START_TEST(allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   double got[16], want[16], sum = 0;
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
   allreduce_formula(algo, n, S, want);
+  /* coll-sim's own formula (what --explain prints) must agree too. */
+  const char *formula = strstr(out, "\"formula\"");
+  ck_assert_ptr_nonnull(formula);
+  double own[16];
+  ck_assert_int_eq(json_array(formula, "bytes_sent", own, 16), n);
   for (int r = 0; r < n; r++) {
+    ck_assert_msg(own[r] == want[r], "%s n=%d rank %d: coll-sim's formula %.0f, ours %.0f", algo, n,
+                  r, own[r], want[r]);
     ck_assert_msg(got[r] == want[r], "%s n=%d rank %d: counted %.0f bytes, formula %.0f", algo, n,
                   r, got[r], want[r]);
     sum += got[r];
