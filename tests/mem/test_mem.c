@@ -373,6 +373,9 @@ START_TEST(array_conversions_match_the_portable_code_bit_for_bit) {
   mem_half_to_float_n(f1, h, n);
   mem_half_to_float_n_portable(f2, h, n);
   ck_assert(memcmp(f1, f2, n * 4) == 0);
+  mem_bf16_to_float_n(f1, h, n);
+  for (size_t i = 0; i < n; i++) f2[i] = mem_bf16_to_float(h[i]);
+  ck_assert(memcmp(f1, f2, n * 4) == 0);
   uint64_t s = 7;
   for (int round = 0; round < 16; round++) {
     for (size_t i = 0; i < n; i++) {
@@ -386,6 +389,9 @@ START_TEST(array_conversions_match_the_portable_code_bit_for_bit) {
     for (size_t i = 0; i < n; i++)
       ck_assert_msg(h1[i] == h2[i], "float %a: 0x%04x vs portable 0x%04x", (double)f[i], h1[i],
                     h2[i]);
+    mem_float_to_bf16_n(h1, f, n);
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(h1[i] == mem_float_to_bf16(f[i]), "float %a to bf16", (double)f[i]);
   }
   free(h), free(h1), free(h2), free(f), free(f1), free(f2);
 }
