@@ -81,6 +81,11 @@ static size_t buf_len(const sched_t *s, uint8_t buf) {
   return buf == SCHED_BUF_SCRATCH ? s->scratch_count : s->count;
 }
 
+/* [offset, offset + count) within [0, len), without overflowing. */
+static int in_bounds(size_t offset, size_t count, size_t len) {
+  return count <= len && offset <= len - count;
+}
+
 static coll_status_t check_op(const sched_t *s, int r, size_t st, size_t i, int n) {
   const sched_op_t *op = &s->ops[i];
   if (op->kind > SCHED_LOCAL_REDUCE || op->buf > SCHED_BUF_SCRATCH ||
@@ -91,8 +96,9 @@ static coll_status_t check_op(const sched_t *s, int r, size_t st, size_t i, int 
   if (remote && (op->peer < 0 || op->peer >= n || op->peer == r))
     return coll_error(COLL_ERR_INTERNAL, "sim: rank %d step %zu op %zu (%s): bad peer %d", r, st, i,
                       op_names[op->kind], op->peer);
-  if (op->offset + op->count > buf_len(s, op->buf) ||
-      (op->kind >= SCHED_RECV_REDUCE && op->src_offset + op->count > buf_len(s, op->src_buf)))
+  if (!in_bounds(op->offset, op->count, buf_len(s, op->buf)) ||
+      (op->kind >= SCHED_RECV_REDUCE &&
+       !in_bounds(op->src_offset, op->count, buf_len(s, op->src_buf))))
     return coll_error(COLL_ERR_INTERNAL,
                       "sim: rank %d step %zu op %zu (%s): range [%zu, +%zu) out of bounds", r, st,
                       i, op_names[op->kind], op->offset, op->count);
