@@ -194,6 +194,38 @@ static int all_pairs_rank(int rank, int n, void *p) {
   return 0;
 }
 
+/* Like halving-doubling with small segments: each rank posts hundreds of sends to its
+ * partner before posting the matching receives; the queues must hold them all. */
+static int sends_first_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  enum { COUNT = 400, LEN = 4096 };
+  int partner = rank ^ 1;
+  unsigned char *out = malloc((size_t)COUNT * LEN), *in = malloc((size_t)COUNT * LEN);
+  for (int k = 0; k < COUNT; k++) {
+    tp_fill(out + (size_t)k * LEN, LEN, rank, k);
+    RANK_CHECK(tp_send(&t, partner, out + (size_t)k * LEN, LEN) == COLL_OK, "post send");
+  }
+  /* Progress the sends alone for a while (the FIFO fills up), then post the receives. */
+  for (int i = 0; i < 20; i++) {
+    uint64_t sd = 0;
+    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
+               "progress");
+  }
+  for (int k = 0; k < COUNT; k++) {
+    transport_recv_t r = {.dst = in + (size_t)k * LEN, .len = LEN};
+    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  for (int k = 0; k < COUNT; k++)
+    RANK_CHECK(tp_check(in + (size_t)k * LEN, LEN, partner, k) == SIZE_MAX, "message %d", k);
+  free(out);
+  free(in);
+  tp_close(&t);
+  return 0;
+}
+
 /* Rank 0 sends 100 bytes where rank 1 expects 64: rank 1 must get COLL_ERR_PROTOCOL
  * naming rank 0. Rank 0 stays connected until rank 1 has checked. */
 static int mismatch_rank(int rank, int n, void *p) {
@@ -332,6 +364,12 @@ END_TEST
 START_TEST(all_pairs_exchange_at_once) {
   test_arg_t arg = forced_arg(transport_of(_i), "t/pairs/");
   ck_assert_int_eq(run_ranks(4, all_pairs_rank, &arg, 60000), 0);
+}
+END_TEST
+
+START_TEST(hundreds_of_sends_posted_before_their_receives_all_arrive) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/sends-first/");
+  ck_assert_int_eq(run_ranks(4, sends_first_rank, &arg, 60000), 0);
 }
 END_TEST
 
@@ -474,6 +512,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
+  tcase_add_loop_test(tc, hundreds_of_sends_posted_before_their_receives_all_arrive, 0, 2);
   tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
   tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
