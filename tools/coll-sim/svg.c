@@ -103,6 +103,32 @@ static size_t collect(const trace_t *t, const tstep_t *s, arrow_t *out) {
   return na;
 }
 
+/* An arrow's quadratic curve from src's edge to dst's edge: start, control point, end,
+ * and the unit normal it bends toward. */
+typedef struct {
+  double sx, sy, cx, cy, ex, ey, px, py;
+} curve_t;
+
+static int arrow_curve(const trace_t *t, const arrow_t *a, double size, double rn, curve_t *c) {
+  double ax, ay, bx, by;
+  position(t, a->src, size, &ax, &ay);
+  position(t, a->dst, size, &bx, &by);
+  double dx = bx - ax, dy = by - ay, len = sqrt(dx * dx + dy * dy);
+  if (len < 1e-6) return 0;
+  double ux = dx / len, uy = dy / len;
+  c->px = -uy;
+  c->py = ux;
+  /* Shift sideways so that a -> b and b -> a are two arrows, and curve a little. */
+  double off = rn * 0.45, bend = len * 0.12;
+  c->sx = ax + ux * rn + c->px * off;
+  c->sy = ay + uy * rn + c->py * off;
+  c->ex = bx - ux * (rn + 2) + c->px * off;
+  c->ey = by - uy * (rn + 2) + c->py * off;
+  c->cx = (c->sx + c->ex) / 2 + c->px * bend;
+  c->cy = (c->sy + c->ey) / 2 + c->py * bend;
+  return 1;
+}
+
 void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double size,
                int with_title) {
   int n = t->req.nranks;
@@ -138,43 +164,38 @@ void svg_panel(FILE *f, const trace_t *t, size_t k, double x0, double y0, double
   arrow_t *arrows = calloc(s->nxfers ? s->nxfers : 1, sizeof *arrows);
   size_t na = arrows ? collect(t, s, arrows) : 0;
   double font = rn * 0.9 < 12 ? 12 : (rn * 0.9 > 16 ? 16 : rn * 0.9);
-  for (size_t i = 0; i < na; i++) {
-    const arrow_t *a = &arrows[i];
-    double ax, ay, bx, by;
-    position(t, a->src, size, &ax, &ay);
-    position(t, a->dst, size, &bx, &by);
-    double dx = bx - ax, dy = by - ay, len = sqrt(dx * dx + dy * dy);
-    if (len < 1e-6) continue;
-    double ux = dx / len, uy = dy / len, px = -uy, py = ux;
-    /* Shift sideways so that a -> b and b -> a are two arrows, and curve a little. */
-    double off = rn * 0.45;
-    double sx = ax + ux * rn + px * off, sy = ay + uy * rn + py * off;
-    double ex = bx - ux * (rn + 2) + px * off, ey = by - uy * (rn + 2) + py * off;
-    double bend = len * 0.12;
-    double cx = (sx + ex) / 2 + px * bend, cy = (sy + ey) / 2 + py * bend;
-    const char *cls = a->reduce ? "reduce" : "copy";
-    fprintf(f, "<path class=\"cs-%s%s\" d=\"M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f\"/>\n", cls,
-            a->second ? " cs-second" : "", sx, sy, cx, cy, ex, ey);
-    if (n <= 16) {
-      char label[64];
-      trace_range_short(t, a->offset, a->count, label, sizeof label);
-      /* The curve's midpoint is halfway between the chord's middle and the control point. */
-      double lx = (sx + ex) / 4 + cx / 2, ly = (sy + ey) / 4 + cy / 2;
-      fprintf(f,
-              "<text class=\"cs-label cs-label-%s\" x=\"%.1f\" y=\"%.1f\" "
-              "font-size=\"%.0f\">%s</text>\n",
-              cls, lx + px * font * 0.6, ly + py * font * 0.6, font, label);
+  /* Arrows, then the ranks over them, then the labels over both, so no label hides. */
+  for (int layer = 0; layer < 3; layer++) {
+    for (size_t i = 0; layer != 1 && i < na; i++) {
+      const arrow_t *a = &arrows[i];
+      curve_t c;
+      if (!arrow_curve(t, a, size, rn, &c)) continue;
+      const char *cls = a->reduce ? "reduce" : "copy";
+      if (layer == 0) {
+        fprintf(f, "<path class=\"cs-%s%s\" d=\"M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f\"/>\n", cls,
+                a->second ? " cs-second" : "", c.sx, c.sy, c.cx, c.cy, c.ex, c.ey);
+      } else if (n <= 16) {
+        char label[64];
+        trace_range_short(t, a->offset, a->count, label, sizeof label);
+        /* The curve's midpoint is halfway between the chord's middle and the control
+         * point; the label sits just outside it. */
+        double lx = (c.sx + c.ex) / 4 + c.cx / 2, ly = (c.sy + c.ey) / 4 + c.cy / 2;
+        fprintf(f,
+                "<text class=\"cs-label cs-label-%s\" x=\"%.1f\" y=\"%.1f\" "
+                "font-size=\"%.0f\">%s</text>\n",
+                cls, lx + c.px * font * 0.6, ly + c.py * font * 0.6, font, label);
+      }
+    }
+    for (int r = 0; layer == 1 && r < n; r++) {
+      double x, y;
+      position(t, r, size, &x, &y);
+      fprintf(f, "<circle class=\"cs-node\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"/>\n", x, y, rn);
+      if (rn >= 8)
+        fprintf(f, "<text class=\"cs-rank\" x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\">%d</text>\n",
+                x, y, rn, r);
     }
   }
   free(arrows);
-  for (int r = 0; r < n; r++) {
-    double x, y;
-    position(t, r, size, &x, &y);
-    fprintf(f, "<circle class=\"cs-node\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"/>\n", x, y, rn);
-    if (rn >= 8)
-      fprintf(f, "<text class=\"cs-rank\" x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\">%d</text>\n", x,
-              y, rn, r);
-  }
   fputs("</g>\n", f);
 }
 
