@@ -22,6 +22,10 @@
 #define COMM_MESSAGE_MAX 512
 /* Schedules kept per communicator: DDP repeats a handful of bucket sizes. */
 #define EXEC_CACHE_SIZE 8
+/* The executor's window (see exec.c): steps ahead of the oldest unfinished one, and how
+ * far back (in ops) hazards are tracked. */
+#define EXEC_STEPS_AHEAD 8
+#define EXEC_LOOKBACK 256
 
 /* One collective call as the executor sees it; the algorithm is already resolved. */
 typedef struct {
@@ -51,11 +55,14 @@ typedef struct {
   int root;
   coll_algo_t algo;
   size_t segment_bytes;
+  bool in_place; /* hazards differ when INPUT and OUTPUT are one buffer */
   uint64_t last_use;
   sched_t sched;
   uint32_t *op_step; /* step index of each op */
   uint8_t *state; /* per op: OP_IDLE, OP_POSTED, OP_DONE (reset every run) */
   uint64_t *seq; /* per posted op: its index in the peer's send or receive order */
+  uint32_t *dep_start; /* nops + 1: op i waits for deps[dep_start[i] .. dep_start[i+1]) */
+  uint32_t *deps;
 } exec_cache_entry_t;
 
 typedef struct {
@@ -148,6 +155,10 @@ coll_status_t exec_init(exec_t *exec, int nranks);
 void exec_free(exec_t *exec);
 /* Run one collective to completion on the calling thread. */
 coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call);
+/* ---- exec_deps.c ---- */
+/* Fill e->deps for e->sched (op_step must be set). */
+coll_status_t exec_deps_build(exec_cache_entry_t *e, bool in_place);
+
 /* Bytes of scratch the executor holds. */
 size_t exec_scratch_bytes(const exec_t *exec);
 /* The transport name used towards the ring neighbour, for logs. */

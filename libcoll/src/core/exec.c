@@ -1,16 +1,19 @@
 /* The executor: runs one rank's schedule for one collective over the transports.
  *
- * Window rule: ops are considered in schedule order within a window of the next
- * STEPS_AHEAD steps (beyond the oldest unfinished step, at most MAX_INFLIGHT transfers
- * posted). An op starts as soon as
+ * Window rule: ops are considered in schedule order, from the oldest unfinished op `lo`
+ * through the next EXEC_STEPS_AHEAD steps. An op starts as soon as
  *  - every earlier op on the same channel (sends to its peer, or receives from it) has
  *    started, so the k-th send still meets the k-th receive (schedule.h rule 2), and
- *  - it has no memory hazard with an earlier unfinished op: it may not read bytes an
- *    unfinished op writes, nor write bytes an unfinished op reads or writes.
- * Hazards are decided on real addresses, so in-place calls (INPUT == OUTPUT) are handled
- * by the same rule. Local ops run at once when they may start. Idle: spin on progress()
- * for exec.spin_ns, then block in transport_set_wait() in short slices (so abort is seen
- * quickly); no progress for timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer. */
+ *  - every earlier op it has a memory hazard with has finished (it may not read bytes an
+ *    unfinished op writes, nor write bytes an unfinished op reads or writes); the hazard
+ *    lists are computed once per cached schedule (exec_deps.c).
+ * Ops of the oldest unfinished step always start (the step-by-step semantics runs them
+ * together: a step may hold a hundred sends and then the receives from the same peer).
+ * Ops of later steps start only within EXEC_LOOKBACK ops of `lo` (how far back hazards
+ * are tracked) and while fewer than MAX_INFLIGHT transfers are in flight. Local ops run
+ * at once when they may start. Idle: spin on progress() for exec.spin_ns, then block in
+ * transport_set_wait() in short slices (so abort is seen quickly); no progress for
+ * timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,11 +24,7 @@
 #include "mem/memops.h"
 
 enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
-enum { STEPS_AHEAD = 8, MAX_INFLIGHT = 64, WAIT_SLICE_MS = 10, SCRATCH_ALIGN = 64 };
-
-typedef struct {
-  uintptr_t lo, hi; /* [lo, hi); empty when lo == hi */
-} range_t;
+enum { MAX_INFLIGHT = 64, WAIT_SLICE_MS = 10, SCRATCH_ALIGN = 64 };
 
 /* Everything one run needs, resolved once. */
 typedef struct {
@@ -52,51 +51,6 @@ static const char *op_kind_name(uint8_t kind) {
     case SCHED_LOCAL_COPY: return "local copy";
     default: return "local reduce";
   }
-}
-
-static inline range_t make_range(const run_t *run, uint8_t buf, size_t offset, size_t count) {
-  uintptr_t lo = (uintptr_t)(run->base[buf] + offset * run->esz);
-  return (range_t){.lo = lo, .hi = lo + count * run->esz};
-}
-
-static inline bool overlap(range_t a, range_t b) {
-  return a.lo < b.hi && b.lo < a.hi && a.lo < a.hi && b.lo < b.hi;
-}
-
-/* The bytes an op writes (w) and reads (r[0..nr)). */
-static void op_ranges(const run_t *run, const sched_op_t *op, range_t *w, range_t r[2], int *nr) {
-  *w = (range_t){0, 0};
-  *nr = 0;
-  switch (op->kind) {
-    case SCHED_SEND:
-      r[(*nr)++] = make_range(run, op->buf, op->offset, op->count);
-      break;
-    case SCHED_RECV_COPY:
-      *w = make_range(run, op->buf, op->offset, op->count);
-      break;
-    case SCHED_RECV_REDUCE:
-    case SCHED_LOCAL_COPY:
-      *w = make_range(run, op->buf, op->offset, op->count);
-      r[(*nr)++] = make_range(run, op->src_buf, op->src_offset, op->count);
-      break;
-    default: /* LOCAL_REDUCE reads its destination too, which w already covers */
-      *w = make_range(run, op->buf, op->offset, op->count);
-      r[(*nr)++] = make_range(run, op->src_buf, op->src_offset, op->count);
-      break;
-  }
-}
-
-static bool conflict(const run_t *run, const sched_op_t *a, const sched_op_t *b) {
-  range_t wa, wb, ra[2], rb[2];
-  int na, nb;
-  op_ranges(run, a, &wa, ra, &na);
-  op_ranges(run, b, &wb, rb, &nb);
-  if (overlap(wa, wb)) return true;
-  for (int k = 0; k < nb; k++)
-    if (overlap(wa, rb[k])) return true;
-  for (int k = 0; k < na; k++)
-    if (overlap(ra[k], wb)) return true;
-  return false;
 }
 
 static bool is_transfer(uint8_t kind) { return kind <= SCHED_RECV_REDUCE; }
@@ -162,20 +116,19 @@ static coll_status_t scan(run_t *run) {
   const sched_op_t *ops = e->sched.ops;
   uint8_t *blocked = run->comm->exec.chan_blocked;
   memset(blocked, 0, 2 * (size_t)run->comm->nranks);
-  uint32_t step_limit = e->op_step[run->lo] + STEPS_AHEAD;
-  for (size_t i = run->lo; i < e->sched.nops && e->op_step[i] < step_limit; i++) {
+  size_t lo = run->lo;
+  uint32_t oldest = e->op_step[lo];
+  for (size_t i = lo; i < e->sched.nops && e->op_step[i] < oldest + EXEC_STEPS_AHEAD; i++) {
+    bool later = e->op_step[i] != oldest;
+    if (later && i - lo >= EXEC_LOOKBACK) break;
     if (e->state[i] != OP_IDLE) continue;
     const sched_op_t *op = &ops[i];
     bool transfer = is_transfer(op->kind);
     uint8_t *chan = transfer ? &blocked[2 * (size_t)op->peer + (op->kind != SCHED_SEND)] : NULL;
     bool ok = chan == NULL || !*chan;
-    /* The cap applies beyond the oldest unfinished step only: that step's ops must all
-     * be able to start together (a step may hold a hundred sends and then the receives
-     * from the same peer; holding back its receives would deadlock both sides). */
-    if (transfer && run->inflight >= MAX_INFLIGHT && e->op_step[i] != e->op_step[run->lo])
-      ok = false;
-    for (size_t j = run->lo; ok && j < i; j++)
-      if (e->state[j] != OP_DONE && conflict(run, op, &ops[j])) ok = false;
+    if (transfer && later && run->inflight >= MAX_INFLIGHT) ok = false;
+    for (uint32_t d = e->dep_start[i]; ok && d < e->dep_start[i + 1]; d++)
+      if (e->state[e->deps[d]] != OP_DONE) ok = false;
     if (!ok) {
       if (chan != NULL) *chan = 1;
       continue;
@@ -306,6 +259,8 @@ static void entry_clear(exec_cache_entry_t *e) {
   free(e->op_step);
   free(e->state);
   free(e->seq);
+  free(e->dep_start);
+  free(e->deps);
   memset(e, 0, sizeof *e);
 }
 
@@ -343,6 +298,10 @@ static coll_status_t entry_build(coll_comm_t *comm, const exec_call_t *call,
   for (size_t s = 0; s < e->sched.nsteps; s++)
     for (uint32_t k = 0; k < e->sched.steps[s].nops; k++)
       e->op_step[e->sched.steps[s].first_op + k] = (uint32_t)s;
+  bool in_place = call->sendbuf == call->recvbuf;
+  st = exec_deps_build(e, in_place);
+  if (st != COLL_OK) return st;
+  e->in_place = in_place;
   e->kind = call->kind;
   e->count = call->count;
   e->dtype = call->dtype;
@@ -361,7 +320,8 @@ static coll_status_t cache_get(coll_comm_t *comm, const exec_call_t *call,
     exec_cache_entry_t *e = &x->cache[k];
     if (e->valid && e->kind == call->kind && e->count == call->count &&
         e->dtype == call->dtype && e->root == call->root && e->algo == call->algo &&
-        e->segment_bytes == comm->segment_bytes) {
+        e->segment_bytes == comm->segment_bytes &&
+        e->in_place == (call->sendbuf == call->recvbuf)) {
       e->last_use = ++x->use_clock;
       *out = e;
       return COLL_OK;
