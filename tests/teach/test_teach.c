@@ -302,6 +302,49 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
 }
 END_TEST
 
+START_TEST(json_output_parses_for_every_algorithm) {
+  if (!have_tool("python3")) {
+    fprintf(stderr, "teach: python3 missing: JSON syntax check skipped\n");
+    return;
+  }
+  static const char *const runs[] = {"ring -n 5 --bytes 3000 --segment 512",
+                                     "tree -n 7 --bytes 1K",
+                                     "hd -n 6 --bytes 96",
+                                     "master -n 3 --bytes 64",
+                                     "chain -c broadcast -n 4 -r 1 --bytes 2K --segment 512",
+                                     "binomial -c broadcast -n 6 --bytes 64",
+                                     "direct -c broadcast -n 3 --bytes 64",
+                                     "ring -n 1 --bytes 16"};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s %s --json | python3 -m json.tool >/dev/null 2>&1", sim_path(),
+             runs[i]);
+    ck_assert_msg(system(cmd) == 0, "'%s --json' is not valid JSON", runs[i]);
+  }
+}
+END_TEST
+
+START_TEST(long_tables_and_big_pages_say_what_they_leave_out) {
+  char cmd[512];
+  int st;
+  /* 2 (n-1) = 30 steps, 10 shown: the first and last 5 and one line for the rest. */
+  snprintf(cmd, sizeof cmd, "%s ring -n 16 --bytes 64K --max-steps 10", sim_path());
+  char *out = run(cmd, &st);
+  ck_assert_int_eq(st, 0);
+  ck_assert_msg(strstr(out, "... steps 5..24 left out (20 steps") != NULL, "%s", out);
+  ck_assert_msg(strstr(out, "\nstep 4\n") != NULL && strstr(out, "\nstep 25\n") != NULL &&
+                    strstr(out, "\nstep 5\n") == NULL,
+                "wrong steps shown:\n%s", out);
+  free(out);
+  /* Over 64 ranks the page cannot show sets of ranks: a message and exit 1, no crash. */
+  snprintf(cmd, sizeof cmd, "%s ring -n 70 --bytes 70K --no-table --html /dev/null 2>&1",
+           sim_path());
+  out = run(cmd, &st);
+  ck_assert_msg(st == 1 && strstr(out, "coll-sim: --html:") != NULL, "exit %d: %s", st, out);
+  free(out);
+}
+END_TEST
+
 /* A fresh temporary directory for output files; removed by rm_tree. */
 static void temp_dir(char *buf, size_t len) {
   snprintf(buf, len, "%s/coll-sim-test.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -435,6 +478,8 @@ static Suite *teach_suite(void) {
   tcase_add_test(tc, link_matrix_rows_add_up_to_the_bytes_each_rank_sends);
   tcase_add_test(tc, ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i);
   tcase_add_test(tc, bad_arguments_exit_2_with_a_message_naming_the_problem);
+  tcase_add_test(tc, json_output_parses_for_every_algorithm);
+  tcase_add_test(tc, long_tables_and_big_pages_say_what_they_leave_out);
   tcase_add_test(tc, svg_pictures_are_well_formed_xml);
   tcase_add_test(tc, html_page_steps_forward_and_back_in_headless_chromium);
   suite_add_tcase(s, tc);
