@@ -57,16 +57,18 @@ static const char *const help_sections[] = {
     "                          picture says which (default 24)\n"
     "      --html FILE         write one self-contained page (no network) that animates the\n"
     "                          steps (buttons prev/next, keys left/right; page.html?autostep=K\n"
-    "                          or #step=K opens at step K) and shows each rank's buffer\n"
-    "                          filling up cell by cell\n"
+    "                          or #step=K opens after K steps, ?clicks=nnp presses next,\n"
+    "                          next, prev) and shows each rank's buffer filling up cell\n"
+    "                          by cell\n"
     "  -h, --help              show this help and exit\n"
     "\n",
     "reading the table: step i lists, for every rank busy in that step, what it sends and\n"
     "receives. Ranges are named after the algorithm's parts: chunk (ring: n parts), block\n"
-    "(hd: p parts), half (tree), segment (master, broadcast); \"part of chunk 2\" is a\n"
-    "pipelined segment of it; element ranges are inclusive. Steps are the simulator's\n"
-    "rounds: ops in one step run at the same time.\n"
-    "\n"
+    "(hd: p parts), half (tree), segment (master, broadcast); \"segment 1 of chunk 2\" is\n"
+    "one pipelined piece of chunk 2 (c2.1 in pictures), \"part of chunk 2\" any other\n"
+    "piece (c2'); element ranges are inclusive. Steps are the simulator's rounds, numbered\n"
+    "from 0: ops in one step run at the same time.\n"
+    "\n",
     "exit status: 0 success, 1 the simulation or an output file failed, 2 bad arguments.\n",
 };
 
