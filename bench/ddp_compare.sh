@@ -6,6 +6,9 @@
 #
 #   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 300 "1 2 4"
 #
+# Each figure is the best of REPEAT runs (default 3): on a shared machine the slow runs
+# measure the neighbours, not the trainer.
+#
 # Needs Debian's python3-torch (apt-get install -y python3-torch), run with
 # /usr/bin/python3. Targets: ours >= 1.5x PyTorch at 1 rank, >= 2x at 2 and 4 ranks,
 # and our 2 ranks >= 1.6x our 1 rank.
@@ -18,6 +21,7 @@ steps=${2:-300}
 shift 2 2>/dev/null || shift $# 2>/dev/null || true
 ranks=${*:-1 2 4}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
+repeat=${REPEAT:-3}
 batch=64
 
 case $build in /*) ;; *) build=$(pwd)/$build ;; esac
@@ -44,11 +48,23 @@ theirs() {
     --data "$data" | sed -n 's/.*samples_per_s=\([0-9][0-9]*\).*/\1/p'
 }
 
+# best FUNCTION RANKS: the largest figure of $repeat runs (empty if every run failed).
+best() {
+  b=""
+  i=0
+  while [ $i -lt "$repeat" ]; do
+    v=$("$1" "$2")
+    if [ -n "$v" ] && { [ -z "$b" ] || [ "$v" -gt "$b" ]; }; then b=$v; fi
+    i=$((i + 1))
+  done
+  echo "$b"
+}
+
 printf '%-6s %14s %14s %8s\n' ranks "torch samples/s" "ours samples/s" ratio
 one=""
 for n in $ranks; do
-  t=$(theirs "$n")
-  o=$(ours "$n")
+  t=$(best theirs "$n")
+  o=$(best ours "$n")
   [ -n "$t" ] && [ -n "$o" ] || { echo "ddp_compare: a run at $n ranks failed" >&2; exit 1; }
   awk -v n="$n" -v t="$t" -v o="$o" 'BEGIN { printf "%-6s %14s %14s %7.2fx\n", n, t, o, o / t }'
   [ "$n" = 1 ] && one=$o
