@@ -27,6 +27,7 @@
 #include "transport/tcp.h"
 
 #define NOT_STARTED SIZE_MAX
+#define BURST (256u << 10)
 
 static coll_status_t fail(tcp_conn_t *c, coll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -120,9 +121,11 @@ static coll_status_t tcp_post_recv(transport_conn_t *conn, const transport_recv_
 }
 
 /* Write what the socket takes. *blocked: stopped on a full socket buffer. */
-static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, bool *blocked) {
+static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, size_t *moved,
+                                 bool *blocked) {
   *blocked = false;
-  while (s->send_msg < c->sends_posted) {
+  *moved = 0;
+  while (s->send_msg < c->sends_posted && *moved < budget) {
     tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
     size_t np = npieces(c, m->len);
     if (s->send_piece == NOT_STARTED) {
@@ -157,6 +160,7 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, bool *blocked) 
         return io_error(c, s, errno, "send");
       }
       size_t got = (size_t)w;
+      *moved += got;
       size_t h = sizeof s->hdr_out - s->hdr_sent;
       if (got >= h) {
         s->hdr_sent = sizeof s->hdr_out;
@@ -202,8 +206,9 @@ static void reduce_staged(tcp_stream_t *s, const tcp_recv_t *m, size_t start) {
 }
 
 /* Read what has arrived for posted receives. */
-static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s) {
-  while (s->recv_msg < c->recvs_posted) {
+static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s, size_t budget, size_t *moved) {
+  *moved = 0;
+  while (s->recv_msg < c->recvs_posted && *moved < budget) {
     tcp_recv_t *m = &c->recvs[s->recv_msg & (c->recv_cap - 1)];
     size_t len = m->r.len;
     size_t np = npieces(c, len);
@@ -252,6 +257,7 @@ static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s) {
         return fail(c, COLL_ERR_REMOTE, "connection closed by the peer (stream %d, message %llu)",
                     s->index, (unsigned long long)s->recv_msg);
       size_t got = (size_t)r;
+      *moved += got;
       size_t h = sizeof s->hdr_in - s->hdr_got;
       if (h > 0 && got >= h) {
         s->hdr_got = sizeof s->hdr_in;
@@ -299,13 +305,27 @@ static coll_status_t tcp_progress(transport_conn_t *conn, uint64_t *sends_done,
     st = coll_error(st, "%s", c->failure);
     goto out;
   }
-  for (int i = 0; i < c->nsocks && st == COLL_OK; i++) {
-    tcp_stream_t *s = &c->streams[i];
-    bool blocked = false;
-    st = stream_send(c, s, &blocked);
-    if (st == COLL_OK) st = stream_recv(c, s);
-    if (st == COLL_OK) st = update_interest(c, s, blocked);
+  /* Rounds of at most BURST bytes each way per stream: both directions of an exchange
+   * keep streaming, instead of filling a 4 MiB socket buffer while the peer's data
+   * waits unread (and the peer, its buffer full, waits for us). */
+  bool want_out[TCP_MAX_SOCKS] = {false};
+  bool moving = true;
+  while (moving && st == COLL_OK) {
+    moving = false;
+    for (int i = 0; i < c->nsocks && st == COLL_OK; i++) {
+      tcp_stream_t *s = &c->streams[i];
+      size_t sent = 0, got = 0;
+      bool blocked = false;
+      st = stream_send(c, s, BURST, &sent, &blocked);
+      if (st == COLL_OK) st = stream_recv(c, s, BURST, &got);
+      /* Stopped on the budget: the socket is still writable, so asking epoll for
+       * writability wakes the next wait at once instead of sleeping on work in hand. */
+      want_out[i] = blocked || s->send_msg < c->sends_posted;
+      moving = moving || sent > 0 || got > 0;
+    }
   }
+  for (int i = 0; i < c->nsocks && st == COLL_OK; i++)
+    st = update_interest(c, &c->streams[i], want_out[i]);
   while (c->sends_done < c->sends_posted &&
          c->sends[c->sends_done & (c->send_cap - 1)].streams_left == 0)
     c->sends_done++;
