@@ -46,7 +46,7 @@ static size_t rounds(coll_algo_t algo, const sched_params_t *p) {
 }
 
 START_TEST(model_step_counts_match_the_simulated_rounds) {
-  for (int n = 2; n <= 12; n++) {
+  for (int n = 2; n <= 40; n += n < 12 ? 1 : 7) {
     sched_params_t p = params(COLL_KIND_ALL_REDUCE, n, 100000);
     p.segment_bytes = 16384;
     size_t nseg_ring = algo_div_up(algo_div_up(p.count, (size_t)n), 4096);
@@ -57,8 +57,11 @@ START_TEST(model_step_counts_match_the_simulated_rounds) {
     size_t nseg_tree = algo_div_up(algo_div_up(p.count, 2), 4096);
     size_t D = (size_t)algo_dbtree_depth(n);
     size_t tree_rounds = rounds(COLL_ALGO_TREE, &p);
-    ck_assert_msg(tree_rounds <= 2 * nseg_tree + 4 * D && tree_rounds >= nseg_tree,
-                  "n=%d: tree ran %zu rounds, model 2*%zu + 4*%zu", n, tree_rounds, nseg_tree, D);
+    /* The model counts 2 nseg + 2 D + 1 (nseg + 1 for two ranks): within a few rounds. */
+    double model =
+        n <= 3 ? (double)(nseg_tree + 2 * D - 1) : 2.0 * (double)nseg_tree + 2.0 * (double)D + 1;
+    ck_assert_msg(fabs((double)tree_rounds - model) <= 3, "n=%d: tree ran %zu rounds, model %.0f",
+                  n, tree_rounds, model);
     ck_assert_uint_eq(rounds(COLL_ALGO_MASTER, &p), (size_t)n * algo_div_up(100000, 4096));
     sched_params_t b = params(COLL_KIND_BROADCAST, n, 100000);
     b.segment_bytes = 16384;
@@ -76,9 +79,10 @@ START_TEST(selection_prefers_few_steps_for_small_and_ring_for_large_messages) {
       coll_algo_t s = algo_select(&small, c), l = algo_select(&large, c);
       ck_assert_msg(n == 2 || s == COLL_ALGO_HD, "n=%d small picked %d", n, s);
       /* At 32 ranks ring's 2(n-1) steps per segment start to cost more than the tree's
-       * extra bytes (tcp): either is a sound choice there. */
-      ck_assert_msg(l == COLL_ALGO_RING || (n >= 32 && l == COLL_ALGO_TREE), "n=%d large picked %d",
-                    n, l);
+       * extra bytes (tcp): either is a sound choice there. With two ranks both move S
+       * bytes and the tree overlaps its two phases. */
+      ck_assert_msg(l == COLL_ALGO_RING || ((n == 2 || n >= 32) && l == COLL_ALGO_TREE),
+                    "n=%d large picked %d", n, l);
       ck_assert(algo_predict(s, &small, c) <= algo_predict(COLL_ALGO_RING, &small, c));
       ck_assert(algo_predict(COLL_ALGO_MASTER, &large, c) >
                 algo_predict(COLL_ALGO_RING, &large, c));

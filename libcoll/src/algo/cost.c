@@ -5,7 +5,9 @@
  *
  *   S = count * elem_size, n ranks, nseg = segments per pipelined piece, D = tree depth
  *   ring all-reduce    2(n-1)*nseg steps, 2(n-1)/n S bytes, (n-1)/n S reduced
- *   tree all-reduce    ~2 nseg + 4 D steps, ~2 S bytes (S for n = 2), ~S reduced
+ *   tree all-reduce    ~2 nseg + 2 D + 1 steps (nseg + 1 for n = 2, nseg + 3 for n = 3:
+ *                      chains, no node waits for a second child), ~2 S bytes (S for
+ *                      n = 2), ~S reduced
  *   hd all-reduce      2 log2 p (+2 folding) steps, 2(p-1)/p S (+S folding), (p-1)/p S
  *                      (+S folding) reduced, p = largest power of two <= n
  *   master all-reduce  n*nseg steps, 2(n-1) S through rank 0, (n-1) S reduced
@@ -65,7 +67,8 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
       double half = ceil((double)p->count / 2) * esize;
       double nseg = fmax(1.0, ceil(half / seg));
       double D = (double)algo_dbtree_depth(n);
-      return pipelined(2.0 * nseg + 4.0 * D, (n == 2 ? 1.0 : 2.0) * S, S, fmin(seg, half), c);
+      double steps = n == 2 ? nseg + 1.0 : n == 3 ? nseg + 3.0 : 2.0 * nseg + 2.0 * D + 1.0;
+      return pipelined(steps, (n == 2 ? 1.0 : 2.0) * S, S, fmin(seg, half), c);
     }
     case COLL_ALGO_HD: {
       int pw = 1;

@@ -25,7 +25,9 @@
  *   the schedule cannot deadlock; at any one time a node's ops touch different segments
  *   (no hazards); the root finishes segment j at 2(j + D) - 1, before it sends it down.
  *
- *   steps: about 2 nseg + 4 D (D ~ log2 n); bytes sent per rank: S/2 per tree for the
+ *   steps: about 2 nseg + 4 D time slots (D ~ log2 n); a rank has nothing to do in many
+ *   of them and skips those, so the critical path is about 2 nseg + 2 D + 1 steps (n = 2
+ *   and 3 are chains: about nseg + D + 1; what the cost model counts). bytes sent per rank: S/2 per tree for the
  *   parent plus S/2 per child, about 2 S in total for an inner node of one tree (which
  *   is a leaf in the other); the root of each tree computes each element once. */
 #include "algo/algo_internal.h"
