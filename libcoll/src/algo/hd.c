@@ -17,7 +17,7 @@
  *
  *   steps: 2 log2(p) (+ 2 when folding); bytes sent per rank: 2 (p-1)/p * S, plus S
  *   for the folding pairs (each side sends S once). Best for small and medium S: few
- *   steps, and unlike ring the number of steps grows with log2 n. */
+ *   steps, and unlike ring the number of steps grows only with log2 n. */
 #include "algo/algo_internal.h"
 
 /* Whole-range ops are cut into segment-sized messages within one step; both sides cut a
