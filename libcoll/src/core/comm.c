@@ -125,7 +125,7 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
     if (st != COLL_OK) return st;
   }
   int64_t spin_us;
-  st = coll_env_int("COLL_SPIN_US", 0, 1000000, 20, &spin_us);
+  st = coll_env_int("COLL_SPIN_US", 0, 1000000, 50, &spin_us);
   if (st != COLL_OK) return st;
   coll_algo_t env_algo;
   st = launch_env_algo(&env_algo);
@@ -157,6 +157,10 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
   st = exec_init(&comm->exec, comm->nranks);
   if (st != COLL_OK) goto fail;
   comm->exec.spin_ns = spin_us * 1000;
+  int64_t pure_us;
+  st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, 5, &pure_us);
+  if (st != COLL_OK) goto fail;
+  comm->exec.pure_spin_ns = pure_us * 1000;
   if (comm->nranks > 1) {
     st = connect_store(comm, config, token);
     if (st == COLL_OK) st = rdv_connect(comm, env_algo);

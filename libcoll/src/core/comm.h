@@ -73,6 +73,7 @@ typedef struct {
   exec_cache_entry_t cache[EXEC_CACHE_SIZE];
   uint64_t use_clock;
   int64_t spin_ns; /* spin this long on progress() before blocking in set_wait */
+  int64_t pure_spin_ns; /* of which this long without yielding the core */
 } exec_t;
 
 struct coll_request {

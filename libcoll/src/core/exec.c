@@ -14,6 +14,7 @@
  * at once when they may start. Idle: spin on progress() for exec.spin_ns, then block in
  * transport_set_wait() in short slices (so abort is seen quickly); no progress for
  * timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,7 +223,10 @@ static coll_status_t run_schedule(run_t *run) {
     now = coll_now_ns();
     if (idle_since == 0) idle_since = now;
     if (now - idle_since < comm->exec.spin_ns) {
-      cpu_relax();
+      /* Past the first microseconds, yield while spinning: with more ranks than cores
+       * the peer we wait for may need this core; with an idle core it costs little. */
+      if (now - idle_since > comm->exec.pure_spin_ns) sched_yield();
+      else cpu_relax();
       continue;
     }
     if (now - last_progress > timeout_ns) return timed_out(run);

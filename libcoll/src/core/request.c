@@ -1,13 +1,14 @@
 /* Waiting for and testing non-blocking collectives. The executor enforces each
  * operation's deadline; the waiter keeps its own as a backstop, measured from the last
  * sign of life of the executor. */
+#include <sched.h>
 #include <stdlib.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "core/comm.h"
 
-enum { SPIN_NS = 20000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_MS = 5000 };
+enum { SPIN_NS = 50000, PURE_SPIN_NS = 2000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_MS = 5000 };
 
 /* Hand the result to the caller's thread (messages are thread-local) and free. */
 static coll_status_t finish(coll_request_t **request) {
@@ -35,10 +36,11 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   if (request == NULL || *request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_request_wait: request is NULL");
   coll_request_t *req = *request;
-  /* Small operations finish within microseconds: a short spin avoids a sleep. */
+  /* Small operations finish within microseconds: a short spin avoids a sleep. It
+   * yields after the first microseconds: the progress thread may need this core. */
   int64_t start = coll_now_ns();
-  while (!is_done(req) && coll_now_ns() - start < SPIN_NS) {
-  }
+  for (int64_t now = start; !is_done(req) && now - start < SPIN_NS; now = coll_now_ns())
+    if (now - start > PURE_SPIN_NS) sched_yield();
   if (is_done(req)) return finish(request);
 
   coll_comm_t *comm = req->comm;
