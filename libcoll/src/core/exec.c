@@ -202,7 +202,9 @@ static coll_status_t run_schedule(run_t *run) {
   bool dirty = true;
   while (run->lo < nops) {
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
-      return coll_error(COLL_ERR_ABORTED, "communicator aborted");
+      return coll_error(COLL_ERR_ABORTED, "rank %d: %s of %zu %s: the communicator was aborted",
+                        comm->rank, kind_name(run->call->kind), run->call->count,
+                        coll_dtype_name(run->call->dtype));
     coll_status_t st;
     if (dirty) {
       st = scan(run);
