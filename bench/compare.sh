@@ -202,6 +202,8 @@ b=$(printf '%s' "$refs" | grep . | lowest)
 row "tcp 2 ranks 8 B latency" "$o_t" "${b%% *}" "${b#* }" lat "-" 0 "(none)"
 
 # 7. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
+# Both measured back to back, so that other load on the machine skews them alike.
+o=$(ours "shm2-16M-again" 2 shm 16M) && ours_shm2_16m=${o#* } || true
 o=$(ours "shm4-16M" 4 shm 16M) && o_bw=${o#* } || o_bw=""
 row "shm 4 ranks (2 cores) 16MiB busbw" "$o_bw" "${ours_shm2_16m:-}" "ours, 2 ranks" rel ">=" 0.6 \
   ">= 0.6x 2 ranks"
