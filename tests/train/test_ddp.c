@@ -80,6 +80,14 @@ static int rank_main(int rank, int nranks, void *arg) {
     fprintf(stderr, "rank %d: %s\n", rank, train_last_error());
   else if (res.global_step != (uint64_t)job->max_steps)
     st = TRAIN_ERR_INVALID;
+  /* What every rank reports, for the parent to compare across ranks and runs. */
+  char path[4200];
+  snprintf(path, sizeof path, "%s.result.%d", job->ckpt, rank);
+  FILE *f = fopen(path, "w");
+  if (f != NULL) {
+    fprintf(f, "%.17g %.17g\n", res.test_accuracy, res.final_loss);
+    fclose(f);
+  }
   coll_comm_destroy(comm);
   return st == TRAIN_OK ? 0 : 20;
 }
@@ -144,6 +152,39 @@ START_TEST(two_ranks_accumulating_two_match_one_rank_of_64) {
   run_job(2, &other, "other");
   double o = rel_diff("other", "one");
   ck_assert_msg(o > 1e-3, "batch 32 ended where batch 64 did (difference %g)", o);
+}
+END_TEST
+
+/* Accuracy and mean training loss that `rank` of job `name` reported. */
+static void read_result(const char *name, int rank, double *accuracy, double *loss) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.result.%d", dir, name, rank);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%lf %lf", accuracy, loss), 2);
+  fclose(f);
+}
+
+START_TEST(evaluation_and_loss_on_four_shards_match_one_rank) {
+  /* 16 steps: exactly one epoch, so it ends with an evaluation. */
+  job_t one = {.batch = 64, .accumulate = 1, .max_steps = 16, .evaluate = true};
+  run_job(1, &one, "eval1");
+  job_t four = {.batch = 16, .accumulate = 1, .max_steps = 16, .evaluate = true};
+  run_job(4, &four, "eval4");
+  double acc1, loss1, acc0, loss0;
+  read_result("eval1", 0, &acc1, &loss1);
+  read_result("eval4", 0, &acc0, &loss0);
+  ck_assert(acc1 > 0.0 && acc1 <= 1.0);
+  /* Every rank holds the all-reduced figures, bit for bit. */
+  for (int r = 1; r < 4; r++) {
+    double acc, loss;
+    read_result("eval4", r, &acc, &loss);
+    ck_assert_double_eq(acc, acc0);
+    ck_assert_double_eq(loss, loss0);
+  }
+  /* Parameters agree to ~1e-7, so at most a sample on a decision boundary may differ. */
+  ck_assert_msg(fabs(acc0 - acc1) <= 1.0 / 200, "accuracy %g on 4 ranks, %g on 1", acc0, acc1);
+  ck_assert_msg(fabs(loss0 - loss1) <= 1e-5 * loss1, "loss %g on 4 ranks, %g on 1", loss0, loss1);
 }
 END_TEST
 
@@ -264,6 +305,7 @@ static Suite *ddp_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, buckets_hold_whole_layers_in_reverse_order);
   tcase_add_test(tc, four_ranks_of_16_match_one_rank_of_64_after_20_steps);
+  tcase_add_test(tc, evaluation_and_loss_on_four_shards_match_one_rank);
   tcase_add_test(tc, two_ranks_accumulating_two_match_one_rank_of_64);
   tcase_add_test(tc, resumed_single_rank_sgd_run_ends_with_the_same_parameters);
   tcase_add_test(tc, resumed_two_rank_adam_run_ends_with_the_same_parameters);
