@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "coll.h"
@@ -20,6 +21,13 @@ static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static double cpu_us(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -44,6 +52,7 @@ static int rank_main(int rank, int nranks, void *arg) {
     size_t count = t->sizes[s] / 4;
     float *buf = calloc(count + 1, 4);
     for (int w = 0; w < 3; w++) coll_all_reduce(buf, buf, count, COLL_FLOAT32, COLL_SUM, comm);
+    double cpu0 = cpu_us();
     for (int i = 0; i < t->iters; i++) {
       double t0 = now_us();
       coll_status_t st = coll_all_reduce(buf, buf, count, COLL_FLOAT32, COLL_SUM, comm);
@@ -53,12 +62,13 @@ static int rank_main(int rank, int nranks, void *arg) {
         return 1;
       }
     }
+    double cpu = (cpu_us() - cpu0) / t->iters;
     qsort(times, (size_t)t->iters, sizeof *times, cmp_double);
     double med = times[t->iters / 2];
     double busbw = (double)(count * 4) / med / 1e3 * 2.0 * (nranks - 1) / nranks;
     if (rank == 0)
-      printf("%12zu bytes  median %10.2f us  min %10.2f us  busbw %6.2f GB/s\n", count * 4, med,
-             times[0], busbw);
+      printf("%12zu bytes  median %10.2f us  min %10.2f us  busbw %6.2f GB/s  cpu %10.2f us\n",
+             count * 4, med, times[0], busbw, cpu);
     free(buf);
   }
   free(times);

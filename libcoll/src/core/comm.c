@@ -1,6 +1,7 @@
 /* Communicator lifetime: init from a config or the launcher's environment (hosting the
  * store on rank 0 when no launcher does), destroy with a final barrier, abort, and the
  * small queries. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,22 @@ static void comm_free(coll_comm_t *comm) {
   free(comm);
 }
 
+/* Spinning pays when every rank of this host has a core to itself: the peer answers
+ * within microseconds. With more ranks than cores it steals the core the peer needs,
+ * so wait mostly by sleeping then. COLL_SPIN_US / COLL_PURE_SPIN_US override. */
+static coll_status_t choose_spin(coll_comm_t *comm) {
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  bool crowded = comm->local_count > cpus;
+  int64_t spin_us, pure_us;
+  coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 50, &spin_us);
+  if (st == COLL_OK) st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, crowded ? 1 : 5, &pure_us);
+  if (st != COLL_OK) return st;
+  comm->exec.spin_ns = spin_us * 1000;
+  comm->exec.pure_spin_ns = pure_us * 1000;
+  return COLL_OK;
+}
+
 static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg,
                                    const char *token) {
   int64_t hosted = 0;
@@ -124,9 +141,6 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
     st = coll_env_int("COLL_TIMEOUT_MS", 1, INT32_MAX / 2, DEFAULT_TIMEOUT_MS, &timeout);
     if (st != COLL_OK) return st;
   }
-  int64_t spin_us;
-  st = coll_env_int("COLL_SPIN_US", 0, 1000000, 50, &spin_us);
-  if (st != COLL_OK) return st;
   coll_algo_t env_algo;
   st = launch_env_algo(&env_algo);
   if (st != COLL_OK) return st;
@@ -137,6 +151,7 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
   comm->rank = config->rank;
   comm->nranks = config->size;
   comm->local_rank = config->local_rank;
+  comm->local_count = 1;
   comm->timeout_ms = (int)timeout;
   comm->algo = env_algo;
   comm->cost = algo_cost_shm_default;
@@ -156,16 +171,13 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
 
   st = exec_init(&comm->exec, comm->nranks);
   if (st != COLL_OK) goto fail;
-  comm->exec.spin_ns = spin_us * 1000;
-  int64_t pure_us;
-  st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, 5, &pure_us);
-  if (st != COLL_OK) goto fail;
-  comm->exec.pure_spin_ns = pure_us * 1000;
   if (comm->nranks > 1) {
     st = connect_store(comm, config, token);
     if (st == COLL_OK) st = rdv_connect(comm, env_algo);
     if (st != COLL_OK) goto fail;
   }
+  st = choose_spin(comm);
+  if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
   st = progress_start(comm);
   if (st != COLL_OK) goto fail;

@@ -90,6 +90,7 @@ struct coll_comm {
   int rank;
   int nranks;
   int local_rank;
+  int local_count; /* ranks on this host (from the host ids) */
   int timeout_ms;
   char key_prefix[COMM_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */

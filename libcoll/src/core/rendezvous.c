@@ -208,7 +208,11 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   }
   /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
   bool one_host = true;
-  for (int r = 1; r < n; r++) one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
+  comm->local_count = 0;
+  for (int r = 0; r < n; r++) {
+    one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
+    comm->local_count += strcmp(hosts[r], hosts[comm->rank]) == 0;
+  }
   bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
   comm->cost = tcp ? all[0].tcp : all[0].shm;
   comm->segment_bytes = all[0].chunk;
