@@ -1,6 +1,20 @@
 /* Communicator lifetime: init from a config or the launcher's environment (hosting the
  * store on rank 0 when no launcher does), destroy with a final barrier, abort, and the
- * small queries. */
+ * small queries.
+ *
+ * Environment read by the core (defaults in parentheses):
+ *   COLL_TIMEOUT_MS    deadline of every wait: no progress for this long is an error (300000)
+ *   COLL_ALGO          auto|ring|tree|hd|master; must be equal on every rank (auto)
+ *   COLL_TRANSPORT     shm|tcp forces the transport; must be equal on every rank (unset)
+ *   COLL_CHUNK_SIZE    bytes per pipelined segment, 0 = the algorithm's; rank 0's wins (0)
+ *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)
+ *   COLL_SPIN_US       how long the executor polls before sleeping (50, or 5 when this
+ *                      host has more ranks than usable CPUs)
+ *   COLL_PURE_SPIN_US  of which without sched_yield (5, or 1 when oversubscribed)
+ *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
+ *   COLL_JOB_TOKEN     the store's job token (none)
+ * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
+ * MASTER_PORT (launch_env.c). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
