@@ -357,9 +357,16 @@ static int rank_abort(int rank, int nranks, void *arg) {
     int64_t start = now_ms();
     coll_status_t st;
     if (job->timeout_ms == 60001) {
-      coll_request_t *req;
-      st = coll_all_reduce_async(x, y, 1000, COLL_FLOAT32, COLL_SUM, comm, &req);
-      if (st == COLL_OK) st = coll_request_wait(&req);
+      /* Three queued requests: the running one and the two behind it all fail. */
+      coll_request_t *req[3];
+      st = COLL_OK;
+      for (int k = 0; k < 3 && st == COLL_OK; k++)
+        st = coll_all_reduce_async(x, y, 1000, COLL_FLOAT32, COLL_SUM, comm, &req[k]);
+      if (st == COLL_OK) {
+        st = coll_request_wait(&req[0]);
+        for (int k = 1; k < 3; k++)
+          if (coll_request_wait(&req[k]) != COLL_ERR_ABORTED) bad = 1;
+      }
     } else {
       st = coll_all_reduce(x, y, 1000, COLL_FLOAT32, COLL_SUM, comm);
     }
