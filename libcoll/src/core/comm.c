@@ -207,7 +207,8 @@ coll_status_t coll_comm_init_env(coll_comm_t **comm) {
   if (comm == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_env: comm is NULL");
   *comm = NULL;
   coll_config_t cfg;
-  coll_status_t st = launch_env_config(&cfg);
+  char addr[256]; /* the store's host when derived from Slurm's or Open MPI's variables */
+  coll_status_t st = launch_env_config(&cfg, addr, sizeof addr);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_init_env: ");
   return coll_comm_init_config(&cfg, comm);
 }

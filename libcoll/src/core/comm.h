@@ -137,8 +137,9 @@ void comm_update_staging_peak(coll_comm_t *comm);
 
 /* ---- launch_env.c ---- */
 /* Fill cfg from the launcher's environment (torchrun, SLURM, Open MPI). Strings in cfg
- * point into the environment. */
-coll_status_t launch_env_config(coll_config_t *cfg);
+ * point into the environment, or into addr_buf when the store's host was derived from
+ * the launcher's variables (Slurm's node list, Open MPI's URI). */
+coll_status_t launch_env_config(coll_config_t *cfg, char *addr_buf, size_t addr_cap);
 /* COLL_ALGO as an algorithm (AUTO when unset); an unknown name is an error. */
 coll_status_t launch_env_algo(coll_algo_t *algo);
 

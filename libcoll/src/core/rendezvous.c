@@ -7,6 +7,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "bootstrap/launch_port.h"
+#include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -23,30 +25,6 @@ typedef struct {
   algo_cost_t shm;
   algo_cost_t tcp;
 } rank_info_t;
-
-/* Ranks on one machine must agree and machines must differ: COLL_HOST_ID when given
- * (containers, tests), else hostname plus the kernel's boot id. */
-static void host_id(char *out, size_t cap) {
-  const char *forced = coll_env_str("COLL_HOST_ID");
-  if (forced != NULL) {
-    snprintf(out, cap, "%s", forced);
-  } else {
-    char host[128] = "unknown";
-    gethostname(host, sizeof host - 1);
-    host[sizeof host - 1] = '\0';
-    char boot[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-      if (fgets(boot, sizeof boot, f) == NULL) boot[0] = '\0';
-      fclose(f);
-    }
-    boot[strcspn(boot, "\r\n")] = '\0';
-    snprintf(out, cap, "%s/%s", host, boot);
-  }
-  /* The record is line-based. */
-  for (char *p = out; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = '_';
-}
 
 static void format_info(const rank_info_t *in, char *out, size_t cap) {
   snprintf(out, cap,
@@ -135,7 +113,7 @@ static coll_status_t agree_prefix(coll_comm_t *comm) {
   return COLL_OK;
 }
 
-static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip);
+static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms);
 
 /* Every rank checks every record, so all ranks fail together on a mismatch. */
 static coll_status_t check_same(const coll_comm_t *comm, const char *var, const char *mine0,
@@ -158,7 +136,7 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
 
   rank_info_t mine;
   memset(&mine, 0, sizeof mine);
-  host_id(mine.host, sizeof mine.host);
+  launch_host_id(mine.host, sizeof mine.host);
   snprintf(mine.algo, sizeof mine.algo, "%s", coll_algo_name(env_algo));
   const char *forced = coll_env_str("COLL_TRANSPORT");
   snprintf(mine.transport, sizeof mine.transport, "%s", forced ? forced : "-");
@@ -200,7 +178,7 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
       if (comm->server != NULL) {
         char message[COMM_MESSAGE_MAX];
         snprintf(message, sizeof message, "%s", coll_last_error());
-        wait_all(comm, "read", comm->rank);
+        wait_all(comm, "read", comm->rank, comm->timeout_ms);
         coll_error(st, "%s", message);
       }
       goto out;
@@ -274,7 +252,7 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
   return COLL_OK;
 }
 
-static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip) {
+static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms) {
   int n = comm->nranks;
   char **keys = calloc((size_t)n, sizeof *keys);
   char *storage = calloc((size_t)n, KEY_MAX);
@@ -291,25 +269,32 @@ static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip) {
     nkeys++;
   }
   coll_status_t st =
-      store_wait(comm->store, (const char *const *)keys, nkeys, comm->timeout_ms);
+      store_wait(comm->store, (const char *const *)keys, nkeys, timeout_ms);
   free(keys);
   free(storage);
   return st;
 }
 
+/* One deadline for the whole barrier: destroy never blocks longer than the timeout. */
+static int left_ms(int64_t deadline_ns) {
+  int ms = coll_ms_left(deadline_ns);
+  return ms < 1 ? 1 : ms;
+}
+
 coll_status_t rdv_finish(coll_comm_t *comm) {
+  int64_t deadline = coll_deadline_ns(comm->timeout_ms);
   char key[KEY_MAX];
   snprintf(key, sizeof key, "%sdone/%d", comm->key_prefix, comm->rank);
-  coll_status_t st = store_set(comm->store, key, "1", 1, comm->timeout_ms);
-  if (st == COLL_OK) st = wait_all(comm, "done", -1);
+  coll_status_t st = store_set(comm->store, key, "1", 1, left_ms(deadline));
+  if (st == COLL_OK) st = wait_all(comm, "done", -1, left_ms(deadline));
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
   if (comm->server == NULL) {
     snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
-    return store_set(comm->store, key, "1", 1, comm->timeout_ms);
+    return store_set(comm->store, key, "1", 1, left_ms(deadline));
   }
   /* The host keeps serving until everyone has finished with the store. Ranks that
    * host nothing announce it; a launcher-hosted store needs no wait at all. */
-  st = wait_all(comm, "left", comm->rank);
+  st = wait_all(comm, "left", comm->rank, left_ms(deadline));
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
   return COLL_OK;
 }
