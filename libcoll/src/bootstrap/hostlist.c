@@ -53,7 +53,9 @@ static coll_status_t parse_number(const char *list, size_t *pos, uint64_t *value
     v = v * 10 + (uint64_t)(list[p] - '0');
     p++;
   }
-  if (n == 0) return malformed(list, p, "expected a number in brackets");
+  if (n == 0)
+    return list[p] == '\0' ? malformed(list, p, "'[' is never closed")
+                           : malformed(list, p, "expected a number in brackets");
   *pos = p;
   *value = v;
   *width = n;
