@@ -3,31 +3,45 @@
  * transport's group of peers and waits on all of them at once.
  *
  * Environment (each transport file documents its own in detail):
- *   COLL_TRANSPORT=auto|shm|tcp  force one transport for every pair (default: auto).
- *                                Forcing shm for ranks on different hosts is an error.
+ *   COLL_TRANSPORT=auto|shm|ib|tcp  force one transport for every pair (default: auto).
+ *                                Forcing shm for ranks on different hosts is an error;
+ *                                so is forcing ib where a rank has no usable RDMA port.
  *   shm (shm_setup.c): COLL_SHM_SLOT_BYTES (256 KiB), COLL_SHM_NSLOTS (16): FIFO staging
  *     per peer = slots x bytes = 4 MiB by default (at most 16 MiB unless raised by hand);
  *     COLL_SHM_DIRECT (0), COLL_SHM_DIRECT_MIN (256 KiB), COLL_SHM_DIRECT_CHUNK (128 KiB),
  *     COLL_SHM_SPIN_US (0), COLL_SHM_INBOX_BYTES (64 MiB: all FIFOs of a rank).
  *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (2), COLL_SOCKET_IFNAME (the store's route),
  *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream),
- *     COLL_TCP_BUF_BYTES (0: kernel autotuning). */
+ *     COLL_TCP_BUF_BYTES (0: kernel autotuning).
+ *   ib (ib_setup.c, ib_device.c; built when meson finds libibverbs): COLL_IB_DEVICE,
+ *     COLL_IB_GID_INDEX, COLL_IB_SLOT_BYTES (128 KiB), COLL_IB_NSLOTS (16),
+ *     COLL_IB_TIMEOUT (16). */
 #include "transport/transport.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_config.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/transport_kind.h"
 
-enum { KIND_SHM, KIND_TCP, KIND_COUNT };
+/* Order matters: the first transport whose probe accepts a pair serves it (shm on one
+ * host, then ib where both ranks have an active RDMA port, then tcp). */
+#if COLL_HAVE_IBVERBS
+enum { KIND_SHM, KIND_IB, KIND_TCP, KIND_COUNT };
+#else
+enum { KIND_SHM, KIND_TCP, KIND_COUNT, KIND_IB = -2 };
+#endif
 
-/* Order matters: the first transport whose probe accepts a pair serves it. */
 static const transport_kind_t *const registry[KIND_COUNT] = {
     [KIND_SHM] = &transport_shm_kind,
+#if COLL_HAVE_IBVERBS
+    [KIND_IB] = &transport_ib_kind,
+#endif
     [KIND_TCP] = &transport_tcp_kind,
 };
 
@@ -66,8 +80,8 @@ static coll_status_t forced_kind(const transport_setup_t *setup, int *kind) {
   *kind = kind_by_name(forced);
   if (*kind < 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "COLL_TRANSPORT='%s' is not a transport of this build (auto, shm, tcp)",
-                      forced);
+                      "COLL_TRANSPORT='%s' is not a transport of this build (auto, shm, %stcp)",
+                      forced, KIND_IB >= 0 ? "ib, " : "");
   return COLL_OK;
 }
 
@@ -84,13 +98,17 @@ static coll_status_t choose(const transport_setup_t *setup, int *choice) {
     choice[peer] = -1;
     if (peer == setup->rank) continue;
     if (forced >= 0) {
-      if (!registry[forced]->probe(setup, peer))
-        return coll_error(COLL_ERR_INVALID_ARGUMENT,
+      coll_error_clear();
+      if (!registry[forced]->probe(setup, peer)) {
+        /* A probe may leave its reason as the thread's error (ib: no device, port down). */
+        char why[400] = ": they are on different hosts";
+        if (forced != KIND_SHM) snprintf(why, sizeof why, ": %s", coll_last_error());
+        return coll_error(forced == KIND_IB ? COLL_ERR_UNSUPPORTED : COLL_ERR_INVALID_ARGUMENT,
                           "COLL_TRANSPORT=%s cannot connect rank %d (host %s) with rank %d "
                           "(host %s)%s",
                           registry[forced]->name, setup->rank, host_of(setup, setup->rank), peer,
-                          host_of(setup, peer),
-                          forced == KIND_SHM ? ": they are on different hosts" : "");
+                          host_of(setup, peer), why);
+      }
       choice[peer] = forced;
       continue;
     }

@@ -34,5 +34,6 @@ typedef struct transport_kind {
 
 extern const transport_kind_t transport_shm_kind;
 extern const transport_kind_t transport_tcp_kind;
+extern const transport_kind_t transport_ib_kind; /* built with libibverbs only */
 
 #endif

@@ -1,0 +1,537 @@
+/* ib transport over a real RDMA device (soft-RoCE rxe0 in the guest of tests/rdma/run.sh):
+ * forked ranks connect with COLL_TRANSPORT=ib and exchange messages (rings, reductions,
+ * bursts beyond the credit window, a length mismatch, a killed peer), then run every
+ * collective algorithm over ib against the reference. Exits 77 (skipped) without a port.
+ * Sizes are modest: the guest is a software-emulated CPU. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll_test_util.h"
+#include "common/clock.h"
+#include "mem/memops.h"
+#include "rdma_util.h"
+#include "transport/ib_device.h"
+
+#define MIB (1024u * 1024u)
+
+static const char *const one_host[] = {"hostA", "hostA", "hostA", "hostA", "hostA"};
+
+typedef struct {
+  tp_job_t job;
+  int victim;
+} arg_t;
+
+static arg_t ib_arg(const char *prefix) {
+  return (arg_t){.job = {.prefix = prefix, .hosts = one_host, .forced = "ib", .timeout_ms = 30000}};
+}
+
+static int run(int n, mp_rank_fn fn, arg_t *arg, int timeout_ms) {
+  return rdma_run_ranks(n, fn, &arg->job, arg, timeout_ms);
+}
+
+/* ---- transport level ---- */
+
+static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 4 * MIB + 5};
+#define NSIZES (sizeof copy_sizes / sizeof copy_sizes[0])
+
+/* Every size to the next rank, all posted at once, then 300 small messages (far more
+ * chunks than the 16 slots of credit: the credits must come back). */
+static int ring_copy_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  RANK_CHECK(strcmp(transport_set_conn(t.set, next)->ops->name, "ib") == 0, "not ib");
+  void *out[NSIZES], *in[NSIZES];
+  for (size_t i = 0; i < NSIZES; i++) {
+    out[i] = malloc(copy_sizes[i] + 1);
+    in[i] = malloc(copy_sizes[i] + 1);
+    tp_fill(out[i], copy_sizes[i], rank, (int)i);
+    memset(in[i], 0xee, copy_sizes[i] + 1);
+    transport_recv_t r = {.dst = in[i], .len = copy_sizes[i]};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_send(&t, next, out[i], copy_sizes[i]) == COLL_OK, "post send");
+  }
+  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  for (size_t i = 0; i < NSIZES; i++) {
+    size_t bad = tp_check(in[i], copy_sizes[i], prev, (int)i);
+    RANK_CHECK(bad == SIZE_MAX, "size %zu: byte %zu differs", copy_sizes[i], bad);
+    RANK_CHECK(((unsigned char *)in[i])[copy_sizes[i]] == 0xee, "size %zu: wrote past the end",
+               copy_sizes[i]);
+    free(out[i]);
+    free(in[i]);
+  }
+  enum { BURST = 300 };
+  static unsigned char small_out[BURST][40], small_in[BURST][40];
+  for (int k = 0; k < BURST; k++) {
+    size_t len = (size_t)(k % 40);
+    tp_fill(small_out[k], len, rank, 100 + k);
+    transport_recv_t r = {.dst = small_in[k], .len = len};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post small recv");
+    RANK_CHECK(tp_send(&t, next, small_out[k], len) == COLL_OK, "post small send");
+  }
+  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain burst");
+  for (int k = 0; k < BURST; k++)
+    RANK_CHECK(tp_check(small_in[k], (size_t)(k % 40), prev, 100 + k) == SIZE_MAX,
+               "small message %d differs", k);
+  tp_close(&t);
+  return 0;
+}
+
+/* Loop index: 2..5 ranks. */
+START_TEST(ring_of_2_to_5_ranks_delivers_every_size_intact) {
+  arg_t arg = ib_arg("ib/ring/");
+  ck_assert_int_eq(run(2 + _i, ring_copy_rank, &arg, 120000), 0);
+}
+END_TEST
+
+static const size_t reduce_counts[] = {0, 1, 7, 16 * 1024, 256 * 1024 + 3};
+#define NCOUNTS (sizeof reduce_counts / sizeof reduce_counts[0])
+
+/* dst = mine + incoming (float sum) for every count, and once in place (dst == operand). */
+static int ring_reduce_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
+  float *mine[NCOUNTS + 1], *out[NCOUNTS + 1], *dst[NCOUNTS + 1];
+  for (size_t i = 0; i <= NCOUNTS; i++) {
+    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
+    mine[i] = malloc(count * sizeof(float) + 4);
+    out[i] = malloc(count * sizeof(float) + 4);
+    dst[i] = i < NCOUNTS ? malloc(count * sizeof(float) + 4) : mine[i];
+    for (size_t k = 0; k < count; k++) {
+      mine[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
+      out[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
+    }
+    transport_recv_t r = {.dst = dst[i], .operand = mine[i], .reduce = sum,
+                          .elem_size = sizeof(float), .len = count * sizeof(float)};
+    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_send(&t, next, out[i], count * sizeof(float)) == COLL_OK, "post send");
+  }
+  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  for (size_t i = 0; i <= NCOUNTS; i++) {
+    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
+    for (size_t k = 0; k < count; k++) {
+      float want = (float)(rank + 1) * 8.0f + (float)(prev + 1) * 8.0f + 2.0f * (float)(k % 13);
+      RANK_CHECK(dst[i][k] == want, "count %zu element %zu: %g, want %g", count, k,
+                 (double)dst[i][k], (double)want);
+    }
+    if (dst[i] != mine[i]) free(dst[i]);
+    free(mine[i]);
+    free(out[i]);
+  }
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
+  arg_t arg = ib_arg("ib/reduce/");
+  ck_assert_int_eq(run(3, ring_reduce_rank, &arg, 120000), 0);
+}
+END_TEST
+
+/* 200 sends posted and progressed before any receive: the sender must stop at its
+ * credits, then finish once the receives are posted. */
+static int sends_first_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  enum { COUNT = 200, LEN = 4096 };
+  int partner = rank ^ 1;
+  unsigned char *out = malloc((size_t)COUNT * LEN), *in = malloc((size_t)COUNT * LEN);
+  for (int k = 0; k < COUNT; k++) {
+    tp_fill(out + (size_t)k * LEN, LEN, rank, k);
+    RANK_CHECK(tp_send(&t, partner, out + (size_t)k * LEN, LEN) == COLL_OK, "post send");
+  }
+  for (int i = 0; i < 50; i++) {
+    uint64_t sd = 0;
+    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
+               "progress");
+    RANK_CHECK(sd < COUNT, "all %d sends completed before any receive was posted", COUNT);
+    transport_set_wait(t.set, 2);
+  }
+  for (int k = 0; k < COUNT; k++) {
+    transport_recv_t r = {.dst = in + (size_t)k * LEN, .len = LEN};
+    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+  }
+  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  for (int k = 0; k < COUNT; k++)
+    RANK_CHECK(tp_check(in + (size_t)k * LEN, LEN, partner, k) == SIZE_MAX, "message %d", k);
+  free(out);
+  free(in);
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(sends_beyond_the_credit_window_wait_for_their_receives) {
+  arg_t arg = ib_arg("ib/sends-first/");
+  ck_assert_int_eq(run(2, sends_first_rank, &arg, 120000), 0);
+}
+END_TEST
+
+/* Rank 0 sends 100 bytes where rank 1 expects 64. */
+static int mismatch_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  char buf[100] = {0};
+  if (rank == 0) {
+    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain send");
+    void *v = NULL;
+    size_t len = 0;
+    RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 20000) == COLL_OK, "wait");
+    free(v);
+  } else {
+    transport_recv_t r = {.dst = buf, .len = 64};
+    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
+    coll_status_t st = tp_drain(&t, 20000);
+    store_set(t.store, "mismatch/checked", "1", 1, 1000);
+    RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
+    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL, "message '%s' lacks rank 0",
+               coll_last_error());
+    RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
+               coll_last_error());
+    fprintf(stderr, "rank 1: %s\n", coll_last_error());
+  }
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
+  arg_t arg = ib_arg("ib/mismatch/");
+  ck_assert_int_eq(run(2, mismatch_rank, &arg, 60000), 0);
+}
+END_TEST
+
+/* The victim sends part of 4 MiB, then SIGKILLs itself; the survivor waits for two such
+ * messages and must get an error naming the victim well before its 20 s drain timeout
+ * (the liveness ping turns the silence into a retry-exceeded completion). */
+static int killed_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  (void)n;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+  size_t len = 4 * MIB;
+  char *buf = calloc(1, len);
+  if (rank == arg->victim) {
+    RANK_CHECK(tp_send(&t, 1 - rank, buf, len) == COLL_OK, "post send");
+    transport_conn_t *c = transport_set_conn(t.set, 1 - rank);
+    for (int i = 0; i < 3; i++) {
+      transport_progress(c, NULL, NULL);
+      transport_set_wait(t.set, 5);
+    }
+    kill(getpid(), SIGKILL);
+    return 1;
+  }
+  transport_recv_t r = {.dst = buf, .len = len};
+  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
+  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post second recv");
+  int64_t start = coll_now_ms();
+  coll_status_t st = tp_drain(&t, 20000);
+  int64_t took = coll_now_ms() - start;
+  RANK_CHECK(st == COLL_ERR_REMOTE, "got %s, want COLL_ERR_REMOTE", coll_status_name(st));
+  char want[32];
+  snprintf(want, sizeof want, "peer rank %d", arg->victim);
+  RANK_CHECK(strstr(coll_last_error(), want) != NULL, "message '%s' does not name %s",
+             coll_last_error(), want);
+  RANK_CHECK(took < 15000, "took %lld ms", (long long)took);
+  fprintf(stderr, "rank %d: dead peer reported after %lld ms: %s\n", rank, (long long)took,
+          coll_last_error());
+  free(buf);
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(killed_peer_is_reported_to_the_survivor_naming_it) {
+  arg_t arg = ib_arg("ib/kill/");
+  arg.victim = 0;
+  /* The victim's exit status is its own business: count the survivor only. */
+  int failed = run(2, killed_rank, &arg, 60000);
+  ck_assert_int_le(failed, 1);
+}
+END_TEST
+
+/* Rank 1 blocks in transport_set_wait (epoll on the completion channel) while rank 0
+ * sleeps, then sends: rank 1 must wake for it and must not have burnt CPU meanwhile. */
+static int wait_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  (void)n;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+  char buf[64] = "wake up";
+  if (rank == 0) {
+    struct timespec pause = {0, 400 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  } else {
+    transport_recv_t r = {.dst = buf, .len = sizeof buf};
+    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
+    transport_conn_t *c = transport_set_conn(t.set, 0);
+    struct timespec cpu0, cpu1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    int64_t start = coll_now_ms();
+    uint64_t rd = 0;
+    int waits = 0;
+    while (rd == 0 && coll_now_ms() - start < 20000) {
+      RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
+      if (rd == 0) RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
+      waits++;
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    double cpu_ms = (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 +
+                    (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
+    int64_t took = coll_now_ms() - start;
+    RANK_CHECK(rd == 1, "the message never arrived");
+    RANK_CHECK(took < 4000, "woke after %lld ms", (long long)took);
+    RANK_CHECK(cpu_ms < 0.5 * (double)took, "used %.1f ms of CPU in %lld ms (%d waits)", cpu_ms,
+               (long long)took, waits);
+    fprintf(stderr, "rank 1: woke after %lld ms, %.1f ms CPU, %d waits\n", (long long)took,
+            cpu_ms, waits);
+  }
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(wait_sleeps_on_the_completion_channel_and_wakes_on_arrival) {
+  arg_t arg = ib_arg("ib/wait/");
+  ck_assert_int_eq(run(2, wait_rank, &arg, 60000), 0);
+}
+END_TEST
+
+/* ---- device choice ---- */
+
+static void expect_pick_error(const char *var, const char *value, const char *needle) {
+  setenv(var, value, 1);
+  ib_port_pick_t pick;
+  coll_status_t st = ib_device_pick(&pick, NULL);
+  unsetenv(var);
+  ck_assert_msg(st != COLL_OK, "%s=%s was accepted", var, value);
+  ck_assert_msg(strstr(coll_last_error(), needle) != NULL, "%s=%s: message '%s' lacks '%s'", var,
+                value, coll_last_error(), needle);
+  fprintf(stderr, "%s=%s: %s\n", var, value, coll_last_error());
+}
+
+START_TEST(bad_device_port_or_gid_settings_are_errors_naming_them) {
+  ib_port_pick_t pick;
+  ck_assert(ib_device_pick(&pick, NULL) == COLL_OK);
+  expect_pick_error("COLL_IB_DEVICE", "nosuchdev", "no such device");
+  char spec[96];
+  snprintf(spec, sizeof spec, "%s:9", pick.device);
+  expect_pick_error("COLL_IB_DEVICE", spec, "no port 9");
+  expect_pick_error("COLL_IB_DEVICE", "x:y", "name:port");
+  expect_pick_error("COLL_IB_GID_INDEX", "200", "no valid GID");
+  expect_pick_error("COLL_IB_GID_INDEX", "-1", "COLL_IB_GID_INDEX");
+  snprintf(spec, sizeof spec, "%s:%d", pick.device, pick.port);
+  setenv("COLL_IB_DEVICE", spec, 1);
+  ib_port_pick_t again;
+  coll_status_t st = ib_device_pick(&again, NULL);
+  unsetenv("COLL_IB_DEVICE");
+  ck_assert_msg(st == COLL_OK, "COLL_IB_DEVICE=%s: %s", spec, coll_last_error());
+  ck_assert_int_eq(again.gid_index, pick.gid_index);
+}
+END_TEST
+
+/* ---- collectives over ib ---- */
+
+static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                    COLL_ALGO_MASTER};
+enum { NALGOS = sizeof algos / sizeof algos[0], ODD = 65539 };
+
+typedef struct {
+  ct_job_t job;
+  int victim;
+} coll_arg_t;
+
+static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
+                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
+  size_t esz = coll_dtype_size(dt);
+  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
+  char what[200];
+  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s %s", rank, tag,
+           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt), coll_op_name(op));
+  int rc = 1;
+  if (in == NULL || out == NULL) goto out;
+  ct_fill(in, count, dt, op, rank, salt);
+  memset(out, 0xA5, count * esz);
+  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
+                              : coll_all_reduce(in, out, count, dt, op, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
+    goto out;
+  }
+  const char *res = in_place ? in : out;
+  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
+  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
+  rc = 0;
+out:
+  free(in);
+  free(out);
+  return rc;
+}
+
+static int algorithms_rank(int rank, int nranks, void *arg) {
+  const coll_arg_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  static const size_t counts[] = {0, 1, 7, 1023, ODD};
+  for (int a = 0; a < NALGOS; a++) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s over ib", coll_algo_name(algos[a]));
+    if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+      fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, (int)(k % 2),
+                              (uint32_t)k, tag);
+    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+    fails += one_all_reduce(comm, rank, nranks, 4099, COLL_BFLOAT16, COLL_MAX, 0, 9, tag);
+  }
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+/* Loop index: 2..5 ranks. */
+START_TEST(every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks) {
+  coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
+  int n = 2 + _i;
+  ck_assert_msg(mp_run(n, 240000, algorithms_rank, &c) == 0, "%d ranks over ib failed", n);
+}
+END_TEST
+
+static int types_rank(int rank, int nranks, void *arg) {
+  const coll_arg_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  uint32_t salt = 1;
+  for (int dt = 0; dt < COLL_DTYPE_COUNT && fails == 0; dt++)
+    for (int op = 0; op < COLL_OP_COUNT && fails == 0; op++)
+      fails += one_all_reduce(comm, rank, nranks, (size_t)(dt * 97 + op * 13 + 1), (coll_dtype_t)dt,
+                              (coll_op_t)op, op % 2, salt++, "types x ops");
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+START_TEST(every_type_and_op_matches_the_reference_over_ib_on_3_ranks) {
+  coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
+  ck_assert_int_eq(mp_run(3, 240000, types_rank, &c), 0);
+}
+END_TEST
+
+static int broadcast_rank(int rank, int nranks, void *arg) {
+  const coll_arg_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int fails = 0;
+  static const size_t counts[] = {1, 1023, ODD};
+  float *buf = malloc(ODD * sizeof(float));
+  for (int root = 0; root < nranks; root++)
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+      uint32_t salt = (uint32_t)(root * 8 + (int)k);
+      if (rank == root) ct_fill(buf, counts[k], COLL_FLOAT32, COLL_SUM, root, salt);
+      else memset(buf, 0x5a, counts[k] * sizeof(float));
+      char what[96];
+      snprintf(what, sizeof what, "rank %d: broadcast root %d count %zu", rank, root, counts[k]);
+      coll_status_t st = coll_broadcast(buf, counts[k], COLL_FLOAT32, root, comm);
+      if (st != COLL_OK) {
+        fprintf(stderr, "%s: %s\n", what, coll_last_error());
+        fails++;
+      } else if (ct_check_broadcast(buf, counts[k], COLL_FLOAT32, root, salt, what) != 0) {
+        fails++;
+      }
+    }
+  free(buf);
+  if (coll_comm_destroy(comm) != COLL_OK) fails++;
+  return fails ? 1 : 0;
+}
+
+START_TEST(broadcast_from_every_root_over_ib) {
+  coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
+  ck_assert_int_eq(mp_run(3, 240000, broadcast_rank, &c), 0);
+}
+END_TEST
+
+/* Rank 2 starts a large all-reduce and is SIGKILLed in the middle of it: the survivors
+ * must return an error (a peer failed, or a timeout naming whom they wait for) within
+ * the communicator's timeout, not hang. Rank 0 hosts the store, so the victim is not 0. */
+static int killed_allreduce_rank(int rank, int nranks, void *arg) {
+  const coll_arg_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  size_t count = 4u << 20;
+  float *buf = calloc(count, sizeof(float));
+  if (buf == NULL) return 1;
+  RANK_CHECK(coll_all_reduce(buf, buf, 1024, COLL_FLOAT32, COLL_SUM, comm) == COLL_OK, "warm-up");
+  if (rank == c->victim) {
+    coll_request_t *req = NULL;
+    coll_all_reduce_async(buf, buf, count, COLL_FLOAT32, COLL_SUM, comm, &req);
+    struct timespec pause = {0, 30 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    kill(getpid(), SIGKILL);
+    return 1;
+  }
+  int64_t start = coll_now_ms();
+  coll_status_t st = coll_all_reduce(buf, buf, count, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = coll_now_ms() - start;
+  RANK_CHECK(st == COLL_ERR_REMOTE || st == COLL_ERR_TIMEOUT, "got %s", coll_status_name(st));
+  RANK_CHECK(took < c->job.timeout_ms + 5000, "took %lld ms", (long long)took);
+  fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took,
+          coll_last_error());
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  free(buf);
+  return 0;
+}
+
+START_TEST(a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors) {
+  coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 8000},
+                  .victim = 2};
+  int failed = mp_run(3, 60000, killed_allreduce_rank, &c);
+  ck_assert_int_le(failed, 1); /* the victim itself */
+}
+END_TEST
+
+static Suite *ib_suite(void) {
+  Suite *s = suite_create("rdma_ib");
+  TCase *tp = tcase_create("transport");
+  tcase_set_timeout(tp, 300);
+  tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 4);
+  tcase_add_test(tp, ring_receive_with_reduction_computes_operand_plus_incoming);
+  tcase_add_test(tp, sends_beyond_the_credit_window_wait_for_their_receives);
+  tcase_add_test(tp, length_mismatch_is_a_protocol_error_naming_the_peer);
+  tcase_add_test(tp, killed_peer_is_reported_to_the_survivor_naming_it);
+  tcase_add_test(tp, wait_sleeps_on_the_completion_channel_and_wakes_on_arrival);
+  tcase_add_test(tp, bad_device_port_or_gid_settings_are_errors_naming_them);
+  suite_add_tcase(s, tp);
+  TCase *co = tcase_create("collectives");
+  tcase_set_timeout(co, 300);
+  tcase_add_loop_test(co, every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks, 0, 4);
+  tcase_add_test(co, every_type_and_op_matches_the_reference_over_ib_on_3_ranks);
+  tcase_add_test(co, broadcast_from_every_root_over_ib);
+  tcase_add_test(co, a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors);
+  suite_add_tcase(s, co);
+  return s;
+}
+
+int main(void) {
+  if (!rdma_have_port()) {
+    printf("rdma_ib: skipped: no usable RDMA port here (%s); tests/rdma/run.sh runs this in a "
+           "soft-RoCE guest\n",
+           coll_last_error());
+    return 77;
+  }
+  SRunner *sr = srunner_create(ib_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}
