@@ -279,46 +279,58 @@ START_TEST(different_set_algo_choices_fail_the_next_call_with_mismatch) {
 }
 END_TEST
 
+/* Rounds of six requests (all-reduces and a broadcast) plus a blocking call behind
+ * them; requests are completed by polling, by waiting in reverse order, and (round 2)
+ * by waiting at once, which lets the waiter run queued work itself. */
 static int rank_async(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
   if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
-  enum { NREQ = 6 };
+  enum { NREQ = 6, ROUNDS = 4 };
   static const size_t counts[NREQ] = {1, 1000, 65536 + 5, 7, 300000, 33};
   static const coll_dtype_t types[NREQ] = {COLL_FLOAT32, COLL_INT32, COLL_FLOAT64,
                                            COLL_UINT8,   COLL_FLOAT32, COLL_BFLOAT16};
   void *bufs[NREQ];
   coll_request_t *reqs[NREQ];
   int bad = 0;
-  for (int k = 0; k < NREQ; k++) {
-    bufs[k] = malloc(counts[k] * coll_dtype_size(types[k]));
-    coll_status_t st;
-    if (k == 3) { /* a broadcast among the all-reduces */
-      ct_fill(bufs[k], counts[k], types[k], COLL_SUM, nranks - 1, (uint32_t)k);
-      st = coll_broadcast_async(bufs[k], counts[k], types[k], nranks - 1, comm, &reqs[k]);
-    } else {
-      ct_fill(bufs[k], counts[k], types[k], COLL_SUM, rank, (uint32_t)k);
-      st = coll_all_reduce_async(bufs[k], bufs[k], counts[k], types[k], COLL_SUM, comm, &reqs[k]);
+  for (int round = 0; round < ROUNDS; round++) {
+    for (int k = 0; k < NREQ; k++) {
+      uint32_t salt = (uint32_t)(round * NREQ + k);
+      bufs[k] = malloc(counts[k] * coll_dtype_size(types[k]));
+      coll_status_t st;
+      if (k == 3) { /* a broadcast among the all-reduces */
+        ct_fill(bufs[k], counts[k], types[k], COLL_SUM, nranks - 1, salt);
+        st = coll_broadcast_async(bufs[k], counts[k], types[k], nranks - 1, comm, &reqs[k]);
+      } else {
+        ct_fill(bufs[k], counts[k], types[k], COLL_SUM, rank, salt);
+        st = coll_all_reduce_async(bufs[k], bufs[k], counts[k], types[k], COLL_SUM, comm,
+                                   &reqs[k]);
+      }
+      if (st != COLL_OK) bad = 1;
+      if (round == 2 && st == COLL_OK && coll_request_wait(&reqs[k]) != COLL_OK) bad = 1;
     }
-    if (st != COLL_OK) bad = 1;
-  }
-  /* A blocking call queues behind the requests (FIFO on every rank). */
-  int32_t one = 1, total = 0;
-  if (coll_all_reduce(&one, &total, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK || total != nranks)
-    bad = 1;
-  /* Poll the last one with test, wait for the others in reverse order. */
-  while (coll_request_test(&reqs[NREQ - 1]) == COLL_IN_PROGRESS) sleep_ms(1);
-  if (reqs[NREQ - 1] != NULL) bad = 1;
-  for (int k = NREQ - 2; k >= 0; k--) {
-    if (coll_request_wait(&reqs[k]) != COLL_OK || reqs[k] != NULL) bad = 1;
-  }
-  for (int k = 0; k < NREQ; k++) {
-    char what[64];
-    snprintf(what, sizeof what, "rank %d: async %d", rank, k);
-    size_t wrong = k == 3 ? ct_check_broadcast(bufs[k], counts[k], types[k], nranks - 1, 3, what)
-                          : ct_check_all_reduce(bufs[k], counts[k], types[k], COLL_SUM, nranks,
-                                                (uint32_t)k, what);
-    if (wrong) bad = 1;
-    free(bufs[k]);
+    /* A blocking call queues behind the requests (FIFO on every rank). */
+    int32_t one = 1, total = 0;
+    if (coll_all_reduce(&one, &total, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK ||
+        total != nranks)
+      bad = 1;
+    if (round != 2) {
+      /* Poll the last one with test, wait for the others in reverse order. */
+      while (coll_request_test(&reqs[NREQ - 1]) == COLL_IN_PROGRESS) sleep_ms(1);
+      if (reqs[NREQ - 1] != NULL) bad = 1;
+      for (int k = NREQ - 2; k >= 0; k--)
+        if (coll_request_wait(&reqs[k]) != COLL_OK || reqs[k] != NULL) bad = 1;
+    }
+    for (int k = 0; k < NREQ; k++) {
+      char what[64];
+      uint32_t salt = (uint32_t)(round * NREQ + k);
+      snprintf(what, sizeof what, "rank %d: round %d async %d", rank, round, k);
+      size_t wrong =
+          k == 3 ? ct_check_broadcast(bufs[k], counts[k], types[k], nranks - 1, salt, what)
+                 : ct_check_all_reduce(bufs[k], counts[k], types[k], COLL_SUM, nranks, salt,
+                                       what);
+      if (wrong) bad = 1;
+      free(bufs[k]);
+    }
   }
   if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
   return bad;

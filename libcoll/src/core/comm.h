@@ -177,6 +177,9 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call);
 /* Queue call for the progress thread. */
 coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
                               coll_request_t **request);
+/* When no thread runs the executor and work is queued, run the oldest queued request
+ * on this thread; false when there was nothing to do. */
+bool progress_help(coll_comm_t *comm);
 /* Wake every waiter (abort). */
 void progress_wake_all(coll_comm_t *comm);
 

@@ -37,26 +37,30 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
   comm->epoch++;
   atomic_store_explicit(&req->done, 1, memory_order_release);
   pthread_cond_broadcast(&comm->done_cv);
+  if (comm->head != NULL) pthread_cond_signal(&comm->queue_cv); /* when a waiter ran it */
   pthread_mutex_unlock(&comm->mu);
 }
 
+/* The queue's head runs when no other thread runs the executor (a waiter may be running
+ * queued work itself, see progress_help). */
 static void *progress_main(void *arg) {
   coll_comm_t *comm = arg;
   coll_log_set_rank(comm->rank);
   pthread_mutex_lock(&comm->mu);
   for (;;) {
-    while (comm->head == NULL && !comm->stop) {
-      struct timespec ts = deadline_in(IDLE_WAIT_MS);
-      pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
+    if (comm->head != NULL && !comm->busy) {
+      coll_request_t *req = comm->head;
+      comm->head = req->next;
+      if (comm->head == NULL) comm->tail = NULL;
+      comm->busy = true;
+      pthread_mutex_unlock(&comm->mu);
+      execute(comm, req);
+      pthread_mutex_lock(&comm->mu);
+      continue;
     }
-    if (comm->head == NULL) break; /* stop requested and nothing left */
-    coll_request_t *req = comm->head;
-    comm->head = req->next;
-    if (comm->head == NULL) comm->tail = NULL;
-    comm->busy = true;
-    pthread_mutex_unlock(&comm->mu);
-    execute(comm, req);
-    pthread_mutex_lock(&comm->mu);
+    if (comm->stop && comm->head == NULL) break;
+    struct timespec ts = deadline_in(IDLE_WAIT_MS);
+    pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);
   return NULL;
@@ -86,6 +90,21 @@ void progress_wake_all(coll_comm_t *comm) {
   pthread_mutex_unlock(&comm->mu);
 }
 
+bool progress_help(coll_comm_t *comm) {
+  coll_request_t *req = NULL;
+  pthread_mutex_lock(&comm->mu);
+  if (!comm->busy && comm->head != NULL) {
+    req = comm->head;
+    comm->head = req->next;
+    if (comm->head == NULL) comm->tail = NULL;
+    comm->busy = true;
+  }
+  pthread_mutex_unlock(&comm->mu);
+  if (req == NULL) return false;
+  execute(comm, req);
+  return true;
+}
+
 coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
                               coll_request_t **request) {
   coll_request_t *req = calloc(1, sizeof *req);
@@ -112,6 +131,7 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call) 
     pthread_mutex_lock(&comm->mu);
     comm->busy = false;
     comm->epoch++;
+    if (comm->head != NULL) pthread_cond_signal(&comm->queue_cv);
     pthread_mutex_unlock(&comm->mu);
     return st;
   }
