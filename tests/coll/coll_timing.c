@@ -1,6 +1,7 @@
 /* A small timing program for developing the executor (not a test): forks N ranks,
  * runs float32 sum all-reduces of each size and prints the median time per call and the
  * bus bandwidth. Usage: coll_timing NRANKS ITERS SIZE_BYTES... (env COLL_* apply). */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,15 @@ static int cmp_double(const void *a, const void *b) {
 
 static int rank_main(int rank, int nranks, void *arg) {
   const timing_t *t = arg;
+  if (getenv("TIMING_PIN") != NULL) { /* rank r on CPU r mod ncpu */
+    cpu_set_t all, one;
+    sched_getaffinity(0, sizeof all, &all);
+    int n = CPU_COUNT(&all), k = rank % n;
+    CPU_ZERO(&one);
+    for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &all) && seen++ == k) CPU_SET(c, &one);
+    sched_setaffinity(0, sizeof one, &one);
+  }
   coll_config_t cfg = {0};
   cfg.rank = rank;
   cfg.size = nranks;
@@ -66,6 +76,8 @@ static int rank_main(int rank, int nranks, void *arg) {
     qsort(times, (size_t)t->iters, sizeof *times, cmp_double);
     double med = times[t->iters / 2];
     double busbw = (double)(count * 4) / med / 1e3 * 2.0 * (nranks - 1) / nranks;
+    if (rank == 0 && getenv("TIMING_CPU") != NULL) printf("rank 0 on cpu %d\n", sched_getcpu());
+    if (rank == 1 && getenv("TIMING_CPU") != NULL) printf("rank 1 on cpu %d\n", sched_getcpu());
     if (rank == 0)
       printf("%12zu bytes  median %10.2f us  min %10.2f us  busbw %6.2f GB/s  cpu %10.2f us\n",
              count * 4, med, times[0], busbw, cpu);
