@@ -130,6 +130,17 @@ if command -v mpirun >/dev/null; then
     salloc -N 2 -n 4 --ntasks-per-node=2 mpirun -x COLL_DEBUG=INFO "$bench" "${bench_args[@]}" \
     >mpirun.log 2>&1
   bench_ok "salloc -N 2 -n 4 mpirun" mpirun.log 4 $?
+  # One node: the store on loopback.
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    salloc -N 1 -n 4 mpirun -x COLL_DEBUG=INFO "$bench" -c 1 -b 1M -e 1M -n 2 -w 1 \
+    >mpirun1.log 2>&1
+  rc=$?
+  if [ $rc = 0 ] && grep -q "0 OK" mpirun1.log && grep -q "store host 127.0.0.1" mpirun1.log &&
+    ! grep "INFO peer" mpirun1.log | grep -qv ": shm$"; then
+    pass "salloc -N 1 -n 4 mpirun (loopback store, shm only)"
+  else
+    fail "salloc -N 1 -n 4 mpirun (exit $rc)" mpirun1.log
+  fi
 else
   echo "SKIP salloc mpirun: no mpirun"
 fi
