@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "transport/ib.h"
 
 coll_status_t ib_fail(ib_conn_t *c, coll_status_t st, const char *fmt, ...) {
@@ -166,7 +167,11 @@ coll_status_t ib_poll_cq(ib_group_t *g) {
       c->dirty = true;
       c->last_heard_ns = now;
       if (kind != IB_WR_RECV) c->sq_used--;
-      if (kind == IB_WR_PING) c->ping_inflight = false;
+      if (kind == IB_WR_PING) {
+        c->ping_inflight = false;
+        coll_log(COLL_LOG_TRACE, "ib: ping to rank %d: %s", c->base.peer,
+                 ibv_wc_status_str(wc->status));
+      }
       if (wc->status != IBV_WC_SUCCESS) {
         completion_error(c, kind, wc);
         continue;
@@ -298,6 +303,8 @@ static coll_status_t ping_if_silent(ib_conn_t *c) {
   };
   coll_status_t st = post_wr(c, &wr);
   if (st == COLL_OK) {
+    coll_log(COLL_LOG_TRACE, "ib: rank %d silent for %lld ms: liveness ping", c->base.peer,
+             (long long)((now - c->last_heard_ns) / 1000000));
     c->ping_inflight = true;
     c->last_heard_ns = now;
   }
