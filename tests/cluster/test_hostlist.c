@@ -32,15 +32,17 @@ START_TEST(hostlist_expands_slurm_syntax) {
   } cases[] = {
       {"node1", "node1"},
       {"node[1-3,7]", "node1 node2 node3 node7"},
-      {"n[01-10]-ib,login1", "n01-ib n02-ib n03-ib n04-ib n05-ib n06-ib n07-ib n08-ib n09-ib "
-                             "n10-ib login1"},
+      {"n[01-10]-ib,login1",
+       "n01-ib n02-ib n03-ib n04-ib n05-ib n06-ib n07-ib n08-ib n09-ib "
+       "n10-ib login1"},
       {"rack[1-2]-n[1-3]", "rack1-n1 rack1-n2 rack1-n3 rack2-n1 rack2-n2 rack2-n3"},
       {"a,b[2],c", "a b2 c"},
       {"n[8-11]", "n8 n9 n10 n11"},
       {"n[098-101]", "n098 n099 n100 n101"},
       {"[1-2]x", "1x 2x"},
-      {"gpu-a100-[3,5-6].cluster.org", "gpu-a100-3.cluster.org gpu-a100-5.cluster.org "
-                                       "gpu-a100-6.cluster.org"},
+      {"gpu-a100-[3,5-6].cluster.org",
+       "gpu-a100-3.cluster.org gpu-a100-5.cluster.org "
+       "gpu-a100-6.cluster.org"},
       {"node1,node1", "node1 node1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,14 +80,13 @@ START_TEST(hostlist_rejects_malformed_lists_with_a_message) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t n = 99;
     coll_status_t st = hostlist_count(cases[i].list, &n);
-    ck_assert_msg(st == COLL_ERR_INVALID_ARGUMENT, "'%s' was accepted (%zu hosts)",
-                  cases[i].list, n);
+    ck_assert_msg(st == COLL_ERR_INVALID_ARGUMENT, "'%s' was accepted (%zu hosts)", cases[i].list,
+                  n);
     ck_assert_msg(strstr(coll_last_error(), cases[i].needle) != NULL,
                   "'%s': message '%s' lacks '%s'", cases[i].list, coll_last_error(),
                   cases[i].needle);
     char name[HOSTLIST_NAME_MAX] = "x";
-    ck_assert_int_eq(hostlist_nth(cases[i].list, 0, name, sizeof name),
-                     COLL_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(hostlist_nth(cases[i].list, 0, name, sizeof name), COLL_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(name, "");
   }
   ck_assert_int_eq(hostlist_count(NULL, &(size_t){0}), COLL_ERR_INVALID_ARGUMENT);
@@ -104,8 +105,7 @@ START_TEST(hostlist_first_host_of_a_huge_list_costs_nothing) {
   ck_assert_int_eq(hostlist_nth("n[1-3]", 3, name, sizeof name), COLL_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(coll_last_error(), "has 3 hosts"));
   /* A malformed tail is an error even for the first host. */
-  ck_assert_int_eq(hostlist_nth("node1,node[2", 0, name, sizeof name),
-                   COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hostlist_nth("node1,node[2", 0, name, sizeof name), COLL_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -155,9 +155,9 @@ START_TEST(ompi_uri_gives_mpirun_hosts_ipv4_addresses) {
                    COLL_OK);
   ck_assert_int_eq(n, 1);
   ck_assert_str_eq(addrs[0], "192.0.2.2");
-  ck_assert_int_eq(launch_uri_ipv4("5.0;tcp://10.1.2.3,172.17.0.1,127.0.0.1:1", addrs,
-                                   LAUNCH_ADDRS_MAX, &n),
-                   COLL_OK);
+  ck_assert_int_eq(
+      launch_uri_ipv4("5.0;tcp://10.1.2.3,172.17.0.1,127.0.0.1:1", addrs, LAUNCH_ADDRS_MAX, &n),
+      COLL_OK);
   ck_assert_int_eq(n, 3);
   ck_assert_str_eq(addrs[1], "172.17.0.1");
   ck_assert_str_eq(addrs[2], "127.0.0.1");

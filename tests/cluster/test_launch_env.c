@@ -1,8 +1,8 @@
 /* Launcher environments resolved into a store address and port (Slurm, Open MPI, torchrun;
  * MASTER_ADDR/MASTER_PORT overriding), the host id, and a real job of forked ranks that
  * meets with nothing but Slurm's variables. */
-#include <check.h>
 #include <arpa/inet.h>
+#include <check.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -19,13 +19,37 @@
 
 static void clean_env(void) {
   static const char *const vars[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "SLURM_NODEID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
-      "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURMD_NODENAME",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-      "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid",
-      "PMIX_NAMESPACE", "MASTER_ADDR", "MASTER_PORT", "COLL_STORE_HOSTED", "COLL_JOB_TOKEN",
-      "COLL_ALGO", "COLL_TRANSPORT", "COLL_TIMEOUT_MS", "COLL_HOST_ID", "COLL_DEBUG",
+      "RANK",
+      "WORLD_SIZE",
+      "LOCAL_RANK",
+      "SLURM_PROCID",
+      "SLURM_NTASKS",
+      "SLURM_LOCALID",
+      "SLURM_NODEID",
+      "SLURM_STEP_NODELIST",
+      "SLURM_JOB_NODELIST",
+      "SLURM_NODELIST",
+      "SLURM_JOB_ID",
+      "SLURM_JOBID",
+      "SLURM_STEP_ID",
+      "SLURM_STEPID",
+      "SLURMD_NODENAME",
+      "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE",
+      "OMPI_COMM_WORLD_LOCAL_RANK",
+      "OMPI_COMM_WORLD_LOCAL_SIZE",
+      "OMPI_MCA_orte_hnp_uri",
+      "OMPI_MCA_ess_base_jobid",
+      "PMIX_NAMESPACE",
+      "MASTER_ADDR",
+      "MASTER_PORT",
+      "COLL_STORE_HOSTED",
+      "COLL_JOB_TOKEN",
+      "COLL_ALGO",
+      "COLL_TRANSPORT",
+      "COLL_TIMEOUT_MS",
+      "COLL_HOST_ID",
+      "COLL_DEBUG",
   };
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -58,35 +82,42 @@ static const env_case_t cases[] = {
     {.name = "slurm: first node of the step list, port from job and step",
      .vars = {"SLURM_PROCID=2", "SLURM_NODEID=1", "SLURM_STEP_NODELIST=node[3-4]",
               "SLURM_JOB_NODELIST=node[1-4]"},
-     .addr = "node3", .rank = 2},
+     .addr = "node3",
+     .rank = 2},
     {.name = "slurm: job node list when the step's is missing",
      .vars = {"SLURM_PROCID=0", "SLURM_JOB_NODELIST=n[01-10]-ib,login1"},
      .addr = "n01-ib"},
     {.name = "slurm: MASTER_ADDR and MASTER_PORT override",
      .vars = {"SLURM_PROCID=1", "SLURM_STEP_NODELIST=node[3-4]", "MASTER_ADDR=10.9.8.7",
               "MASTER_PORT=29999"},
-     .addr = "10.9.8.7", .port = 29999, .rank = 1},
+     .addr = "10.9.8.7",
+     .port = 29999,
+     .rank = 1},
     {.name = "slurm: MASTER_PORT alone overrides the port only",
      .vars = {"SLURM_PROCID=1", "SLURM_STEP_NODELIST=rack[1-2]-n[1-3]", "MASTER_PORT=29998"},
-     .addr = "rack1-n1", .port = 29998, .rank = 1},
+     .addr = "rack1-n1",
+     .port = 29998,
+     .rank = 1},
     {.name = "slurm: malformed node list",
      .vars = {"SLURM_PROCID=1", "SLURM_STEP_NODELIST=node[3-4"},
      .needle = "SLURM_STEP_NODELIST: malformed host list 'node[3-4'"},
-    {.name = "slurm: no node list",
-     .vars = {"SLURM_PROCID=1"},
-     .needle = "MASTER_ADDR"},
+    {.name = "slurm: no node list", .vars = {"SLURM_PROCID=1"}, .needle = "MASTER_ADDR"},
     {.name = "slurm: rank 0 not on the first node",
      .vars = {"SLURM_PROCID=0", "SLURM_NODEID=1", "SLURM_STEP_NODELIST=node[3-4]"},
      .needle = "rank 0 runs on node 1"},
     {.name = "ompi: one node uses loopback, port from the job id",
      .vars = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
               "OMPI_MCA_ess_base_jobid=1112997889"},
-     .addr = "127.0.0.1", .port = -1, .rank = 1},
+     .addr = "127.0.0.1",
+     .port = -1,
+     .rank = 1},
     {.name = "ompi: across nodes, mpirun's host from the HNP URI",
      .vars = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
               "OMPI_MCA_ess_base_jobid=1112997889",
               "OMPI_MCA_orte_hnp_uri=1112997888.0;tcp://198.51.100.7:41421"},
-     .addr = "198.51.100.7", .port = -1, .rank = 3},
+     .addr = "198.51.100.7",
+     .port = -1,
+     .rank = 3},
     {.name = "ompi: rank 0 must run on mpirun's host",
      .vars = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
               "OMPI_MCA_ess_base_jobid=1112997889",
@@ -96,7 +127,8 @@ static const env_case_t cases[] = {
      .vars = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
               "OMPI_MCA_ess_base_jobid=1112997889",
               "OMPI_MCA_orte_hnp_uri=1112997888.0;tcp://198.51.100.7,127.0.0.1:41421"},
-     .addr = "198.51.100.7", .port = -1},
+     .addr = "198.51.100.7",
+     .port = -1},
     {.name = "ompi: across nodes without a URI asks for mpirun -x",
      .vars = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
               "OMPI_MCA_ess_base_jobid=1"},
@@ -105,7 +137,9 @@ static const env_case_t cases[] = {
      .vars = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
               "OMPI_MCA_ess_base_jobid=1112997889", "SLURM_PROCID=0",
               "SLURM_STEP_NODELIST=node[3-4]"},
-     .addr = "127.0.0.1", .port = -1, .rank = 3},
+     .addr = "127.0.0.1",
+     .port = -1,
+     .rank = 3},
     {.name = "torchrun: MASTER_ADDR still required",
      .vars = {"RANK=1", "WORLD_SIZE=2", "MASTER_PORT=29500", "SLURM_STEP_NODELIST=node1"},
      .needle = "MASTER_ADDR is not set"},
@@ -130,8 +164,8 @@ START_TEST(launcher_environment_resolves_the_store) {
   ck_assert_int_eq(cfg.rank, c->rank);
   ck_assert_int_eq(cfg.size, 4 - 2 * (strncmp(c->name, "torchrun", 8) == 0));
   ck_assert_ptr_nonnull(cfg.master_addr);
-  ck_assert_msg(strcmp(cfg.master_addr, c->addr) == 0, "%s: store host '%s', want '%s'",
-                c->name, cfg.master_addr, c->addr);
+  ck_assert_msg(strcmp(cfg.master_addr, c->addr) == 0, "%s: store host '%s', want '%s'", c->name,
+                cfg.master_addr, c->addr);
   int want_port = c->port > 0    ? c->port
                   : c->port == 0 ? launch_port_derive("77", "0")
                                  : launch_port_derive("1112997889", NULL);

@@ -17,7 +17,7 @@ enum {
 
 /* One bracket group: the text between "[" and "]" and how many numbers it names. */
 typedef struct {
-  size_t open; /* index of "[" in the list */
+  size_t open;  /* index of "[" in the list */
   size_t close; /* index of "]" */
   uint64_t count;
 } group_t;
@@ -215,8 +215,8 @@ coll_status_t hostlist_nth(const char *list, size_t index, char *out, size_t cap
   coll_status_t st = walk(list, &total);
   if (st != COLL_OK) return st;
   if (index >= total)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "host list '%.120s' has %llu hosts, not %zu",
-                      list, (unsigned long long)total, index + 1);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "host list '%.120s' has %llu hosts, not %zu", list,
+                      (unsigned long long)total, index + 1);
   size_t pos = 0;
   uint64_t left = index;
   for (;;) {

@@ -16,8 +16,8 @@
  * r1-n1 r1-n2 r2-n1 r2-n2). Anything else (empty item, "[]", nested or unbalanced
  * brackets, "[3-1]", letters in brackets, more than HOSTLIST_MAX hosts) is an error. */
 enum {
-  HOSTLIST_NAME_MAX = 256,     /* longest host name, with its terminating NUL */
-  HOSTLIST_MAX = 1 << 20,      /* most hosts in one list */
+  HOSTLIST_NAME_MAX = 256, /* longest host name, with its terminating NUL */
+  HOSTLIST_MAX = 1 << 20,  /* most hosts in one list */
 };
 
 /* Check the whole list and count its hosts. COLL_ERR_INVALID_ARGUMENT with a message

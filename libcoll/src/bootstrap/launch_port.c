@@ -128,8 +128,8 @@ void launch_host_id(char *out, size_t cap) {
     /* Containers and `ip netns` share the kernel (and its boot id) but not the network
      * or, usually, /dev/shm: a namespace of its own is a host of its own. */
     struct stat ns;
-    unsigned long long net = stat("/proc/self/ns/net", &ns) == 0 ? (unsigned long long)ns.st_ino
-                                                                   : 0;
+    unsigned long long net =
+        stat("/proc/self/ns/net", &ns) == 0 ? (unsigned long long)ns.st_ino : 0;
     /* Slurm's multiple-slurmd test setups run several nodes in one namespace; on a real
      * cluster the node name only repeats what the hostname says. */
     const char *node = coll_env_str("SLURMD_NODENAME");

@@ -15,8 +15,8 @@
 
 /* Fills what the user did not set: addr (into addr[cap]) when want_addr, *port when
  * want_port. */
-typedef coll_status_t (*store_finder_t)(const coll_config_t *cfg, bool want_addr,
-                                        bool want_port, char *addr, size_t cap, int *port);
+typedef coll_status_t (*store_finder_t)(const coll_config_t *cfg, bool want_addr, bool want_port,
+                                        char *addr, size_t cap, int *port);
 
 /* One launcher's variable names; local is optional, find_store NULL when the launcher
  * says nothing about where rank 0 runs. */
@@ -51,8 +51,8 @@ static const launcher_vars_t launchers[] = {
 enum { NLAUNCHERS = sizeof launchers / sizeof launchers[0] };
 
 /* Parse a required integer variable within [min, max]; errors name the variable. */
-static coll_status_t required_int(const char *name, int64_t min, int64_t max,
-                                  const char *launcher, int *out) {
+static coll_status_t required_int(const char *name, int64_t min, int64_t max, const char *launcher,
+                                  int *out) {
   if (coll_env_str(name) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "environment variable %s is not set (needed with %s-style launch)", name,
@@ -111,8 +111,8 @@ static coll_status_t slurm_store(const coll_config_t *cfg, bool want_addr, bool 
       return coll_error(COLL_ERR_INVALID_ARGUMENT,
                         "Slurm launch without SLURM_JOB_ID: set MASTER_PORT (the store's port)");
     *port = launch_port_derive(job, step);
-    coll_log(COLL_LOG_INFO, "store port %d: derived from SLURM_JOB_ID=%s SLURM_STEP_ID=%s",
-             *port, job, step != NULL ? step : "(unset)");
+    coll_log(COLL_LOG_INFO, "store port %d: derived from SLURM_JOB_ID=%s SLURM_STEP_ID=%s", *port,
+             job, step != NULL ? step : "(unset)");
   }
   return COLL_OK;
 }
@@ -123,8 +123,7 @@ static coll_status_t ompi_store(const coll_config_t *cfg, bool want_addr, bool w
                                 char *addr, size_t cap, int *port) {
   if (want_addr) {
     int64_t local_size = 0;
-    coll_status_t st =
-        coll_env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 24, 0, &local_size);
+    coll_status_t st = coll_env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 24, 0, &local_size);
     if (st != COLL_OK) return st;
     const char *uri = coll_env_str("OMPI_MCA_orte_hnp_uri");
     char addrs[LAUNCH_ADDRS_MAX][LAUNCH_ADDR_LEN];
@@ -150,8 +149,7 @@ static coll_status_t ompi_store(const coll_config_t *cfg, bool want_addr, bool w
                           "MASTER_PORT, passed with mpirun -x MASTER_ADDR -x MASTER_PORT",
                           addrs[0]);
       snprintf(addr, cap, "%s", addrs[launch_pick_reachable(addrs, n)]);
-      coll_log(COLL_LOG_INFO, "store host %s: mpirun's host (OMPI_MCA_orte_hnp_uri=%s)", addr,
-               uri);
+      coll_log(COLL_LOG_INFO, "store host %s: mpirun's host (OMPI_MCA_orte_hnp_uri=%s)", addr, uri);
     }
   }
   if (want_port) {
