@@ -117,7 +117,9 @@ typedef struct {
 
 /* Create a communicator from the launcher's environment: RANK/WORLD_SIZE/LOCAL_RANK
  * (collrun, torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, or
- * OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK; the store at MASTER_ADDR:MASTER_PORT. */
+ * OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK; the store at MASTER_ADDR:MASTER_PORT, which
+ * under Slurm and Open MPI may be left unset: then derived from the launcher's variables
+ * (docs/cluster.md). */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm);
 /* Create a communicator from an explicit configuration. Collective over all ranks. */
 COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **comm);
