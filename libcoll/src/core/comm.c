@@ -100,7 +100,8 @@ static void comm_free(coll_comm_t *comm) {
   pthread_cond_destroy(&comm->queue_cv);
   pthread_cond_destroy(&comm->done_cv);
   pthread_mutex_destroy(&comm->mu);
-  comm->magic = COMM_DEAD_MAGIC;
+  /* volatile: a plain store right before free() may be optimised away. */
+  *(volatile uint64_t *)&comm->magic = COMM_DEAD_MAGIC;
   free(comm);
 }
 
