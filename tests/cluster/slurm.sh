@@ -145,6 +145,18 @@ else
   echo "SKIP salloc mpirun: no mpirun"
 fi
 
+# 6b. One collrun per node started by srun (torchrun's pattern): RANK from collrun wins
+# over SLURM_PROCID, the host id still tells the nodes apart.
+collrun=$build/tools/collrun
+if [ -x "$collrun" ]; then
+  port=$((40000 + RANDOM % 5000))
+  timeout 120 srun -N 2 -n 2 --ntasks-per-node=1 bash -c \
+    'exec "$0" -n 2 --nnodes 2 --node-rank "$SLURM_NODEID" --master-addr node1 \
+      --master-port '"$port"' "$@"' "$collrun" env COLL_DEBUG=INFO "$bench" "${bench_args[@]}" \
+    >collrun.log 2>&1
+  bench_ok "srun -N 2 --ntasks-per-node=1 collrun -n 2 --nnodes 2" collrun.log 4 $?
+fi
+
 # 7. Training across the nodes (Slurm's default block layout: 3 ranks + 1).
 if [ -d "$data" ]; then
   timeout 180 srun -N 2 -n 4 -l env COLL_DEBUG=INFO "$train" --max-steps 30 --epochs 1 \
