@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bootstrap/launch_port.h"
@@ -189,13 +190,30 @@ START_TEST(host_id_is_forced_or_names_host_boot_and_network_namespace) {
   ck_assert_str_eq(again, "rack1_node9");
   unsetenv("COLL_HOST_ID");
   unsetenv("SLURMD_NODENAME");
-  /* This test runs in a forked process of its own (CK_FORK): a new network namespace
-   * here leaves the others alone. */
-  if (unshare(CLONE_NEWNET) != 0) {
+  /* In a child of our own, so that the new network namespace never leaks into other
+   * tests (also with CK_FORK=no). */
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    if (unshare(CLONE_NEWNET) != 0) _exit(3);
+    launch_host_id(again, sizeof again);
+    ssize_t w = write(fds[1], again, strlen(again) + 1);
+    _exit(w > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  ssize_t got = read(fds[0], again, sizeof again - 1);
+  close(fds[0]);
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
     fprintf(stderr, "host id: no network namespace (not root?): part skipped\n");
     return;
   }
-  launch_host_id(again, sizeof again);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got > 0, "child failed");
+  again[got] = '\0';
   ck_assert_msg(strcmp(id, again) != 0, "same host id '%s' in another network namespace", id);
 }
 END_TEST
