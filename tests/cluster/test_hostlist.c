@@ -161,6 +161,10 @@ START_TEST(ompi_uri_gives_mpirun_hosts_ipv4_addresses) {
   ck_assert_int_eq(n, 3);
   ck_assert_str_eq(addrs[1], "172.17.0.1");
   ck_assert_str_eq(addrs[2], "127.0.0.1");
+  /* Loopback is never picked while another address is there. */
+  ck_assert_int_eq(
+      launch_uri_ipv4("5.0;tcp://127.0.0.1,198.51.100.9:1", addrs, LAUNCH_ADDRS_MAX, &n), COLL_OK);
+  ck_assert_int_eq(launch_pick_reachable(addrs, n), 1);
   /* The loopback address is local, a TEST-NET address is not. */
   ck_assert(launch_addr_is_local("127.0.0.1"));
   ck_assert(!launch_addr_is_local("198.51.100.77"));

@@ -102,6 +102,9 @@ int launch_pick_reachable(char addrs[][LAUNCH_ADDR_LEN], int n) {
     uint32_t want;
     if (parse_ipv4(addrs[i], &want) && any_interface(same_subnet, want)) return i;
   }
+  /* A loopback address would make every rank publish loopback for tcp (see tcp_setup.c). */
+  for (int i = 0; i < n; i++)
+    if (strncmp(addrs[i], "127.", 4) != 0) return i;
   return 0;
 }
 

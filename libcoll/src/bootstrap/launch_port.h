@@ -27,7 +27,7 @@ enum { LAUNCH_ADDRS_MAX = 8, LAUNCH_ADDR_LEN = 46 };
 coll_status_t launch_uri_ipv4(const char *uri, char addrs[][LAUNCH_ADDR_LEN], int max, int *n);
 
 /* Index into addrs of the address to reach that host from here: the first in a subnet of
- * one of this host's interfaces, else 0. */
+ * one of this host's (non-loopback) interfaces, else the first that is not loopback, else 0. */
 int launch_pick_reachable(char addrs[][LAUNCH_ADDR_LEN], int n);
 
 /* Whether the IPv4 address is assigned to an interface of this host (network namespace). */
