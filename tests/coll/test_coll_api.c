@@ -529,6 +529,32 @@ START_TEST(two_communicators_on_a_launcher_hosted_store_do_not_collide) {
 }
 END_TEST
 
+/* Ranks that disagree on the count (a user error the library cannot prevent) get an
+ * error, not a hang: a length mismatch (COLL_ERR_PROTOCOL) or, where the messages happen
+ * to match, a timeout. */
+static int rank_count_mismatch(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  static float x[2048];
+  int64_t start = now_ms();
+  coll_status_t st = coll_all_reduce(x, x, rank == 0 ? 1000 : 1001, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = now_ms() - start;
+  int bad = !(st == COLL_ERR_PROTOCOL || st == COLL_ERR_TIMEOUT || st == COLL_ERR_REMOTE) ||
+            took > 10000;
+  if (bad)
+    fprintf(stderr, "rank %d: expected an error, got %s after %lld ms: %s\n", rank,
+            coll_status_name(st), (long long)took, coll_last_error());
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(ranks_that_disagree_on_the_count_get_an_error_not_a_hang) {
+  ct_job_t job = {.port = mp_free_port(), .timeout_ms = 1500, .transport = _i ? "tcp" : "shm"};
+  ck_assert_int_eq(mp_run(2, 30000, rank_count_mismatch, &job), 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -546,6 +572,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_loop_test(tc, a_silent_or_dead_peer_becomes_an_error_naming_it, 0, 2);
   tcase_add_test(tc, info_log_names_algorithm_and_transport_and_staging_is_reported);
   tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
+  tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_an_error_not_a_hang, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }
