@@ -19,7 +19,9 @@ extern "C" {
 /* Ownership and lifetime rules.
  *  1. coll_comm_t is created by coll_comm_init_* and owned by the caller until
  *     coll_comm_destroy(); every request must be waited for (or the communicator
- *     aborted) before destroy.
+ *     aborted) before destroy. Using a communicator after destroy is detected only on
+ *     a best-effort basis (COLL_ERR_INVALID_ARGUMENT while the freed memory still
+ *     holds the dead marker): do not rely on it.
  *  2. Buffers passed to a collective belong to the library from the call until the
  *     request completes (blocking calls: until they return). Do not read the output
  *     or write the input in between.
