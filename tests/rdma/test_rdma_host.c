@@ -14,11 +14,11 @@
 #include "rdma_util.h"
 
 static const char *const one_host[] = {"hostA", "hostA", "hostA"};
-static const char *const two_hosts[] = {"h0", "h1", "h2"};
+/* Ranks 0 and 1 share a host (shm between them), rank 2 is alone. */
+static const char *const two_hosts[] = {"h0", "h0", "h1"};
 
 typedef struct {
   tp_job_t job;
-  ct_job_t coll;
   bool have_port;
 } arg_t;
 
@@ -32,8 +32,8 @@ static int forced_comm_rank(int rank, int nranks, void *p) {
                        .size = nranks,
                        .local_rank = rank,
                        .master_addr = "127.0.0.1",
-                       .master_port = arg->coll.port,
-                       .host_store = -1,
+                       .master_port = arg->job.port,
+                       .host_store = 0, /* a helper process hosts it: no rank's exit ends it */
                        .timeout_ms = 10000};
   coll_comm_t *comm = NULL;
   int64_t start = coll_now_ms();
@@ -57,8 +57,8 @@ static int forced_comm_rank(int rank, int nranks, void *p) {
 }
 
 START_TEST(forcing_ib_without_a_device_fails_init_with_a_clear_message) {
-  arg_t arg = {.coll = {.port = mp_free_port()}, .have_port = rdma_have_port()};
-  ck_assert_int_eq(mp_run(2, 30000, forced_comm_rank, &arg), 0);
+  arg_t arg = {.have_port = rdma_have_port()};
+  ck_assert_int_eq(rdma_run_ranks(2, forced_comm_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -90,18 +90,21 @@ START_TEST(forcing_ib_in_a_transport_set_names_the_missing_device) {
 }
 END_TEST
 
-/* Ranks on different hosts try ib first; without a port on both sides they use tcp. */
+/* Ranks on different hosts try ib first; without a port on both sides they use tcp.
+ * The set mixes shm with ib (or tcp), so its wait takes turns between the two. */
 static int auto_rank(int rank, int nranks, void *p) {
   const arg_t *arg = p;
   tp_rank_t t;
   RANK_CHECK(tp_open(&arg->job, rank, nranks, &t) == COLL_OK, "connect");
-  const char *want = arg->have_port ? "ib" : "tcp";
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  for (int peer = 0; peer < nranks; peer++)
-    if (peer != rank)
-      RANK_CHECK(strcmp(transport_set_conn(t.set, peer)->ops->name, want) == 0,
-                 "peer %d uses %s, want %s", peer, transport_set_conn(t.set, peer)->ops->name,
-                 want);
+  for (int peer = 0; peer < nranks; peer++) {
+    if (peer == rank) continue;
+    const char *want = strcmp(two_hosts[peer], two_hosts[rank]) == 0 ? "shm"
+                       : arg->have_port                              ? "ib"
+                                                                     : "tcp";
+    RANK_CHECK(strcmp(transport_set_conn(t.set, peer)->ops->name, want) == 0,
+               "peer %d uses %s, want %s", peer, transport_set_conn(t.set, peer)->ops->name, want);
+  }
   char out[1000], in[1000];
   tp_fill(out, sizeof out, rank, 1);
   transport_recv_t r = {.dst = in, .len = sizeof in};
@@ -113,7 +116,7 @@ static int auto_rank(int rank, int nranks, void *p) {
   return 0;
 }
 
-START_TEST(different_hosts_use_ib_when_both_have_a_port_else_tcp) {
+START_TEST(different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within) {
   arg_t arg = {.job = {.prefix = "host/auto/", .hosts = two_hosts, .timeout_ms = 10000},
                .have_port = rdma_have_port()};
   ck_assert_int_eq(rdma_run_ranks(3, auto_rank, &arg.job, &arg, 30000), 0);
@@ -168,7 +171,7 @@ static Suite *host_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, forcing_ib_without_a_device_fails_init_with_a_clear_message);
   tcase_add_test(tc, forcing_ib_in_a_transport_set_names_the_missing_device);
-  tcase_add_test(tc, different_hosts_use_ib_when_both_have_a_port_else_tcp);
+  tcase_add_test(tc, different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within);
   tcase_add_test(tc, coll_info_ib_lists_devices_or_says_there_is_none);
   tcase_add_test(tc, coll_info_prints_build_features_and_transports);
   suite_add_tcase(s, tc);

@@ -82,12 +82,14 @@ static bool ib_probe(const transport_setup_t *setup, int peer) {
   int timeout = setup->timeout_ms > 0 ? setup->timeout_ms : 30000;
   snprintf(key, sizeof key, "%sib/avail/%d", setup->key_prefix, setup->rank);
   if (store_set(setup->store, key, mine, strlen(mine), timeout) != COLL_OK) return false;
-  snprintf(key, sizeof key, "%sib/avail/%d", setup->key_prefix, peer);
-  if (store_text(setup, key, theirs, sizeof theirs, timeout) != COLL_OK) return false;
+  /* Without a port of our own the answer is no whatever the peer has: say why at once
+   * (the peer may be the store's host and gone by the time we would read its answer). */
   if (st != COLL_OK) {
     coll_error(st, "rank %d (host %s): %s", setup->rank, host_name(setup, setup->rank), mine + 5);
     return false;
   }
+  snprintf(key, sizeof key, "%sib/avail/%d", setup->key_prefix, peer);
+  if (store_text(setup, key, theirs, sizeof theirs, timeout) != COLL_OK) return false;
   unsigned ll = 0;
   if (strncmp(theirs, "none ", 5) == 0 || sscanf(theirs, "ok %u", &ll) != 1) {
     coll_error(COLL_ERR_UNSUPPORTED, "rank %d (host %s): %s", peer, host_name(setup, peer),
