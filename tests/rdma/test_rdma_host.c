@@ -83,9 +83,9 @@ static int forced_set_rank(int rank, int nranks, void *p) {
 }
 
 START_TEST(forcing_ib_in_a_transport_set_names_the_missing_device) {
-  arg_t arg = {.job = {.prefix = "host/forced/", .hosts = one_host, .forced = "ib",
-                       .timeout_ms = 10000},
-               .have_port = rdma_have_port()};
+  arg_t arg = {
+      .job = {.prefix = "host/forced/", .hosts = one_host, .forced = "ib", .timeout_ms = 10000},
+      .have_port = rdma_have_port()};
   ck_assert_int_eq(rdma_run_ranks(3, forced_set_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST

@@ -110,8 +110,11 @@ static int ring_reduce_rank(int rank, int n, void *p) {
       mine[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
       out[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
     }
-    transport_recv_t r = {.dst = dst[i], .operand = mine[i], .reduce = sum,
-                          .elem_size = sizeof(float), .len = count * sizeof(float)};
+    transport_recv_t r = {.dst = dst[i],
+                          .operand = mine[i],
+                          .reduce = sum,
+                          .elem_size = sizeof(float),
+                          .len = count * sizeof(float)};
     RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
     RANK_CHECK(tp_send(&t, next, out[i], count * sizeof(float)) == COLL_OK, "post send");
   }
@@ -289,15 +292,15 @@ static int wait_rank(int rank, int n, void *p) {
       waits++;
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
-    double cpu_ms = (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 +
-                    (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
+    double cpu_ms =
+        (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
     int64_t took = coll_now_ms() - start;
     RANK_CHECK(rd == 1, "the message never arrived");
     RANK_CHECK(took < 4000, "woke after %lld ms", (long long)took);
     RANK_CHECK(cpu_ms < 0.5 * (double)took, "used %.1f ms of CPU in %lld ms (%d waits)", cpu_ms,
                (long long)took, waits);
-    fprintf(stderr, "rank 1: woke after %lld ms, %.1f ms CPU, %d waits\n", (long long)took,
-            cpu_ms, waits);
+    fprintf(stderr, "rank 1: woke after %lld ms, %.1f ms CPU, %d waits\n", (long long)took, cpu_ms,
+            waits);
   }
   tp_close(&t);
   return 0;
@@ -344,8 +347,7 @@ END_TEST
 
 /* ---- collectives over ib ---- */
 
-static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
-                                    COLL_ALGO_MASTER};
+static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD, COLL_ALGO_MASTER};
 enum { NALGOS = sizeof algos / sizeof algos[0], ODD = 65539 };
 
 typedef struct {
@@ -439,8 +441,10 @@ static int broadcast_rank(int rank, int nranks, void *arg) {
   for (int root = 0; root < nranks; root++)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
       uint32_t salt = (uint32_t)(root * 8 + (int)k);
-      if (rank == root) ct_fill(buf, counts[k], COLL_FLOAT32, COLL_SUM, root, salt);
-      else memset(buf, 0x5a, counts[k] * sizeof(float));
+      if (rank == root)
+        ct_fill(buf, counts[k], COLL_FLOAT32, COLL_SUM, root, salt);
+      else
+        memset(buf, 0x5a, counts[k] * sizeof(float));
       char what[96];
       snprintf(what, sizeof what, "rank %d: broadcast root %d count %zu", rank, root, counts[k]);
       coll_status_t st = coll_broadcast(buf, counts[k], COLL_FLOAT32, root, comm);
@@ -526,9 +530,10 @@ static Suite *ib_suite(void) {
 
 int main(void) {
   if (!rdma_have_port()) {
-    printf("rdma_ib: skipped: no usable RDMA port here (%s); tests/rdma/run.sh runs this in a "
-           "soft-RoCE guest\n",
-           coll_last_error());
+    printf(
+        "rdma_ib: skipped: no usable RDMA port here (%s); tests/rdma/run.sh runs this in a "
+        "soft-RoCE guest\n",
+        coll_last_error());
     return 77;
   }
   SRunner *sr = srunner_create(ib_suite());

@@ -11,7 +11,7 @@ int info_ib(FILE *out, bool full) {
     fprintf(out, "  ib: no usable RDMA port: %s\n", coll_last_error());
     return 1;
   }
-  fprintf(out, "  ib: would use device %s port %d, GID index %d (%s %s)\n", pick.device,
-          pick.port, pick.gid_index, pick.gid_type, pick.gid_text);
+  fprintf(out, "  ib: would use device %s port %d, GID index %d (%s %s)\n", pick.device, pick.port,
+          pick.gid_index, pick.gid_type, pick.gid_text);
   return 0;
 }

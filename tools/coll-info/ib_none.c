@@ -2,7 +2,9 @@
 #include "info.h"
 
 int info_ib(FILE *out, bool full) {
-  fprintf(out, "%sib: not built (meson did not find libibverbs; install libibverbs-dev and "
-          "reconfigure with -Dibverbs=enabled)\n", full ? "" : "  ");
+  fprintf(out,
+          "%sib: not built (meson did not find libibverbs; install libibverbs-dev and "
+          "reconfigure with -Dibverbs=enabled)\n",
+          full ? "" : "  ");
   return 1;
 }

@@ -29,8 +29,9 @@
 coll_status_t ib_fail(ib_conn_t *c, coll_status_t st, const char *fmt, ...) {
   if (c->failed == COLL_OK) {
     const ib_group_t *g = c->group;
-    int n = snprintf(c->failure, sizeof c->failure, "ib device %s port %d, peer rank %d (host %s): ",
-                     g->pick.device, g->pick.port, c->base.peer, c->peer_host);
+    int n = snprintf(c->failure, sizeof c->failure,
+                     "ib device %s port %d, peer rank %d (host %s): ", g->pick.device, g->pick.port,
+                     c->base.peer, c->peer_host);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof c->failure)
@@ -105,10 +106,14 @@ coll_status_t ib_post_recv_wr(ib_conn_t *c) {
 
 static const char *wr_kind_name(int kind) {
   switch (kind) {
-    case IB_WR_DATA: return "RDMA write";
-    case IB_WR_CREDIT: return "credit send";
-    case IB_WR_PING: return "liveness ping";
-    default: return "receive";
+    case IB_WR_DATA:
+      return "RDMA write";
+    case IB_WR_CREDIT:
+      return "credit send";
+    case IB_WR_PING:
+      return "liveness ping";
+    default:
+      return "receive";
   }
 }
 
@@ -176,8 +181,10 @@ coll_status_t ib_poll_cq(ib_group_t *g) {
         completion_error(c, kind, wc);
         continue;
       }
-      if (kind == IB_WR_DATA) c->chunks_acked++;
-      else if (kind == IB_WR_RECV) arrival(c, wc);
+      if (kind == IB_WR_DATA)
+        c->chunks_acked++;
+      else if (kind == IB_WR_RECV)
+        arrival(c, wc);
     }
     if (n < 32) return COLL_OK;
   }
@@ -204,9 +211,8 @@ static coll_status_t push_chunks(ib_conn_t *c) {
     size_t len = m->len - c->send_off < sb ? m->len - c->send_off : sb;
     bool last = c->send_off + len == m->len;
     size_t slot = (size_t)(c->chunks_sent % nslots);
-    struct ibv_sge sge = {.addr = (uintptr_t)(c->outbox + slot * sb),
-                          .length = (uint32_t)len,
-                          .lkey = c->mr->lkey};
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)(c->outbox + slot * sb), .length = (uint32_t)len, .lkey = c->mr->lkey};
     struct ibv_send_wr wr = {
         .wr_id = IB_WR_ID(c->base.peer, IB_WR_DATA),
         .send_flags = IBV_SEND_SIGNALED,
@@ -265,8 +271,9 @@ static coll_status_t consume(ib_conn_t *c) {
       return ib_fail(c, COLL_ERR_PROTOCOL,
                      "message %llu is %s than the posted receive of %zu bytes (chunk of %zu "
                      "bytes at offset %zu%s)",
-                     (unsigned long long)c->recvs_done, end > r->len || !last ? "longer" : "shorter",
-                     r->len, len, c->recv_off, last ? ", last" : "");
+                     (unsigned long long)c->recvs_done,
+                     end > r->len || !last ? "longer" : "shorter", r->len, len, c->recv_off,
+                     last ? ", last" : "");
     if (len > 0) {
       const unsigned char *src = c->inbox + slot * sb;
       char *dst = (char *)r->dst + c->recv_off;
@@ -297,8 +304,8 @@ static coll_status_t ping_if_silent(ib_conn_t *c) {
       .send_flags = IBV_SEND_SIGNALED,
       .sg_list = &sge,
       .num_sge = 1,
-      .wr.rdma = {.remote_addr = c->remote_addr + 2 * (uint64_t)c->group->nslots *
-                                                      c->group->slot_bytes,
+      .wr.rdma = {.remote_addr =
+                      c->remote_addr + 2 * (uint64_t)c->group->nslots * c->group->slot_bytes,
                   .rkey = c->remote_rkey},
   };
   coll_status_t st = post_wr(c, &wr);

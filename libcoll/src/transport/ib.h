@@ -49,19 +49,19 @@ typedef struct ib_conn {
   char peer_host[128];
   struct ibv_qp *qp;
   struct ibv_mr *mr;
-  unsigned char *inbox;  /* nslots x slot bytes, registered, peer writes here */
-  unsigned char *outbox; /* nslots x slot bytes, registered, source of our writes */
+  unsigned char *inbox;   /* nslots x slot bytes, registered, peer writes here */
+  unsigned char *outbox;  /* nslots x slot bytes, registered, source of our writes */
   unsigned char *scratch; /* IB_PING_BYTES after the outbox: target of the peer's pings */
-  uint64_t remote_addr;  /* the peer's inbox */
+  uint64_t remote_addr;   /* the peer's inbox */
   uint32_t remote_rkey;
   /* send side; queue indexed by message number modulo the capacity (a power of two) */
   ib_send_t *sends;
   uint64_t send_cap, sends_posted, sends_done;
-  size_t send_off;        /* bytes of message sends_done already in chunks */
-  uint64_t chunks_sent;   /* data chunks posted */
-  uint64_t chunks_acked;  /* their local completions (outbox slots free again) */
-  uint64_t credits_back;  /* inbox slots the peer has returned in total */
-  int sq_used;            /* send work requests not yet completed */
+  size_t send_off;       /* bytes of message sends_done already in chunks */
+  uint64_t chunks_sent;  /* data chunks posted */
+  uint64_t chunks_acked; /* their local completions (outbox slots free again) */
+  uint64_t credits_back; /* inbox slots the peer has returned in total */
+  int sq_used;           /* send work requests not yet completed */
   /* receive side */
   transport_recv_t *recvs;
   uint64_t recv_cap, recvs_posted, recvs_done;
@@ -91,7 +91,7 @@ struct transport_group {
   int nslots;
   int sq_depth;
   int rq_depth;
-  int timeout_ms; /* for messages */
+  int timeout_ms;    /* for messages */
   ib_conn_t **conns; /* by peer; NULL when not an ib peer */
 };
 

@@ -20,8 +20,8 @@
 #include "common/error.h"
 
 typedef struct {
-  const char *name; /* NULL: any */
-  int port;         /* 0: any */
+  const char *name;  /* NULL: any */
+  int port;          /* 0: any */
   int64_t gid_index; /* -1: automatic */
 } wish_t;
 
@@ -43,18 +43,25 @@ static bool gid_is_ipv4_mapped(const union ibv_gid *gid) {
 
 static const char *gid_type_name(unsigned type) {
   switch (type) {
-    case IBV_GID_TYPE_IB: return "IB";
-    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
-    default: return "unknown";
+    case IBV_GID_TYPE_IB:
+      return "IB";
+    case IBV_GID_TYPE_ROCE_V1:
+      return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2:
+      return "RoCE v2";
+    default:
+      return "unknown";
   }
 }
 
 static const char *link_layer_name(uint8_t ll) {
   switch (ll) {
-    case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
-    case IBV_LINK_LAYER_ETHERNET: return "Ethernet";
-    default: return "unspecified";
+    case IBV_LINK_LAYER_INFINIBAND:
+      return "InfiniBand";
+    case IBV_LINK_LAYER_ETHERNET:
+      return "Ethernet";
+    default:
+      return "unspecified";
   }
 }
 
@@ -64,9 +71,12 @@ static int mtu_bytes(enum ibv_mtu mtu) { return mtu >= IBV_MTU_256 ? 128 << (int
 static int gid_score(const struct ibv_gid_entry *e) {
   if (gid_is_zero(&e->gid)) return 0;
   switch (e->gid_type) {
-    case IBV_GID_TYPE_ROCE_V2: return gid_is_ipv4_mapped(&e->gid) ? 3 : 2;
-    case IBV_GID_TYPE_ROCE_V1: return 1;
-    default: return 0;
+    case IBV_GID_TYPE_ROCE_V2:
+      return gid_is_ipv4_mapped(&e->gid) ? 3 : 2;
+    case IBV_GID_TYPE_ROCE_V1:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -141,11 +151,11 @@ static coll_status_t pick_gid(struct ibv_context *ctx, const struct ibv_port_att
 static coll_status_t try_device(struct ibv_context *ctx, const wish_t *w, ib_port_pick_t *pick) {
   struct ibv_device_attr da;
   int rc = ibv_query_device(ctx, &da);
-  if (rc != 0)
-    return coll_error_errno(COLL_ERR_SYSTEM, rc, "ibv_query_device on %s", pick->device);
+  if (rc != 0) return coll_error_errno(COLL_ERR_SYSTEM, rc, "ibv_query_device on %s", pick->device);
   if (w->port > da.phys_port_cnt)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "COLL_IB_DEVICE: device %s has no port %d (%d ports)",
-                      pick->device, w->port, da.phys_port_cnt);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "COLL_IB_DEVICE: device %s has no port %d (%d ports)", pick->device, w->port,
+                      da.phys_port_cnt);
   coll_status_t st = COLL_ERR_UNSUPPORTED;
   char why[256] = "";
   for (int p = 1; p <= da.phys_port_cnt; p++) {
@@ -158,8 +168,8 @@ static coll_status_t try_device(struct ibv_context *ctx, const wish_t *w, ib_por
       continue;
     }
     if (pa.state != IBV_PORT_ACTIVE) {
-      snprintf(why, sizeof why, "device %s port %d is %s (link layer %s), not ACTIVE",
-               pick->device, p, ibv_port_state_str(pa.state), link_layer_name(pa.link_layer));
+      snprintf(why, sizeof why, "device %s port %d is %s (link layer %s), not ACTIVE", pick->device,
+               p, ibv_port_state_str(pa.state), link_layer_name(pa.link_layer));
       continue;
     }
     pick->port = p;
@@ -218,8 +228,10 @@ coll_status_t ib_device_pick(ib_port_pick_t *pick, struct ibv_context **ctx_out)
       continue;
     }
     st = try_device(ctx, &w, pick);
-    if (st == COLL_OK && ctx_out != NULL) *ctx_out = ctx;
-    else ibv_close_device(ctx);
+    if (st == COLL_OK && ctx_out != NULL)
+      *ctx_out = ctx;
+    else
+      ibv_close_device(ctx);
     if (st != COLL_OK) snprintf(why, sizeof why, "%s", coll_last_error());
   }
   ibv_free_device_list(list);
@@ -272,8 +284,8 @@ static void report_device(FILE *out, struct ibv_device *dev) {
       continue;
     }
     fprintf(out, "    port %d: %s, link layer %s, active MTU %d, LID %u\n", p,
-            ibv_port_state_str(pa.state), link_layer_name(pa.link_layer),
-            mtu_bytes(pa.active_mtu), (unsigned)pa.lid);
+            ibv_port_state_str(pa.state), link_layer_name(pa.link_layer), mtu_bytes(pa.active_mtu),
+            (unsigned)pa.lid);
     report_gids(out, ctx, p, pa.gid_tbl_len);
   }
   ibv_close_device(ctx);

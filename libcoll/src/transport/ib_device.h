@@ -14,11 +14,11 @@
 typedef struct {
   char device[64];
   int port;
-  int gid_index;       /* -1 on InfiniBand when the LID alone routes */
-  union ibv_gid gid;   /* all zero when gid_index is -1 */
-  char gid_text[48];   /* "::ffff:10.0.2.15" */
+  int gid_index;        /* -1 on InfiniBand when the LID alone routes */
+  union ibv_gid gid;    /* all zero when gid_index is -1 */
+  char gid_text[48];    /* "::ffff:10.0.2.15" */
   const char *gid_type; /* "RoCE v2", "RoCE v1", "IB" */
-  uint8_t link_layer;  /* IBV_LINK_LAYER_ETHERNET or IBV_LINK_LAYER_INFINIBAND */
+  uint8_t link_layer;   /* IBV_LINK_LAYER_ETHERNET or IBV_LINK_LAYER_INFINIBAND */
   uint16_t lid;
   enum ibv_mtu mtu; /* the port's active MTU */
 } ib_port_pick_t;

@@ -144,8 +144,7 @@ static coll_status_t set_nonblocking(int fd) {
   return COLL_OK;
 }
 
-static coll_status_t open_device(const transport_setup_t *setup, const bool *peers,
-                                 ib_group_t *g) {
+static coll_status_t open_device(const transport_setup_t *setup, const bool *peers, ib_group_t *g) {
   coll_status_t st = ib_device_pick(&g->pick, &g->ctx);
   if (st != COLL_OK) return st;
   int npeers = 0;
@@ -190,7 +189,8 @@ static coll_status_t create_conn(const transport_setup_t *setup, ib_group_t *g, 
   c->scratch = c->outbox + ring;
   c->last_heard_ns = coll_now_ns();
   c->mr = ibv_reg_mr(g->pd, block, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (c->mr == NULL) return group_fail(g, COLL_ERR_SYSTEM, errno, "ibv_reg_mr of the staging rings");
+  if (c->mr == NULL)
+    return group_fail(g, COLL_ERR_SYSTEM, errno, "ibv_reg_mr of the staging rings");
   struct ibv_qp_init_attr qa = {
       .send_cq = g->cq,
       .recv_cq = g->cq,
