@@ -38,10 +38,24 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
 
 void ct_clean_env(void) {
   static const char *const vars[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-      "MASTER_ADDR", "MASTER_PORT", "COLL_STORE_HOSTED", "COLL_JOB_TOKEN", "COLL_ALGO",
-      "COLL_TRANSPORT", "COLL_TIMEOUT_MS", "COLL_CHUNK_SIZE", "COLL_HOST_ID",
+      "RANK",
+      "WORLD_SIZE",
+      "LOCAL_RANK",
+      "SLURM_PROCID",
+      "SLURM_NTASKS",
+      "SLURM_LOCALID",
+      "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE",
+      "OMPI_COMM_WORLD_LOCAL_RANK",
+      "MASTER_ADDR",
+      "MASTER_PORT",
+      "COLL_STORE_HOSTED",
+      "COLL_JOB_TOKEN",
+      "COLL_ALGO",
+      "COLL_TRANSPORT",
+      "COLL_TIMEOUT_MS",
+      "COLL_CHUNK_SIZE",
+      "COLL_HOST_ID",
   };
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -69,10 +83,14 @@ static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uin
   double v = op == COLL_PROD ? 1.0 + ((int)(raw % 201) - 100) / 1000.0
                              : ((int)(raw % 2001) - 1000) / 255.0;
   switch (dt) {
-    case COLL_FLOAT16: return mem_half_to_float(mem_float_to_half((float)v));
-    case COLL_BFLOAT16: return mem_bf16_to_float(mem_float_to_bf16((float)v));
-    case COLL_FLOAT32: return (float)v;
-    default: return v;
+    case COLL_FLOAT16:
+      return mem_half_to_float(mem_float_to_half((float)v));
+    case COLL_BFLOAT16:
+      return mem_bf16_to_float(mem_float_to_bf16((float)v));
+    case COLL_FLOAT32:
+      return (float)v;
+    default:
+      return v;
   }
 }
 
@@ -80,28 +98,43 @@ static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint
   uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   bool s = is_signed(dt);
   switch (op) {
-    case COLL_PROD: return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
+    case COLL_PROD:
+      return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
     case COLL_MIN:
-    case COLL_MAX: return s ? (int64_t)(raw % 201) - 100 : (int64_t)(raw % 200);
-    default: return s ? (int64_t)(raw % 21) - 10 : (int64_t)(raw % 21);
+    case COLL_MAX:
+      return s ? (int64_t)(raw % 201) - 100 : (int64_t)(raw % 200);
+    default:
+      return s ? (int64_t)(raw % 21) - 10 : (int64_t)(raw % 21);
   }
 }
 
 static void store_float(void *buf, size_t i, coll_dtype_t dt, double v) {
   switch (dt) {
-    case COLL_FLOAT16: ((uint16_t *)buf)[i] = mem_float_to_half((float)v); break;
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v); break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    default: ((double *)buf)[i] = v; break;
+    case COLL_FLOAT16:
+      ((uint16_t *)buf)[i] = mem_float_to_half((float)v);
+      break;
+    case COLL_BFLOAT16:
+      ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v);
+      break;
+    case COLL_FLOAT32:
+      ((float *)buf)[i] = (float)v;
+      break;
+    default:
+      ((double *)buf)[i] = v;
+      break;
   }
 }
 
 static double load_float(const void *buf, size_t i, coll_dtype_t dt) {
   switch (dt) {
-    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32: return ((const float *)buf)[i];
-    default: return ((const double *)buf)[i];
+    case COLL_FLOAT16:
+      return mem_half_to_float(((const uint16_t *)buf)[i]);
+    case COLL_BFLOAT16:
+      return mem_bf16_to_float(((const uint16_t *)buf)[i]);
+    case COLL_FLOAT32:
+      return ((const float *)buf)[i];
+    default:
+      return ((const double *)buf)[i];
   }
 }
 
@@ -119,17 +152,23 @@ static uint64_t load_int(const void *buf, size_t i, size_t esz) {
 void ct_fill(void *buf, size_t count, coll_dtype_t dt, coll_op_t op, int rank, uint32_t salt) {
   size_t esz = coll_dtype_size(dt);
   for (size_t i = 0; i < count; i++) {
-    if (is_float(dt)) store_float(buf, i, dt, float_value(dt, op, rank, i, salt));
-    else store_int(buf, i, esz, (uint64_t)int_value(dt, op, rank, i, salt));
+    if (is_float(dt))
+      store_float(buf, i, dt, float_value(dt, op, rank, i, salt));
+    else
+      store_int(buf, i, esz, (uint64_t)int_value(dt, op, rank, i, salt));
   }
 }
 
 static double unit_roundoff(coll_dtype_t dt) {
   switch (dt) {
-    case COLL_FLOAT16: return ldexp(1.0, -11);
-    case COLL_BFLOAT16: return ldexp(1.0, -8);
-    case COLL_FLOAT32: return ldexp(1.0, -24);
-    default: return ldexp(1.0, -53);
+    case COLL_FLOAT16:
+      return ldexp(1.0, -11);
+    case COLL_BFLOAT16:
+      return ldexp(1.0, -8);
+    case COLL_FLOAT32:
+      return ldexp(1.0, -24);
+    default:
+      return ldexp(1.0, -53);
   }
 }
 
@@ -147,14 +186,18 @@ static uint64_t int_expected(coll_dtype_t dt, coll_op_t op, int nranks, size_t i
   for (int r = 1; r < nranks; r++) {
     uint64_t v = (uint64_t)int_value(dt, op, r, i, salt);
     switch (op) {
-      case COLL_PROD: acc *= v; break;
+      case COLL_PROD:
+        acc *= v;
+        break;
       case COLL_MIN:
         if (s ? (int64_t)v < (int64_t)acc : v < acc) acc = v;
         break;
       case COLL_MAX:
         if (s ? (int64_t)v > (int64_t)acc : v > acc) acc = v;
         break;
-      default: acc += v; break;
+      default:
+        acc += v;
+        break;
     }
   }
   if (op == COLL_AVG) {
@@ -164,8 +207,8 @@ static uint64_t int_expected(coll_dtype_t dt, coll_op_t op, int nranks, size_t i
   return esz == 8 ? acc : acc & ((1ULL << (8 * esz)) - 1);
 }
 
-size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_op_t op,
-                           int nranks, uint32_t salt, const char *what) {
+size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_op_t op, int nranks,
+                           uint32_t salt, const char *what) {
   size_t esz = coll_dtype_size(dt), bad = 0;
   /* Recomputing every rank's input is the slow part of these tests: above 64 Ki
    * elements check every 7th element (a prime stride meets every segment and chunk
@@ -181,10 +224,14 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_
       for (int r = 1; r < nranks; r++) {
         double v = float_value(dt, op, r, i, salt);
         scale += fabs(v);
-        if (op == COLL_PROD) want *= v;
-        else if (op == COLL_MIN) want = v < want ? v : want;
-        else if (op == COLL_MAX) want = v > want ? v : want;
-        else want += v;
+        if (op == COLL_PROD)
+          want *= v;
+        else if (op == COLL_MIN)
+          want = v < want ? v : want;
+        else if (op == COLL_MAX)
+          want = v > want ? v : want;
+        else
+          want += v;
       }
       if (op == COLL_AVG) want /= nranks;
       if (op == COLL_PROD) scale = 1 + fabs(want);
@@ -199,22 +246,23 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_
       want = (double)sign_extend(w, esz);
     }
     if (!ok && bad++ == 0)
-      fprintf(stderr, "%s: %s %s over %d ranks, element %zu of %zu: got %.9g, want %.9g (tol %.3g)\n",
-              what, coll_dtype_name(dt), coll_op_name(op), nranks, i, count, got, want, tol);
+      fprintf(stderr,
+              "%s: %s %s over %d ranks, element %zu of %zu: got %.9g, want %.9g (tol %.3g)\n", what,
+              coll_dtype_name(dt), coll_op_name(op), nranks, i, count, got, want, tol);
   }
   return bad;
 }
 
-size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dt, int root,
-                          uint32_t salt, const char *what) {
+size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dt, int root, uint32_t salt,
+                          const char *what) {
   size_t esz = coll_dtype_size(dt), bad = 0;
   char *want = malloc(count * esz + 1);
   if (want == NULL) return count ? count : 1;
   ct_fill(want, count, dt, COLL_SUM, root, salt);
   for (size_t i = 0; i < count; i++) {
     if (memcmp((const char *)buf + i * esz, want + i * esz, esz) != 0 && bad++ == 0)
-      fprintf(stderr, "%s: broadcast of %zu %s from root %d differs at element %zu\n", what,
-              count, coll_dtype_name(dt), root, i);
+      fprintf(stderr, "%s: broadcast of %zu %s from root %d differs at element %zu\n", what, count,
+              coll_dtype_name(dt), root, i);
   }
   free(want);
   return bad;

@@ -10,10 +10,10 @@
 #include "coll.h"
 
 typedef struct {
-  uint16_t port; /* store port; rank 0 hosts the store */
+  uint16_t port;         /* store port; rank 0 hosts the store */
   const char *transport; /* COLL_TRANSPORT value, NULL: automatic */
-  int timeout_ms; /* 0: 30 s */
-  const char *chunk; /* COLL_CHUNK_SIZE value (bytes per pipelined segment), NULL: default */
+  int timeout_ms;        /* 0: 30 s */
+  const char *chunk;     /* COLL_CHUNK_SIZE value (bytes per pipelined segment), NULL: default */
 } ct_job_t;
 
 /* Clear launcher/COLL_* variables inherited from the test's environment, set the job's,

@@ -13,8 +13,7 @@
 
 enum { BIG = (1 << 20) + 3 };
 
-static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
-                                    COLL_ALGO_MASTER};
+static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD, COLL_ALGO_MASTER};
 enum { NALGOS = sizeof algos / sizeof algos[0] };
 
 typedef struct {
@@ -23,9 +22,8 @@ typedef struct {
 } case_t;
 
 /* One all-reduce of `count` elements, checked; 0 on success. */
-static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count,
-                          coll_dtype_t dt, coll_op_t op, int in_place, uint32_t salt,
-                          const char *tag) {
+static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
+                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
   size_t esz = coll_dtype_size(dt);
   char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
   char what[160];
@@ -64,8 +62,8 @@ static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
     for (int op = 0; op < COLL_OP_COUNT && fails == 0; op++)
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int in_place = 0; in_place < 2; in_place++)
-          fails += one_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt,
-                                  (coll_op_t)op, in_place, salt++, "types x ops");
+          fails += one_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt, (coll_op_t)op,
+                                  in_place, salt++, "types x ops");
   /* The big count once per type family, sum only. */
   fails += one_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
   fails += one_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
@@ -94,8 +92,8 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
       for (int in_place = 0; in_place < 2; in_place++) {
         /* 8 ranks on 2 cores: the big count out-of-place only, to keep the suite fast. */
         if (counts[k] == BIG && in_place && nranks > 5) continue;
-        fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM,
-                                in_place, (uint32_t)(k * 2 + (size_t)in_place), tag);
+        fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, in_place,
+                                (uint32_t)(k * 2 + (size_t)in_place), tag);
       }
     fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
     fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
@@ -103,7 +101,6 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
-
 
 /* Small segments give steps with hundreds of ops (hd: all sends to a partner, then all
  * receives from it) and schedules with thousands: the window must never hold back an op
@@ -159,8 +156,10 @@ static int rank_broadcasts(int rank, int nranks, void *arg) {
         if (count == BIG && (root != nranks - 1 || algos[a] == COLL_ALGO_MASTER)) continue;
         coll_dtype_t dt = k % 2 ? COLL_FLOAT32 : COLL_UINT8;
         uint32_t salt = (uint32_t)(root * 16 + (int)k);
-        if (rank == root) ct_fill(buf, count, dt, COLL_SUM, root, salt);
-        else memset(buf, 0x5A, count * coll_dtype_size(dt));
+        if (rank == root)
+          ct_fill(buf, count, dt, COLL_SUM, root, salt);
+        else
+          memset(buf, 0x5A, count * coll_dtype_size(dt));
         char what[128];
         snprintf(what, sizeof what, "rank %d: %s broadcast root %d count %zu", rank,
                  coll_algo_name(algos[a]), root, count);
@@ -170,8 +169,10 @@ static int rank_broadcasts(int rank, int nranks, void *arg) {
           fails++;
           continue;
         }
-        if (ct_check_broadcast(buf, count, dt, root, salt, what) != 0) fails++;
-        else if (ct_agree(comm, buf, count * coll_dtype_size(dt), what) != 0) fails++;
+        if (ct_check_broadcast(buf, count, dt, root, salt, what) != 0)
+          fails++;
+        else if (ct_agree(comm, buf, count * coll_dtype_size(dt), what) != 0)
+          fails++;
       }
     }
   }

@@ -57,7 +57,8 @@ START_TEST(names_and_sizes_cover_every_enum_value) {
   ck_assert_uint_eq(coll_dtype_size((coll_dtype_t)-1), 0);
   ck_assert_str_eq(coll_dtype_name(COLL_FLOAT16), "float16");
   ck_assert_ptr_null(coll_dtype_name(COLL_DTYPE_COUNT));
-  for (int d = 0; d < COLL_DTYPE_COUNT; d++) ck_assert_ptr_nonnull(coll_dtype_name((coll_dtype_t)d));
+  for (int d = 0; d < COLL_DTYPE_COUNT; d++)
+    ck_assert_ptr_nonnull(coll_dtype_name((coll_dtype_t)d));
   ck_assert_str_eq(coll_op_name(COLL_AVG), "avg");
   ck_assert_ptr_null(coll_op_name(COLL_OP_COUNT));
   ck_assert_str_eq(coll_algo_name(COLL_ALGO_HD), "hd");
@@ -66,11 +67,11 @@ START_TEST(names_and_sizes_cover_every_enum_value) {
 }
 END_TEST
 
-#define EXPECT_INVALID(call, needle)                                                     \
-  do {                                                                                   \
-    ck_assert_int_eq((call), COLL_ERR_INVALID_ARGUMENT);                                 \
+#define EXPECT_INVALID(call, needle)                                                      \
+  do {                                                                                    \
+    ck_assert_int_eq((call), COLL_ERR_INVALID_ARGUMENT);                                  \
     ck_assert_msg(strstr(coll_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", \
-                  coll_last_error(), (needle));                                          \
+                  coll_last_error(), (needle));                                           \
   } while (0)
 
 START_TEST(bad_arguments_return_invalid_argument_with_a_message) {
@@ -289,7 +290,7 @@ static int rank_async(int rank, int nranks, void *arg) {
   if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
   enum { NREQ = 6, ROUNDS = 4 };
   static const size_t counts[NREQ] = {1, 1000, 65536 + 5, 7, 300000, 33};
-  static const coll_dtype_t types[NREQ] = {COLL_FLOAT32, COLL_INT32, COLL_FLOAT64,
+  static const coll_dtype_t types[NREQ] = {COLL_FLOAT32, COLL_INT32,   COLL_FLOAT64,
                                            COLL_UINT8,   COLL_FLOAT32, COLL_BFLOAT16};
   void *bufs[NREQ];
   coll_request_t *reqs[NREQ];
@@ -304,16 +305,14 @@ static int rank_async(int rank, int nranks, void *arg) {
         st = coll_broadcast_async(bufs[k], counts[k], types[k], nranks - 1, comm, &reqs[k]);
       } else {
         ct_fill(bufs[k], counts[k], types[k], COLL_SUM, rank, salt);
-        st = coll_all_reduce_async(bufs[k], bufs[k], counts[k], types[k], COLL_SUM, comm,
-                                   &reqs[k]);
+        st = coll_all_reduce_async(bufs[k], bufs[k], counts[k], types[k], COLL_SUM, comm, &reqs[k]);
       }
       if (st != COLL_OK) bad = 1;
       if (round == 2 && st == COLL_OK && coll_request_wait(&reqs[k]) != COLL_OK) bad = 1;
     }
     /* A blocking call queues behind the requests (FIFO on every rank). */
     int32_t one = 1, total = 0;
-    if (coll_all_reduce(&one, &total, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK ||
-        total != nranks)
+    if (coll_all_reduce(&one, &total, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK || total != nranks)
       bad = 1;
     if (round != 2) {
       /* Poll the last one with test, wait for the others in reverse order. */
@@ -328,8 +327,7 @@ static int rank_async(int rank, int nranks, void *arg) {
       snprintf(what, sizeof what, "rank %d: round %d async %d", rank, round, k);
       size_t wrong =
           k == 3 ? ct_check_broadcast(bufs[k], counts[k], types[k], nranks - 1, salt, what)
-                 : ct_check_all_reduce(bufs[k], counts[k], types[k], COLL_SUM, nranks, salt,
-                                       what);
+                 : ct_check_all_reduce(bufs[k], counts[k], types[k], COLL_SUM, nranks, salt, what);
       if (wrong) bad = 1;
       free(bufs[k]);
     }
@@ -425,7 +423,8 @@ static int rank_silent_peer(int rank, int nranks, void *arg) {
   int64_t took = now_ms() - start;
   int bad = 0;
   if ((st != COLL_ERR_TIMEOUT && st != COLL_ERR_REMOTE) || took > job->timeout_ms + 2000 ||
-      strstr(coll_last_error(), "rank 1") == NULL || strstr(coll_last_error(), "all_reduce") == NULL) {
+      strstr(coll_last_error(), "rank 1") == NULL ||
+      strstr(coll_last_error(), "all_reduce") == NULL) {
     fprintf(stderr, "rank 0: expected a timeout naming rank 1, got %s after %lld ms: %s\n",
             coll_status_name(st), (long long)took, coll_last_error());
     bad = 1;
@@ -474,7 +473,9 @@ static int rank_mem_and_log(int rank, int nranks, void *arg) {
     fprintf(stderr, "rank %d: the INFO log lacks the algorithm or transport:\n%s\n", rank, text);
     bad = 1;
   }
-  if (bad) fprintf(stderr, "rank %d: staging %zu peak %zu\n", rank, ms.staging_bytes, ms.staging_bytes_peak);
+  if (bad)
+    fprintf(stderr, "rank %d: staging %zu peak %zu\n", rank, ms.staging_bytes,
+            ms.staging_bytes_peak);
   return bad;
 }
 
@@ -539,8 +540,8 @@ static int rank_count_mismatch(int rank, int nranks, void *arg) {
   int64_t start = now_ms();
   coll_status_t st = coll_all_reduce(x, x, rank == 0 ? 1000 : 1001, COLL_FLOAT32, COLL_SUM, comm);
   int64_t took = now_ms() - start;
-  int bad = !(st == COLL_ERR_PROTOCOL || st == COLL_ERR_TIMEOUT || st == COLL_ERR_REMOTE) ||
-            took > 10000;
+  int bad =
+      !(st == COLL_ERR_PROTOCOL || st == COLL_ERR_TIMEOUT || st == COLL_ERR_REMOTE) || took > 10000;
   if (bad)
     fprintf(stderr, "rank %d: expected an error, got %s after %lld ms: %s\n", rank,
             coll_status_name(st), (long long)took, coll_last_error());

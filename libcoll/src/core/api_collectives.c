@@ -18,15 +18,15 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
   if (call->kind == COLL_KIND_ALL_REDUCE && coll_op_name(call->op) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
   if (call->kind == COLL_KIND_BROADCAST && (call->root < 0 || call->root >= comm->nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what,
-                      call->root, comm->nranks);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what, call->root,
+                      comm->nranks);
   if (call->count > 0) {
     if (call->sendbuf == NULL || call->recvbuf == NULL)
       return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", what,
                         call->sendbuf == NULL ? "sendbuf" : "recvbuf", call->count);
     if (call->count > (SIZE_MAX / 2) / esz)
-      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size",
-                        what, call->count, coll_dtype_name(call->dtype));
+      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", what,
+                        call->count, coll_dtype_name(call->dtype));
     uintptr_t s = (uintptr_t)call->sendbuf, r = (uintptr_t)call->recvbuf;
     size_t bytes = call->count * esz;
     if (s != r && s < r + bytes && r < s + bytes)
@@ -49,8 +49,8 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
                         .nranks = comm->nranks,
                         .root = call->root,
                         .segment_bytes = comm->segment_bytes};
-    call->algo = comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost)
-                                                      : COLL_ALGO_RING;
+    call->algo =
+        comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
   }
   if (COLL_LOG_ENABLED(COLL_LOG_INFO))
     coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s", what, call->count,
@@ -71,8 +71,7 @@ static coll_status_t run_blocking(coll_comm_t *comm, const char *what, exec_call
 
 static coll_status_t run_async(coll_comm_t *comm, const char *what, exec_call_t *call,
                                coll_request_t **request) {
-  if (request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+  if (request == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
   *request = NULL;
   coll_status_t st = prepare(comm, what, call);
   if (st != COLL_OK) return st;
@@ -101,8 +100,8 @@ static exec_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, i
                        .root = root};
 }
 
-coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                              coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm) {
+coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
+                              coll_op_t op, coll_comm_t *comm) {
   exec_call_t call = all_reduce_call(sendbuf, recvbuf, count, dtype, op);
   return run_blocking(comm, "coll_all_reduce", &call);
 }

@@ -85,8 +85,7 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
                       "coll_comm_init_config: timeout_ms %d must be >= 0", cfg->timeout_ms);
   if (cfg->host_store < -1 || cfg->host_store > 1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_comm_init_config: host_store %d must be -1, 0 or 1",
-                      cfg->host_store);
+                      "coll_comm_init_config: host_store %d must be -1, 0 or 1", cfg->host_store);
   return COLL_OK;
 }
 
@@ -121,8 +120,7 @@ static coll_status_t choose_spin(coll_comm_t *comm) {
   return COLL_OK;
 }
 
-static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg,
-                                   const char *token) {
+static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, const char *token) {
   int64_t hosted = 0;
   coll_status_t st = coll_env_int("COLL_STORE_HOSTED", 0, 1, 0, &hosted);
   if (st != COLL_OK) return st;
@@ -131,15 +129,15 @@ static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg,
   if (host) {
     /* Like PyTorch: rank 0 serves on all interfaces at MASTER_PORT for the
      * communicator's life. */
-    store_server_options_t opts = {.bind_addr = NULL, .port = (uint16_t)cfg->master_port,
-                                   .token = token};
+    store_server_options_t opts = {
+        .bind_addr = NULL, .port = (uint16_t)cfg->master_port, .token = token};
     st = store_server_start(&opts, &comm->server);
     if (st != COLL_OK)
       return coll_error_prefix(st, "rank %d: hosting the store on port %d: ", cfg->rank,
                                cfg->master_port);
   }
-  st = store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->timeout_ms,
-                            &comm->store);
+  st =
+      store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->timeout_ms, &comm->store);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", cfg->rank);
   return COLL_OK;
 }
@@ -205,7 +203,8 @@ fail:
 }
 
 coll_status_t coll_comm_init_env(coll_comm_t **comm) {
-  if (comm == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_env: comm is NULL");
+  if (comm == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_env: comm is NULL");
   *comm = NULL;
   coll_config_t cfg;
   char addr[256]; /* the store's host when derived from Slurm's or Open MPI's variables */

@@ -58,21 +58,21 @@ typedef struct {
   bool in_place; /* hazards differ when INPUT and OUTPUT are one buffer */
   uint64_t last_use;
   sched_t sched;
-  uint32_t *op_step; /* step index of each op */
-  uint8_t *state; /* per op: OP_IDLE, OP_POSTED, OP_DONE (reset every run) */
-  uint64_t *seq; /* per posted op: its index in the peer's send or receive order */
+  uint32_t *op_step;   /* step index of each op */
+  uint8_t *state;      /* per op: OP_IDLE, OP_POSTED, OP_DONE (reset every run) */
+  uint64_t *seq;       /* per posted op: its index in the peer's send or receive order */
   uint32_t *dep_start; /* nops + 1: op i waits for deps[dep_start[i] .. dep_start[i+1]) */
   uint32_t *deps;
 } exec_cache_entry_t;
 
 typedef struct {
-  exec_peer_t *peers; /* nranks */
+  exec_peer_t *peers;    /* nranks */
   uint8_t *chan_blocked; /* 2 * nranks: per peer, send and receive channel (scan scratch) */
   void *scratch;
   size_t scratch_bytes;
   exec_cache_entry_t cache[EXEC_CACHE_SIZE];
   uint64_t use_clock;
-  int64_t spin_ns; /* spin this long on progress() before blocking in set_wait */
+  int64_t spin_ns;      /* spin this long on progress() before blocking in set_wait */
   int64_t pure_spin_ns; /* of which this long without yielding the core */
 } exec_t;
 
@@ -100,7 +100,7 @@ struct coll_comm {
   /* Agreed at init (rank 0's values) and by coll_comm_set_algo. */
   coll_algo_t algo; /* AUTO: cost model */
   algo_cost_t cost;
-  size_t segment_bytes; /* COLL_CHUNK_SIZE; 0: the algorithm's default */
+  size_t segment_bytes;    /* COLL_CHUNK_SIZE; 0: the algorithm's default */
   bool algo_check_pending; /* set_algo was called: agree before the next collective */
   int algo_epoch;
 
@@ -111,7 +111,7 @@ struct coll_comm {
   bool thread_started;
   pthread_mutex_t mu;
   pthread_cond_t queue_cv; /* work queued or stop requested */
-  pthread_cond_t done_cv; /* a request completed or the communicator aborted */
+  pthread_cond_t done_cv;  /* a request completed or the communicator aborted */
   coll_request_t *head;
   coll_request_t *tail;
   bool busy; /* some thread is running the executor */
@@ -175,8 +175,7 @@ void progress_stop(coll_comm_t *comm);
  * through the queue and wait. */
 coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call);
 /* Queue call for the progress thread. */
-coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
-                              coll_request_t **request);
+coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call, coll_request_t **request);
 /* When no thread runs the executor and work is queued, run the oldest queued request
  * on this thread; false when there was nothing to do. */
 bool progress_help(coll_comm_t *comm);

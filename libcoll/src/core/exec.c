@@ -35,8 +35,8 @@ typedef struct {
   char *base[3]; /* indexed by sched_buf_t */
   size_t esz;
   mem_reduce_fn reduce;
-  size_t lo; /* first op not done */
-  size_t hi; /* one past the last op ever started */
+  size_t lo;    /* first op not done */
+  size_t hi;    /* one past the last op ever started */
   int inflight; /* posted transfers not yet complete */
 } run_t;
 
@@ -46,11 +46,16 @@ static const char *kind_name(coll_kind_t kind) {
 
 static const char *op_kind_name(uint8_t kind) {
   switch (kind) {
-    case SCHED_SEND: return "send";
-    case SCHED_RECV_COPY: return "receive";
-    case SCHED_RECV_REDUCE: return "receive-reduce";
-    case SCHED_LOCAL_COPY: return "local copy";
-    default: return "local reduce";
+    case SCHED_SEND:
+      return "send";
+    case SCHED_RECV_COPY:
+      return "receive";
+    case SCHED_RECV_REDUCE:
+      return "receive-reduce";
+    case SCHED_LOCAL_COPY:
+      return "local copy";
+    default:
+      return "local reduce";
   }
 }
 
@@ -148,8 +153,7 @@ static coll_status_t poll(run_t *run, bool *any) {
   *any = false;
   for (int p = 0; p < comm->nranks; p++) {
     exec_peer_t *peer = &comm->exec.peers[p];
-    if (peer->sends_done == peer->sends_posted && peer->recvs_done == peer->recvs_posted)
-      continue;
+    if (peer->sends_done == peer->sends_posted && peer->recvs_done == peer->recvs_posted) continue;
     uint64_t sd = peer->sends_done, rd = peer->recvs_done;
     coll_status_t st = transport_progress(transport_set_conn(comm->transports, p), &sd, &rd);
     if (st != COLL_OK) return st;
@@ -179,9 +183,9 @@ static coll_status_t timed_out(run_t *run) {
     if (e->state[i] == OP_POSTED) waiting = &e->sched.ops[i];
   if (waiting == NULL)
     return coll_error(COLL_ERR_TIMEOUT, "no progress for %d ms", run->comm->timeout_ms);
-  return coll_error(COLL_ERR_TIMEOUT, "no progress for %d ms, waiting for rank %d (%s of %zu bytes)",
-                    run->comm->timeout_ms, waiting->peer, op_kind_name(waiting->kind),
-                    waiting->count * run->esz);
+  return coll_error(
+      COLL_ERR_TIMEOUT, "no progress for %d ms, waiting for rank %d (%s of %zu bytes)",
+      run->comm->timeout_ms, waiting->peer, op_kind_name(waiting->kind), waiting->count * run->esz);
 }
 
 static inline void cpu_relax(void) {
@@ -227,13 +231,16 @@ static coll_status_t run_schedule(run_t *run) {
     if (now - idle_since < comm->exec.spin_ns) {
       /* Past the first microseconds, yield while spinning: with more ranks than cores
        * the peer we wait for may need this core; with an idle core it costs little. */
-      if (now - idle_since > comm->exec.pure_spin_ns) sched_yield();
-      else cpu_relax();
+      if (now - idle_since > comm->exec.pure_spin_ns)
+        sched_yield();
+      else
+        cpu_relax();
       continue;
     }
     if (now - last_progress > timeout_ns) return timed_out(run);
     int64_t left_ms = (timeout_ns - (now - last_progress)) / 1000000LL + 1;
-    st = transport_set_wait(comm->transports, left_ms < WAIT_SLICE_MS ? (int)left_ms : WAIT_SLICE_MS);
+    st = transport_set_wait(comm->transports,
+                            left_ms < WAIT_SLICE_MS ? (int)left_ms : WAIT_SLICE_MS);
     if (st != COLL_OK && st != COLL_ERR_TIMEOUT) return st;
   }
   return COLL_OK;
@@ -324,9 +331,8 @@ static coll_status_t cache_get(coll_comm_t *comm, const exec_call_t *call,
   exec_cache_entry_t *victim = &x->cache[0];
   for (int k = 0; k < EXEC_CACHE_SIZE; k++) {
     exec_cache_entry_t *e = &x->cache[k];
-    if (e->valid && e->kind == call->kind && e->count == call->count &&
-        e->dtype == call->dtype && e->root == call->root && e->algo == call->algo &&
-        e->segment_bytes == comm->segment_bytes &&
+    if (e->valid && e->kind == call->kind && e->count == call->count && e->dtype == call->dtype &&
+        e->root == call->root && e->algo == call->algo && e->segment_bytes == comm->segment_bytes &&
         e->in_place == (call->sendbuf == call->recvbuf)) {
       e->last_use = ++x->use_clock;
       *out = e;
@@ -382,8 +388,8 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
                [SCHED_BUF_OUTPUT] = call->recvbuf,
                [SCHED_BUF_SCRATCH] = comm->exec.scratch},
       .esz = esz,
-      .reduce = mem_host_reduce_fn(call->dtype,
-                                   call->kind == COLL_KIND_BROADCAST ? COLL_SUM : call->op),
+      .reduce =
+          mem_host_reduce_fn(call->dtype, call->kind == COLL_KIND_BROADCAST ? COLL_SUM : call->op),
   };
   st = run_schedule(&run);
   if (st != COLL_OK) return st == COLL_ERR_ABORTED ? st : fail(&run, st);

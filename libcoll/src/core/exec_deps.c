@@ -34,7 +34,8 @@ static void op_ranges(const sched_op_t *op, bool in_place, named_range_t *w, nam
   }
   *w = nrange(in_place, op->buf, op->offset, op->count);
   /* LOCAL_REDUCE also reads its destination, which w already covers. */
-  if (op->kind != SCHED_RECV_COPY) r[(*nr)++] = nrange(in_place, op->src_buf, op->src_offset, op->count);
+  if (op->kind != SCHED_RECV_COPY)
+    r[(*nr)++] = nrange(in_place, op->src_buf, op->src_offset, op->count);
 }
 
 static bool conflict(const sched_op_t *a, const sched_op_t *b, bool in_place) {

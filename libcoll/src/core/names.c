@@ -22,19 +22,13 @@ static const dtype_info_t dtype_table[COLL_DTYPE_COUNT] = {
 };
 
 static const char *const op_table[COLL_OP_COUNT] = {
-    [COLL_SUM] = "sum",
-    [COLL_PROD] = "prod",
-    [COLL_MIN] = "min",
-    [COLL_MAX] = "max",
-    [COLL_AVG] = "avg",
+    [COLL_SUM] = "sum", [COLL_PROD] = "prod", [COLL_MIN] = "min",
+    [COLL_MAX] = "max", [COLL_AVG] = "avg",
 };
 
 static const char *const algo_table[COLL_ALGO_COUNT] = {
-    [COLL_ALGO_AUTO] = "auto",
-    [COLL_ALGO_RING] = "ring",
-    [COLL_ALGO_TREE] = "tree",
-    [COLL_ALGO_HD] = "hd",
-    [COLL_ALGO_MASTER] = "master",
+    [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring",     [COLL_ALGO_TREE] = "tree",
+    [COLL_ALGO_HD] = "hd",     [COLL_ALGO_MASTER] = "master",
 };
 
 /* Casts through unsigned reject negative values of the enums as well. */

@@ -113,8 +113,10 @@ coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
   req->call = *call;
   atomic_init(&req->done, 0);
   pthread_mutex_lock(&comm->mu);
-  if (comm->tail != NULL) comm->tail->next = req;
-  else comm->head = req;
+  if (comm->tail != NULL)
+    comm->tail->next = req;
+  else
+    comm->head = req;
   comm->tail = req;
   pthread_cond_signal(&comm->queue_cv);
   pthread_mutex_unlock(&comm->mu);

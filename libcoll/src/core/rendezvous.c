@@ -27,10 +27,9 @@ typedef struct {
 } rank_info_t;
 
 static void format_info(const rank_info_t *in, char *out, size_t cap) {
-  snprintf(out, cap,
-           "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\n",
-           in->host, in->algo, in->transport, in->chunk, in->shm.alpha, in->shm.beta,
-           in->shm.gamma, in->tcp.alpha, in->tcp.beta, in->tcp.gamma);
+  snprintf(out, cap, "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\n",
+           in->host, in->algo, in->transport, in->chunk, in->shm.alpha, in->shm.beta, in->shm.gamma,
+           in->tcp.alpha, in->tcp.beta, in->tcp.gamma);
 }
 
 static bool parse_cost(const char *text, algo_cost_t *c) {
@@ -212,8 +211,8 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
     coll_error_prefix(st, "rank %d: connecting transports: ", comm->rank);
     goto out;
   }
-  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->key_prefix,
-           n, one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
+  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->key_prefix, n,
+           one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
            comm->segment_bytes);
 out:
   free(all);
@@ -235,8 +234,8 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
     size_t len = 0;
     st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
     if (st != COLL_OK)
-      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ",
-                               comm->rank, r);
+      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ", comm->rank,
+                               r);
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), (const char *)value);
     free(value);
@@ -268,8 +267,7 @@ static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int
     snprintf(keys[nkeys], KEY_MAX, "%s%s/%d", comm->key_prefix, what, r);
     nkeys++;
   }
-  coll_status_t st =
-      store_wait(comm->store, (const char *const *)keys, nkeys, timeout_ms);
+  coll_status_t st = store_wait(comm->store, (const char *const *)keys, nkeys, timeout_ms);
   free(keys);
   free(storage);
   return st;

@@ -14,8 +14,10 @@ enum { SPIN_NS = 50000, PURE_SPIN_NS = 2000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_
 static coll_status_t finish(coll_request_t **request) {
   coll_request_t *req = *request;
   coll_status_t st = req->status;
-  if (st != COLL_OK) coll_error(st, "%s", req->message);
-  else coll_error_clear();
+  if (st != COLL_OK)
+    coll_error(st, "%s", req->message);
+  else
+    coll_error_clear();
   free(req);
   *request = NULL;
   return st;
@@ -75,8 +77,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     }
   }
   pthread_mutex_unlock(&comm->mu);
-  if (stale)
-    /* The executor still owns the request: it stays valid (abort, then wait again). */
+  if (stale) /* The executor still owns the request: it stays valid (abort, then wait again). */
     return coll_error(COLL_ERR_TIMEOUT,
                       "rank %d: coll_request_wait: the executor showed no progress for %d ms",
                       comm->rank, comm->timeout_ms + BACKSTOP_GRACE_MS);
