@@ -3,7 +3,8 @@
  * transport's group of peers and waits on all of them at once.
  *
  * Environment (each transport file documents its own in detail):
- *   COLL_TRANSPORT=auto|shm|ib|tcp  force one transport for every pair (default: auto).
+ *   COLL_TRANSPORT=auto|shm|ib|tcp|cuda_ipc  force one transport for every pair (default:
+ *                                auto); cuda_ipc applies to device buffers only.
  *                                Forcing shm for ranks on different hosts is an error;
  *                                so is forcing ib where a rank has no usable RDMA port.
  *   shm (shm_setup.c): COLL_SHM_SLOT_BYTES (256 KiB), COLL_SHM_NSLOTS (16): FIFO staging
@@ -15,7 +16,9 @@
  *     COLL_TCP_BUF_BYTES (0: kernel autotuning).
  *   ib (ib_setup.c, ib_device.c; built when meson finds libibverbs): COLL_IB_DEVICE,
  *     COLL_IB_GID_INDEX, COLL_IB_SLOT_BYTES (128 KiB), COLL_IB_NSLOTS (16),
- *     COLL_IB_TIMEOUT (16). */
+ *     COLL_IB_TIMEOUT (16).
+ *   cuda_ipc (cuda_ipc_setup.c; built with CUDA): COLL_CUDA_IPC_SLOT_BYTES (4 MiB),
+ *     COLL_CUDA_IPC_NSLOTS (8). */
 #include "transport/transport.h"
 
 #include <stdio.h>
@@ -30,11 +33,21 @@
 #include "transport/transport_kind.h"
 
 /* Order matters: the first transport whose probe accepts a pair serves it (shm on one
- * host, then ib where both ranks have an active RDMA port, then tcp). */
+ * host, then ib where both ranks have an active RDMA port, then tcp). cuda_ipc is
+ * device-only: it serves the device transport set, which asks for it by name. */
+enum {
+  KIND_SHM,
 #if COLL_HAVE_IBVERBS
-enum { KIND_SHM, KIND_IB, KIND_TCP, KIND_COUNT };
-#else
-enum { KIND_SHM, KIND_TCP, KIND_COUNT, KIND_IB = -2 };
+  KIND_IB,
+#endif
+  KIND_TCP,
+#if COLL_HAVE_CUDA
+  KIND_CUDA_IPC,
+#endif
+  KIND_COUNT
+};
+#if !COLL_HAVE_IBVERBS
+enum { KIND_IB = -2 };
 #endif
 
 static const transport_kind_t *const registry[KIND_COUNT] = {
@@ -43,6 +56,9 @@ static const transport_kind_t *const registry[KIND_COUNT] = {
     [KIND_IB] = &transport_ib_kind,
 #endif
     [KIND_TCP] = &transport_tcp_kind,
+#if COLL_HAVE_CUDA
+    [KIND_CUDA_IPC] = &transport_cuda_ipc_kind,
+#endif
 };
 
 struct transport_set {
@@ -78,10 +94,12 @@ static coll_status_t forced_kind(const transport_setup_t *setup, int *kind) {
   *kind = -1;
   if (forced == NULL || forced[0] == '\0' || strcmp(forced, "auto") == 0) return COLL_OK;
   *kind = kind_by_name(forced);
-  if (*kind < 0)
+  /* COLL_TRANSPORT=cuda_ipc asks for it on device buffers; host buffers choose as usual. */
+  if (*kind >= 0 && registry[*kind]->device_only && !setup->device) *kind = -1;
+  else if (*kind < 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "COLL_TRANSPORT='%s' is not a transport of this build (auto, shm, %stcp)",
-                      forced, KIND_IB >= 0 ? "ib, " : "");
+                      "COLL_TRANSPORT='%s' is not a transport of this build (auto, shm, %stcp%s)",
+                      forced, KIND_IB >= 0 ? "ib, " : "", COLL_HAVE_CUDA ? ", cuda_ipc" : "");
   return COLL_OK;
 }
 
@@ -113,7 +131,7 @@ static coll_status_t choose(const transport_setup_t *setup, int *choice) {
       continue;
     }
     for (int k = 0; k < KIND_COUNT && choice[peer] < 0; k++)
-      if (registry[k]->probe(setup, peer)) choice[peer] = k;
+      if (!registry[k]->device_only && registry[k]->probe(setup, peer)) choice[peer] = k;
     if (choice[peer] < 0)
       return coll_error(COLL_ERR_UNSUPPORTED, "no transport can connect rank %d with rank %d",
                         setup->rank, peer);

@@ -37,6 +37,8 @@ typedef struct {
   mem_reduce_fn reduce; /* with operand */
   size_t elem_size;     /* the transport hands reduce() whole elements */
   size_t len;           /* bytes */
+  coll_dtype_t dtype;   /* with operand, for device transports (cuda_ipc), which reduce */
+  coll_op_t op;         /* with a kernel instead of `reduce` */
 } transport_recv_t;
 
 typedef struct transport_ops {
@@ -75,6 +77,8 @@ typedef struct {
   const char *forced;          /* COLL_TRANSPORT value or NULL (then the registry reads
                                   COLL_TRANSPORT itself); "auto" or "": not forced */
   int timeout_ms;
+  bool device; /* connecting the device-buffer set (exec_cuda.c): device-only transports
+                  may be forced; for the host set a forced device-only one means auto */
 } transport_setup_t;
 
 /* Connect this rank to every other rank (collective: all ranks call it). Picks each

@@ -14,6 +14,9 @@ typedef struct transport_group transport_group_t;
 
 typedef struct transport_kind {
   const char *name;
+  /* Carries device buffers only (cuda_ipc): never chosen for the host transport set;
+   * the device path of the executor asks for it by name (exec_cuda.c). */
+  bool device_only;
   /* Can this transport connect setup->rank with `peer`? Must give the same answer on
    * both ranks of the pair (it may only look at what all ranks share). */
   bool (*probe)(const transport_setup_t *setup, int peer);
@@ -35,5 +38,6 @@ typedef struct transport_kind {
 extern const transport_kind_t transport_shm_kind;
 extern const transport_kind_t transport_tcp_kind;
 extern const transport_kind_t transport_ib_kind; /* built with libibverbs only */
+extern const transport_kind_t transport_cuda_ipc_kind; /* built with CUDA only */
 
 #endif
