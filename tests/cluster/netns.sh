@@ -12,7 +12,7 @@ train=$build/tools/train
 collrun=$build/tools/collrun
 data=/usr/share/datasets/fashion-mnist
 
-skip() { echo "cluster: skipped: $*"; exit 0; }
+skip() { echo "cluster: skipped: $*"; exit "${CLUSTER_SKIP_EXIT:-0}"; }
 [ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
 command -v ip >/dev/null || skip "no ip command (iproute2)"
 [ -x "$bench" ] && [ -x "$collrun" ] || skip "build $bench and $collrun first"

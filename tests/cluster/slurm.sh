@@ -12,7 +12,7 @@ bench=$build/bench/allreduce_bench
 train=$build/tools/train
 data=/usr/share/datasets/fashion-mnist
 
-skip() { echo "cluster: skipped: $*"; exit 0; }
+skip() { echo "cluster: skipped: $*"; exit "${CLUSTER_SKIP_EXIT:-0}"; }
 [ "$(id -u)" = 0 ] || skip "needs root to run slurmctld and slurmd"
 [ -f "$slurm_dir/start-slurm.sh" ] || skip "no $slurm_dir/start-slurm.sh"
 [ -x "$bench" ] || skip "build $bench first"
