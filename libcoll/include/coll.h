@@ -168,6 +168,16 @@ COLL_API coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_sta
  * with COLL_ERR_MISMATCH. The environment variable COLL_ALGO does the same at init. */
 COLL_API coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo);
 
+/* Tracing (COLL_TRACE=FILE.json writes FILE.rank<r>.json per rank, Trace Event format
+ * for Perfetto / chrome://tracing; see docs/algorithms.md). A span marks a phase of the
+ * caller's own work on the calling thread's track, on the library's clock, so it lines
+ * up with the collectives; spans nest and each begin needs an end on the same thread.
+ * Without COLL_TRACE they record nothing and return COLL_OK. */
+COLL_API coll_status_t coll_trace_span_begin(coll_comm_t *comm, const char *name);
+COLL_API coll_status_t coll_trace_span_end(coll_comm_t *comm, const char *name);
+/* 1 when this communicator writes a trace, else 0. */
+COLL_API int coll_trace_enabled(const coll_comm_t *comm);
+
 #ifdef __cplusplus
 }
 #endif

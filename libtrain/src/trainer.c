@@ -252,6 +252,13 @@ static train_status_t evaluate(run_t *r, double *accuracy) {
   return st;
 }
 
+/* A phase on the COLL_TRACE timeline, next to the collectives it overlaps (nothing
+ * without a communicator or without COLL_TRACE). */
+static void span(const run_t *r, const char *name, bool begin) {
+  if (r->comm == NULL) return;
+  (void)(begin ? coll_trace_span_begin(r->comm, name) : coll_trace_span_end(r->comm, name));
+}
+
 /* One optimizer step: `accumulate` micro-batches, communication only during the last
  * one's backward. The loss gradient is scaled by 1 / (samples of the step on all ranks)
  * so that the summed gradients are the mean over the global batch. */
@@ -260,24 +267,34 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   const train_config_t *c = r->cfg;
   float scale = 1.0f / (float)(count * (size_t)r->world);
   train_status_t st = TRAIN_OK;
+  span(r, "step", true);
   for (size_t done = 0; done < count && st == TRAIN_OK;) {
     size_t nb = count - done < c->batch ? count - done : c->batch;
     bool last = done + nb == count;
     train_dataset_gather(&r->train, r->sampler.indices + first + done, nb, r->x, r->labels);
+    span(r, "forward", true);
     st = train_model_forward(r->model, r->x, nb);
     if (st == TRAIN_OK) st = train_model_loss(r->model, r->labels, nb, scale, loss, NULL);
+    span(r, "forward", false);
     if (st == TRAIN_OK && last) train_ddp_begin_sync(r->ddp);
+    span(r, "backward", true);
     if (st == TRAIN_OK)
       st = train_model_backward(r->model, r->x, nb, done > 0, last ? train_ddp_grad_ready : NULL,
                                 r->ddp);
+    span(r, "backward", false);
     done += nb;
   }
+  span(r, "ddp wait", true);
   train_status_t fst = train_ddp_finish_sync(r->ddp, wait_s);
+  span(r, "ddp wait", false);
   if (st == TRAIN_OK) st = fst;
   train_optimizer_set_lr(r->opt,
                          train_lr_at(c->lr_schedule, c->opt.lr, r->global_step, total_steps));
+  span(r, "optimizer", true);
   if (st == TRAIN_OK)
     st = train_optimizer_step(r->opt, train_model_params(r->model), train_model_grads(r->model));
+  span(r, "optimizer", false);
+  span(r, "step", false);
   return st;
 }
 

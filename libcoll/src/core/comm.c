@@ -13,6 +13,7 @@
  *   COLL_PURE_SPIN_US  of which without sched_yield (5, or 1 when oversubscribed)
  *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
  *   COLL_JOB_TOKEN     the store's job token (none)
+ *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (core/trace.c) (unset)
  * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
  * MASTER_PORT (launch_env.c). */
 #include <sched.h>
@@ -24,6 +25,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "core/trace.h"
 
 enum { DEFAULT_TIMEOUT_MS = 300000 };
 
@@ -95,6 +97,7 @@ static void comm_free(coll_comm_t *comm) {
   transport_set_close(comm->transports);
   store_client_close(comm->store);
   store_server_stop(comm->server);
+  trace_close(comm);
   exec_free(&comm->exec);
   pthread_cond_destroy(&comm->queue_cv);
   pthread_cond_destroy(&comm->done_cv);
@@ -190,6 +193,7 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
     if (st != COLL_OK) goto fail;
   }
   st = choose_spin(comm);
+  if (st == COLL_OK) st = trace_open(comm);
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
   st = progress_start(comm);

@@ -124,6 +124,7 @@ struct coll_comm {
   atomic_int failed;
   char failed_message[COMM_MESSAGE_MAX];
   size_t staging_peak;
+  struct trace *trace; /* COLL_TRACE (core/trace.h); NULL when off */
 };
 
 /* ---- comm.c ---- */

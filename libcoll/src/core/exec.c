@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "core/trace.h"
 #include "mem/memops.h"
 
 enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
@@ -76,6 +77,7 @@ static coll_status_t start_op(run_t *run, size_t i) {
   char *dst = run->base[op->buf] + op->offset * run->esz;
   size_t len = op->count * run->esz;
   coll_status_t st = COLL_OK;
+  trace_op_start(run->comm, i);
   switch (op->kind) {
     case SCHED_SEND: {
       exec_peer_t *p = &run->comm->exec.peers[op->peer];
@@ -98,10 +100,12 @@ static coll_status_t start_op(run_t *run, size_t i) {
     case SCHED_LOCAL_COPY:
       memmove(dst, run->base[op->src_buf] + op->src_offset * run->esz, len);
       e->state[i] = OP_DONE;
+      trace_op_done(run->comm, e, i);
       return COLL_OK;
     default:
       run->reduce(dst, dst, run->base[op->src_buf] + op->src_offset * run->esz, op->count);
       e->state[i] = OP_DONE;
+      trace_op_done(run->comm, e, i);
       return COLL_OK;
   }
   if (st != COLL_OK) return st;
@@ -170,6 +174,7 @@ static coll_status_t poll(run_t *run, bool *any) {
     if (e->seq[i] < done) {
       e->state[i] = OP_DONE;
       run->inflight--;
+      trace_op_done(comm, e, i);
     }
   }
   advance_lo(run);
@@ -239,8 +244,10 @@ static coll_status_t run_schedule(run_t *run) {
     }
     if (now - last_progress > timeout_ns) return timed_out(run);
     int64_t left_ms = (timeout_ns - (now - last_progress)) / 1000000LL + 1;
+    trace_wait_begin(comm);
     st = transport_set_wait(comm->transports,
                             left_ms < WAIT_SLICE_MS ? (int)left_ms : WAIT_SLICE_MS);
+    trace_wait_end(comm);
     if (st != COLL_OK && st != COLL_ERR_TIMEOUT) return st;
   }
   return COLL_OK;
@@ -391,7 +398,9 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
       .reduce =
           mem_host_reduce_fn(call->dtype, call->kind == COLL_KIND_BROADCAST ? COLL_SUM : call->op),
   };
+  trace_coll_begin(comm, call, e);
   st = run_schedule(&run);
+  trace_coll_end(comm, call, e, st);
   if (st != COLL_OK) return st == COLL_ERR_ABORTED ? st : fail(&run, st);
   if (call->kind == COLL_KIND_ALL_REDUCE && call->op == COLL_AVG)
     mem_host_finish_avg(call->recvbuf, call->count, call->dtype, comm->nranks);
