@@ -18,6 +18,13 @@
  *   broadcast: chain (ring) (nseg + n - 2) steps of one segment; binomial (tree, hd)
  *   ceil(log2 n) steps of S; direct (master) (n-1) S from the root.
  *
+ *   reduce: chain (ring) (nseg + n - 2) steps of one segment plus its reduction;
+ *   binomial (tree, hd) ceil(log2 n) steps of S sent and S reduced.
+ *   all_gather: ring 1 + (n-1) nseg steps of one segment; Bruck (hd) ceil(log2 n) steps,
+ *   (n-1) S sent, plus two copies of n S. reduce_scatter: ring (n-1) nseg steps, (n-1) S
+ *   sent and reduced (S = one block). all_to_all: pairwise n-1 steps, (n-1) S sent.
+ *   barrier: a one-byte all-reduce.
+ *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
  * COLL_ALGO=master). */
 #include <math.h>
@@ -107,14 +114,51 @@ static double broadcast_cost(coll_algo_t algo, const sched_params_t *p, const al
   }
 }
 
+static double reduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = fmin((double)algo_segment_elems(p) * esize, S);
+  double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
+  switch (algo) {
+    case COLL_ALGO_RING:
+      return (nseg + n - 2) * (c->alpha + seg * fmax(c->beta, c->gamma)) + seg * c->gamma;
+    case COLL_ALGO_TREE:
+    case COLL_ALGO_HD:
+      return log2_ceil(n) * (c->alpha + S * (c->beta + c->gamma));
+    default:
+      return INFINITY;
+  }
+}
+
+/* all_gather, reduce_scatter and all_to_all: S is one rank's block. */
+static double block_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = fmin((double)algo_segment_elems(p) * esize, S);
+  double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
+  if (p->collective == COLL_KIND_ALL_GATHER && algo == COLL_ALGO_RING)
+    return (1.0 + (n - 1) * nseg) * c->alpha + (n - 1) * S * c->beta;
+  if (p->collective == COLL_KIND_ALL_GATHER && algo == COLL_ALGO_HD)
+    return log2_ceil(n) * c->alpha + (n - 1) * S * c->beta + 2.0 * n * S * c->gamma;
+  if (p->collective == COLL_KIND_REDUCE_SCATTER && algo == COLL_ALGO_RING)
+    return (n - 1) * nseg * c->alpha + (n - 1) * S * fmax(c->beta, c->gamma) + seg * c->gamma;
+  if (p->collective == COLL_KIND_ALL_TO_ALL && algo == COLL_ALGO_RING)
+    return (n - 1) * (c->alpha + S * c->beta);
+  return INFINITY;
+}
+
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
   if (p == NULL || c == NULL || p->nranks < 1 || algo_elem_size(p->dtype) == 0) return INFINITY;
   if (p->count == 0) return 0.0;
   if (p->nranks == 1) /* one local copy */
     return (double)p->count * (double)algo_elem_size(p->dtype) * c->gamma;
   if (p->collective == COLL_KIND_BROADCAST) return broadcast_cost(algo, p, c);
-  if (p->collective == COLL_KIND_ALL_REDUCE) return allreduce_cost(algo, p, c);
-  return INFINITY;
+  if (p->collective == COLL_KIND_ALL_REDUCE || p->collective == COLL_KIND_BARRIER)
+    return allreduce_cost(algo, p, c);
+  if (p->collective == COLL_KIND_REDUCE) return reduce_cost(algo, p, c);
+  return block_cost(algo, p, c);
 }
 
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
@@ -123,9 +167,22 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   static const coll_algo_t broadcast_candidates[] = {COLL_ALGO_RING, COLL_ALGO_TREE};
   const coll_algo_t *cand = allreduce_candidates;
   size_t ncand = sizeof allreduce_candidates / sizeof allreduce_candidates[0];
+  static const coll_algo_t reduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_TREE};
+  static const coll_algo_t allgather_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD};
+  static const coll_algo_t ring_only[] = {COLL_ALGO_RING};
   if (p != NULL && p->collective == COLL_KIND_BROADCAST) {
     cand = broadcast_candidates;
     ncand = sizeof broadcast_candidates / sizeof broadcast_candidates[0];
+  } else if (p != NULL && p->collective == COLL_KIND_REDUCE) {
+    cand = reduce_candidates;
+    ncand = 2;
+  } else if (p != NULL && p->collective == COLL_KIND_ALL_GATHER) {
+    cand = allgather_candidates;
+    ncand = 2;
+  } else if (p != NULL && (p->collective == COLL_KIND_REDUCE_SCATTER ||
+                           p->collective == COLL_KIND_ALL_TO_ALL)) {
+    cand = ring_only;
+    ncand = 1;
   }
   coll_algo_t best = cand[0];
   double best_t = algo_predict(best, p, c);

@@ -37,7 +37,26 @@ void sched_init(sched_t *s, const sched_params_t *p, coll_algo_t algo) {
   s->rank = p->rank;
   s->nranks = p->nranks;
   s->count = p->count;
+  sched_buffer_counts(p->collective, p->count, p->nranks, &s->in_count, &s->out_count);
   s->elem_size = algo_elem_size(p->dtype);
+}
+
+static const char *const kind_names[COLL_KIND_COUNT] = {
+    [COLL_KIND_ALL_REDUCE] = "all_reduce",         [COLL_KIND_BROADCAST] = "broadcast",
+    [COLL_KIND_REDUCE] = "reduce",                 [COLL_KIND_ALL_GATHER] = "all_gather",
+    [COLL_KIND_REDUCE_SCATTER] = "reduce_scatter", [COLL_KIND_ALL_TO_ALL] = "all_to_all",
+    [COLL_KIND_BARRIER] = "barrier",               [COLL_KIND_P2P] = "send/recv",
+};
+
+const char *sched_kind_name(coll_kind_t kind) {
+  return (unsigned)kind < COLL_KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+void sched_buffer_counts(coll_kind_t kind, size_t count, int nranks, size_t *in_count,
+                         size_t *out_count) {
+  size_t n = nranks > 0 ? (size_t)nranks : 1;
+  *in_count = kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALL_TO_ALL ? n * count : count;
+  *out_count = kind == COLL_KIND_ALL_GATHER || kind == COLL_KIND_ALL_TO_ALL ? n * count : count;
 }
 
 void sched_free(sched_t *s) {
@@ -238,6 +257,31 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_HD] = algo_binomial_broadcast,
             [COLL_ALGO_MASTER] = algo_direct_broadcast,
         },
+    /* The newer collectives: reduce is a pipelined
+     * chain (ring) or a binomial tree (tree, hd); all_gather a ring or Bruck's
+     * log-step algorithm (hd); reduce_scatter a ring; all_to_all pairwise exchange;
+     * barrier a one-byte all-reduce (reduce.c, allgather.c, reduce_scatter.c, alltoall.c).
+     * Missing pairs fall back to the cost model. */
+    [COLL_KIND_REDUCE] =
+        {
+            [COLL_ALGO_RING] = algo_chain_reduce,
+            [COLL_ALGO_TREE] = algo_binomial_reduce,
+            [COLL_ALGO_HD] = algo_binomial_reduce,
+        },
+    [COLL_KIND_ALL_GATHER] =
+        {
+            [COLL_ALGO_RING] = algo_ring_allgather,
+            [COLL_ALGO_HD] = algo_bruck_allgather,
+        },
+    [COLL_KIND_REDUCE_SCATTER] = {[COLL_ALGO_RING] = algo_ring_reduce_scatter},
+    [COLL_KIND_ALL_TO_ALL] = {[COLL_ALGO_RING] = algo_pairwise_alltoall},
+    [COLL_KIND_BARRIER] =
+        {
+            [COLL_ALGO_RING] = algo_ring_allreduce,
+            [COLL_ALGO_TREE] = algo_tree_allreduce,
+            [COLL_ALGO_HD] = algo_hd_allreduce,
+            [COLL_ALGO_MASTER] = algo_master_allreduce,
+        },
 };
 
 static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const sched_t *s) {
@@ -256,10 +300,11 @@ static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const s
   if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: rank %d of %d ranks is invalid",
                       p->rank, p->nranks);
-  if (p->collective == COLL_KIND_BROADCAST && (p->root < 0 || p->root >= p->nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: broadcast root %d of %d ranks",
+  if ((p->collective == COLL_KIND_BROADCAST || p->collective == COLL_KIND_REDUCE) &&
+      (p->root < 0 || p->root >= p->nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: root %d of %d ranks",
                       p->root, p->nranks);
-  if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype))
+  if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype) / (size_t)p->nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large", p->count);
   return COLL_OK;
 }

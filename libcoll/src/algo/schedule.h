@@ -52,7 +52,29 @@ typedef enum {
 
 typedef enum { SCHED_BUF_INPUT = 0, SCHED_BUF_OUTPUT, SCHED_BUF_SCRATCH } sched_buf_t;
 
-typedef enum { COLL_KIND_ALL_REDUCE = 0, COLL_KIND_BROADCAST, COLL_KIND_COUNT } coll_kind_t;
+/* The collectives. `count` is per rank as in NCCL: all_gather's INPUT holds count
+ * elements and its OUTPUT nranks * count (rank r's block at r * count); reduce_scatter's
+ * INPUT nranks * count and OUTPUT count (rank r gets block r); all_to_all's INPUT and
+ * OUTPUT nranks * count (block p of INPUT goes to rank p, block p of OUTPUT came from
+ * it). reduce: OUTPUT is written at the root only. barrier: a one-byte all-reduce. P2P
+ * (send, receive and groups of them) is built by the core, not by algo_build. */
+typedef enum {
+  COLL_KIND_ALL_REDUCE = 0,
+  COLL_KIND_BROADCAST,
+  COLL_KIND_REDUCE,
+  COLL_KIND_ALL_GATHER,
+  COLL_KIND_REDUCE_SCATTER,
+  COLL_KIND_ALL_TO_ALL,
+  COLL_KIND_BARRIER,
+  COLL_KIND_P2P,
+  COLL_KIND_COUNT
+} coll_kind_t;
+
+/* "all_reduce", "all_gather", ...; "unknown" for other values. */
+const char *sched_kind_name(coll_kind_t kind);
+/* Elements of INPUT and OUTPUT for a call of `count` per rank over nranks. */
+void sched_buffer_counts(coll_kind_t kind, size_t count, int nranks, size_t *in_count,
+                         size_t *out_count);
 
 typedef struct {
   uint8_t kind;      /* sched_op_kind_t */
@@ -75,6 +97,8 @@ typedef struct {
   int rank;
   int nranks;
   size_t count;
+  size_t in_count;  /* elements of INPUT (sched_buffer_counts) */
+  size_t out_count; /* elements of OUTPUT */
   size_t elem_size;
   sched_step_t *steps;
   size_t nsteps;
@@ -92,7 +116,7 @@ typedef struct {
   coll_dtype_t dtype;
   int rank;
   int nranks;
-  int root;             /* broadcast */
+  int root;             /* broadcast, reduce */
   size_t segment_bytes; /* pipelining unit; 0: the algorithm's default */
 } sched_params_t;
 

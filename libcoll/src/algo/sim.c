@@ -3,6 +3,7 @@
  * the peers' current steps, until every rank is done or no rank can move (deadlock). */
 #include "algo/sim.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,20 +55,27 @@ typedef struct {
   int write;
 } region_t;
 
-static int mem_of(uint8_t buf) { return buf == SCHED_BUF_SCRATCH ? 1 : 0; }
+/* all_gather, reduce_scatter and all_to_all have INPUT and OUTPUT of different sizes:
+ * their in-place forms alias at an offset (or not at all), so they count as two memories. */
+static int mem_of_in(const sched_t *s, uint8_t buf) {
+  if (buf == SCHED_BUF_SCRATCH) return 1;
+  bool sized = s->collective == COLL_KIND_ALL_GATHER || s->collective == COLL_KIND_REDUCE_SCATTER ||
+               s->collective == COLL_KIND_ALL_TO_ALL;
+  return sized && buf == SCHED_BUF_INPUT ? 2 : 0;
+}
 
-static int footprint(const sched_op_t *op, region_t out[2]) {
+static int footprint(const sched_t *s, const sched_op_t *op, region_t out[2]) {
   int k = 0;
   switch (op->kind) {
     case SCHED_SEND:
-      out[k++] = (region_t){mem_of(op->buf), op->offset, op->offset + op->count, 0};
+      out[k++] = (region_t){mem_of_in(s, op->buf), op->offset, op->offset + op->count, 0};
       break;
     case SCHED_RECV_COPY:
-      out[k++] = (region_t){mem_of(op->buf), op->offset, op->offset + op->count, 1};
+      out[k++] = (region_t){mem_of_in(s, op->buf), op->offset, op->offset + op->count, 1};
       break;
     default: /* RECV_REDUCE, LOCAL_COPY, LOCAL_REDUCE */
-      out[k++] = (region_t){mem_of(op->buf), op->offset, op->offset + op->count, 1};
-      out[k++] = (region_t){mem_of(op->src_buf), op->src_offset, op->src_offset + op->count, 0};
+      out[k++] = (region_t){mem_of_in(s, op->buf), op->offset, op->offset + op->count, 1};
+      out[k++] = (region_t){mem_of_in(s, op->src_buf), op->src_offset, op->src_offset + op->count, 0};
       break;
   }
   return k;
@@ -78,7 +86,9 @@ static int overlap(const region_t *a, const region_t *b) {
 }
 
 static size_t buf_len(const sched_t *s, uint8_t buf) {
-  return buf == SCHED_BUF_SCRATCH ? s->scratch_count : s->count;
+  return buf == SCHED_BUF_SCRATCH ? s->scratch_count
+         : buf == SCHED_BUF_INPUT ? s->in_count
+                                  : s->out_count;
 }
 
 /* [offset, offset + count) within [0, len), without overflowing. */
@@ -103,7 +113,7 @@ static coll_status_t check_op(const sched_t *s, int r, size_t st, size_t i, int 
                       "sim: rank %d step %zu op %zu (%s): range [%zu, +%zu) out of bounds", r, st,
                       i, op_names[op->kind], op->offset, op->count);
   region_t fp[2];
-  if (footprint(op, fp) == 2 && overlap(&fp[0], &fp[1]) && fp[0].lo != fp[1].lo)
+  if (footprint(s, op, fp) == 2 && overlap(&fp[0], &fp[1]) && fp[0].lo != fp[1].lo)
     return coll_error(COLL_ERR_INTERNAL,
                       "sim: rank %d step %zu op %zu (%s): source and destination partly "
                       "overlap",
@@ -132,7 +142,7 @@ static coll_status_t check_step(const sched_t *s, int r, size_t st, tagged_regio
   for (uint32_t i = 0; i < step->nops; i++) {
     size_t oi = step->first_op + i;
     region_t fp[2];
-    int nfp = footprint(&s->ops[oi], fp);
+    int nfp = footprint(s, &s->ops[oi], fp);
     if (nfp == 2 && fp[0].mem == fp[1].mem && fp[0].lo == fp[1].lo) nfp = 1; /* fp[0] writes */
     for (int x = 0; x < nfp; x++)
       if (fp[x].hi > fp[x].lo) tmp[k++] = (tagged_region_t){fp[x], oi};

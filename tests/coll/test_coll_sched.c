@@ -1,0 +1,147 @@
+/* The schedules of reduce, all_gather, reduce_scatter and all_to_all run in the
+ * simulator (one process, rendezvous sends, hazard and bounds checks) for every
+ * algorithm that implements them, 1 to 9 ranks, several counts and segment sizes, every
+ * root: results are compared with a direct computation. Also: the cost model picks an
+ * implemented algorithm for every collective. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_internal.h"
+#include "algo/sim.h"
+
+static int32_t value(int rank, size_t i) { return (int32_t)(rank * 1000 + (int)(i % 997)); }
+
+/* Expected element i of rank r's OUTPUT; 0 when unchecked (reduce at a non-root). */
+static int expect(coll_kind_t kind, int n, int r, int root, size_t count, size_t i, int32_t *out) {
+  switch (kind) {
+    case COLL_KIND_REDUCE: {
+      if (r != root) return 0;
+      int32_t sum = 0;
+      for (int k = 0; k < n; k++) sum += value(k, i);
+      *out = sum;
+      return 1;
+    }
+    case COLL_KIND_ALL_GATHER:
+      *out = value((int)(i / count), i % count);
+      return 1;
+    case COLL_KIND_REDUCE_SCATTER: {
+      int32_t sum = 0;
+      for (int k = 0; k < n; k++) sum += value(k, (size_t)r * count + i);
+      *out = sum;
+      return 1;
+    }
+    default: /* all_to_all: block b of OUTPUT is block r of rank b's INPUT */
+      *out = value((int)(i / count), (size_t)r * count + i % count);
+      return 1;
+  }
+}
+
+static int run_case(coll_kind_t kind, coll_algo_t algo, int n, size_t count, int root,
+                    size_t seg_bytes) {
+  sched_params_t p = {.collective = kind,
+                      .count = count,
+                      .dtype = COLL_INT32,
+                      .nranks = n,
+                      .root = root,
+                      .segment_bytes = seg_bytes};
+  size_t in_count, out_count;
+  sched_buffer_counts(kind, count, n, &in_count, &out_count);
+  void *inputs[16], *outputs[16];
+  for (int r = 0; r < n; r++) {
+    int32_t *in = malloc((in_count + 1) * 4), *out = malloc((out_count + 1) * 4);
+    for (size_t i = 0; i < in_count; i++) in[i] = value(r, i);
+    for (size_t i = 0; i < out_count; i++) out[i] = -7;
+    inputs[r] = in;
+    outputs[r] = out;
+  }
+  sim_config_t cfg = {.dtype = COLL_INT32, .op = COLL_SUM, .inputs = inputs, .outputs = outputs};
+  sim_result_t res;
+  coll_status_t st = sim_run_algo(algo, &p, &cfg, &res);
+  int bad = 0;
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s/%s n=%d count=%zu root=%d: %s\n", sched_kind_name(kind),
+            coll_algo_name(algo), n, count, root, coll_last_error());
+    bad = 1;
+  } else {
+    sim_result_free(&res);
+  }
+  for (int r = 0; r < n && !bad; r++)
+    for (size_t i = 0; i < out_count && !bad; i++) {
+      int32_t want;
+      if (!expect(kind, n, r, root, count, i, &want)) continue;
+      if (((int32_t *)outputs[r])[i] != want) {
+        fprintf(stderr, "%s/%s n=%d count=%zu root=%d: rank %d element %zu is %d, want %d\n",
+                sched_kind_name(kind), coll_algo_name(algo), n, count, root, r, i,
+                ((int32_t *)outputs[r])[i], want);
+        bad = 1;
+      }
+    }
+  for (int r = 0; r < n; r++) {
+    free(inputs[r]);
+    free(outputs[r]);
+  }
+  return bad;
+}
+
+static const coll_kind_t kinds[] = {COLL_KIND_REDUCE, COLL_KIND_ALL_GATHER,
+                                    COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALL_TO_ALL};
+
+START_TEST(every_new_schedule_computes_the_right_result_in_the_simulator) {
+  static const size_t counts[] = {1, 5, 67, 1000};
+  static const size_t segs[] = {0, 64};
+  int fails = 0;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    for (int algo = COLL_ALGO_RING; algo < COLL_ALGO_COUNT; algo++) {
+      sched_t probe;
+      sched_params_t p = {.collective = kinds[k], .count = 1, .dtype = COLL_INT32, .nranks = 2};
+      coll_status_t st = algo_build((coll_algo_t)algo, &p, &probe);
+      if (st == COLL_ERR_UNSUPPORTED) continue;
+      ck_assert_int_eq(st, COLL_OK);
+      sched_free(&probe);
+      for (int n = 1; n <= 9; n++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+          for (size_t g = 0; g < sizeof segs / sizeof segs[0]; g++) {
+            int roots = kinds[k] == COLL_KIND_REDUCE ? n : 1;
+            for (int root = 0; root < roots; root++)
+              fails += run_case(kinds[k], (coll_algo_t)algo, n, counts[c], root, segs[g]);
+          }
+    }
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
+START_TEST(the_cost_model_picks_an_implemented_algorithm_for_every_collective) {
+  static const size_t counts[] = {1, 1000, 1 << 20};
+  for (int kind = 0; kind < COLL_KIND_P2P; kind++)
+    for (int n = 2; n <= 8; n++)
+      for (size_t c = 0; c < 3; c++) {
+        sched_params_t p = {.collective = (coll_kind_t)kind,
+                            .count = counts[c],
+                            .dtype = COLL_FLOAT32,
+                            .nranks = n};
+        coll_algo_t a = algo_select(&p, &algo_cost_tcp_default);
+        ck_assert_msg(algo_predict(a, &p, &algo_cost_tcp_default) < 1e9, "%s n=%d: %s",
+                      sched_kind_name((coll_kind_t)kind), n, coll_algo_name(a));
+        sched_t s;
+        ck_assert_int_eq(algo_build(a, &p, &s), COLL_OK);
+        sched_free(&s);
+      }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coll schedules");
+  TCase *tc = tcase_create("sim");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, every_new_schedule_computes_the_right_result_in_the_simulator);
+  tcase_add_test(tc, the_cost_model_picks_an_implemented_algorithm_for_every_collective);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
