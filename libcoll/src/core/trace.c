@@ -296,15 +296,16 @@ void trace_coll_end_(trace_t *t, const exec_call_t *call, const exec_cache_entry
                 c->rank, (unsigned long long)t->seq, k, c->rank, tid, us(t->step_last[k]));
   }
   bool reduce = call->kind == COLL_KIND_ALL_REDUCE;
+  bool bcast = call->kind == COLL_KIND_BROADCAST;
   emit_locked(t,
               "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
               "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"seq\":%llu,\"count\":%zu,\"dtype\":\"%s\","
               "\"op\":\"%s\",\"root\":%d,\"algo\":\"%s\",\"bytes\":%zu,\"steps\":%zu,"
               "\"ops\":%zu,\"status\":\"%s\"}}",
-              reduce ? "all_reduce" : "broadcast", c->rank, tid, us(t->coll_t0),
+              reduce ? "all_reduce" : bcast ? "broadcast" : "collective", c->rank, tid, us(t->coll_t0),
               us(end - t->coll_t0), (unsigned long long)t->seq, call->count,
               coll_dtype_name(call->dtype), reduce ? coll_op_name(call->op) : "none",
-              reduce ? -1 : call->root, coll_algo_name(s->algo), call->count * s->elem_size,
+              bcast ? call->root : -1, coll_algo_name(s->algo), call->count * s->elem_size,
               s->nsteps, s->nops, coll_status_name(status));
   t->seq++;
   pthread_mutex_unlock(&t->mu);
