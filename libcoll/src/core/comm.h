@@ -19,7 +19,7 @@
 #define COMM_MAGIC 0x636f6c6c636f6d6dULL /* "collcomm" */
 #define COMM_DEAD_MAGIC 0x6465616463636f6dULL
 #define COMM_KEY_PREFIX_MAX 64
-#define COMM_MESSAGE_MAX 512
+#define COMM_MESSAGE_MAX 1024
 /* Schedules kept per communicator: DDP repeats a handful of bucket sizes. */
 #define EXEC_CACHE_SIZE 8
 /* The executor's window (see exec.c): steps ahead of the oldest unfinished one, and how
@@ -27,17 +27,55 @@
 #define EXEC_STEPS_AHEAD 8
 #define EXEC_LOOKBACK 256
 
+/* One point-to-point transfer (coll_send / coll_recv), in bytes. */
+typedef struct {
+  bool send;
+  int peer;
+  void *buf;
+  size_t bytes;
+} exec_p2p_t;
+
 /* One collective call as the executor sees it; the algorithm is already resolved. */
 typedef struct {
   coll_kind_t kind;
   const void *sendbuf; /* broadcast: same as recvbuf */
   void *recvbuf;
-  size_t count;
+  size_t count; /* per rank (schedule.h); P2P: total bytes */
   coll_dtype_t dtype;
   coll_op_t op;
   int root;
   coll_algo_t algo; /* never AUTO */
+  /* Device buffers (exec_cuda.c): set by exec_cuda_classify, never by the caller. */
+  bool on_device;    /* sendbuf and recvbuf are CUDA memory on `device` */
+  bool device_ready; /* exec_cuda has set the device run up: run the schedule */
+  int device;
+  void *stream;      /* stream calls: the caller's cudaStream_t */
+  atomic_int *gate;  /* stream calls: > 0 once the stream has reached the call */
+  /* P2P: the transfers, posted together in one step (a group), or just `one`. */
+  const exec_p2p_t *p2p;
+  size_t np2p;
+  exec_p2p_t one;
 } exec_call_t;
+
+/* The fingerprint every rank sends to its ring successor at the start of each
+ * collective (mismatch detection, exec.c). */
+typedef struct {
+  uint64_t seq; /* collectives this communicator ran, this one included */
+  uint64_t count;
+  uint32_t kind, dtype, op;
+  int32_t root;
+} exec_fp_t;
+
+/* What the executor is doing now, for the hang report (hang.c). */
+typedef struct {
+  coll_kind_t kind;
+  uint64_t seq;
+  size_t count;
+  coll_dtype_t dtype;
+  size_t step, nsteps;
+  int waiting_peer; /* -1: none */
+  const char *waiting_what;
+} exec_state_t;
 
 /* Per peer, the transport's monotonic counters as last seen and what we posted. */
 typedef struct {
@@ -74,6 +112,9 @@ typedef struct {
   uint64_t use_clock;
   int64_t spin_ns;      /* spin this long on progress() before blocking in set_wait */
   int64_t pure_spin_ns; /* of which this long without yielding the core */
+  uint64_t seq;         /* collectives started (fingerprints) */
+  exec_fp_t fp_out, fp_in;
+  exec_state_t state;
 } exec_t;
 
 struct coll_request {
@@ -124,6 +165,7 @@ struct coll_comm {
   atomic_int failed;
   char failed_message[COMM_MESSAGE_MAX];
   size_t staging_peak;
+  struct exec_cuda *cuda; /* device-buffer state (exec_cuda.c); NULL until used */
   struct trace *trace; /* COLL_TRACE (core/trace.h); NULL when off */
 };
 
@@ -159,6 +201,24 @@ coll_status_t exec_init(exec_t *exec, int nranks);
 void exec_free(exec_t *exec);
 /* Run one collective to completion on the calling thread. */
 coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call);
+/* ---- exec_cuda.c (device buffers; stubs of mem_cuda.h without CUDA) ---- */
+/* Find where call's buffers live (call->on_device, call->device); a host/device mix
+ * is an argument error. Caller's thread. */
+coll_status_t exec_cuda_classify(coll_comm_t *comm, const char *what, exec_call_t *call);
+/* Before a device call is queued (caller's thread): stream, transport path, cuda_ipc
+ * connections at the first device call. */
+coll_status_t exec_cuda_prepare(coll_comm_t *comm, const exec_call_t *call);
+/* Run a device call (exec_run hands them over). */
+coll_status_t exec_cuda_run(coll_comm_t *comm, const exec_call_t *call);
+/* A local copy (reduce false) or reduction of a device run, done before returning. */
+coll_status_t exec_cuda_local(coll_comm_t *comm, const exec_call_t *call, void *dst,
+                              const void *src, size_t count, bool reduce);
+/* Queue call on its CUDA stream (coll_*_stream). */
+coll_status_t exec_cuda_submit_stream(coll_comm_t *comm, exec_call_t *call);
+/* Plain calls on device buffers: wait for the legacy default stream first. */
+coll_status_t exec_cuda_wait_default_stream(coll_comm_t *comm);
+void exec_cuda_free(coll_comm_t *comm);
+
 /* ---- exec_deps.c ---- */
 /* Fill e->deps for e->sched (op_step must be set). */
 coll_status_t exec_deps_build(exec_cache_entry_t *e, bool in_place);
@@ -167,6 +227,11 @@ coll_status_t exec_deps_build(exec_cache_entry_t *e, bool in_place);
 size_t exec_scratch_bytes(const exec_t *exec);
 /* The transport name used towards the ring neighbour, for logs. */
 const char *exec_transport_name(coll_comm_t *comm);
+
+/* ---- hang.c ---- */
+/* After a timeout: publish this rank's state (exec.state) through the store; rank 0
+ * gathers the others' and appends the report to coll_last_error(). Keeps the message. */
+void hang_report(coll_comm_t *comm);
 
 /* ---- progress.c ---- */
 coll_status_t progress_start(coll_comm_t *comm);

@@ -13,8 +13,16 @@
  * are tracked) and while fewer than MAX_INFLIGHT transfers are in flight. Local ops run
  * at once when they may start. Idle: spin on progress() for exec.spin_ns, then block in
  * transport_set_wait() in short slices (so abort is seen quickly); no progress for
- * timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer. */
+ * timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer, and the hang report (hang.c).
+ *
+ * Fingerprints: before the schedule's first op, every rank of a collective sends a small
+ * exec_fp_t (sequence number, collective, type, op, count, root) to its ring successor
+ * and receives its predecessor's; the first message on each channel is thus the
+ * fingerprint, and a difference fails the call with COLL_ERR_MISMATCH naming both sides.
+ * Agreement of every pair of ring neighbours means agreement of all. P2P carries none
+ * (it involves two ranks and is not counted). */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,14 +44,17 @@ typedef struct {
   char *base[3]; /* indexed by sched_buf_t */
   size_t esz;
   mem_reduce_fn reduce;
+  char *const *op_base; /* P2P: op i's buffer (user memory), else NULL */
+  bool fp_active;       /* a fingerprint was exchanged for this call */
+  bool fp_sent, fp_checked;
+  int fp_next, fp_prev;
+  uint64_t fp_send_seq, fp_recv_seq;
   size_t lo;    /* first op not done */
   size_t hi;    /* one past the last op ever started */
   int inflight; /* posted transfers not yet complete */
 } run_t;
 
-static const char *kind_name(coll_kind_t kind) {
-  return kind == COLL_KIND_BROADCAST ? "broadcast" : "all_reduce";
-}
+static const char *kind_name(coll_kind_t kind) { return sched_kind_name(kind); }
 
 static const char *op_kind_name(uint8_t kind) {
   switch (kind) {
@@ -74,7 +85,7 @@ static coll_status_t fail(run_t *run, coll_status_t st) {
 static coll_status_t start_op(run_t *run, size_t i) {
   exec_cache_entry_t *e = run->entry;
   const sched_op_t *op = &e->sched.ops[i];
-  char *dst = run->base[op->buf] + op->offset * run->esz;
+  char *dst = run->op_base ? run->op_base[i] : run->base[op->buf] + op->offset * run->esz;
   size_t len = op->count * run->esz;
   coll_status_t st = COLL_OK;
   trace_op_start(run->comm, i);
@@ -98,12 +109,22 @@ static coll_status_t start_op(run_t *run, size_t i) {
       break;
     }
     case SCHED_LOCAL_COPY:
-      memmove(dst, run->base[op->src_buf] + op->src_offset * run->esz, len);
+      if (run->call->on_device)
+        st = exec_cuda_local(run->comm, run->call, dst,
+                             run->base[op->src_buf] + op->src_offset * run->esz, op->count, false);
+      else
+        memmove(dst, run->base[op->src_buf] + op->src_offset * run->esz, len);
+      if (st != COLL_OK) return st;
       e->state[i] = OP_DONE;
       trace_op_done(run->comm, e, i);
       return COLL_OK;
     default:
-      run->reduce(dst, dst, run->base[op->src_buf] + op->src_offset * run->esz, op->count);
+      if (run->call->on_device)
+        st = exec_cuda_local(run->comm, run->call, dst,
+                             run->base[op->src_buf] + op->src_offset * run->esz, op->count, true);
+      else
+        run->reduce(dst, dst, run->base[op->src_buf] + op->src_offset * run->esz, op->count);
+      if (st != COLL_OK) return st;
       e->state[i] = OP_DONE;
       trace_op_done(run->comm, e, i);
       return COLL_OK;
@@ -150,6 +171,71 @@ static coll_status_t scan(run_t *run) {
   return COLL_OK;
 }
 
+/* "all_reduce(float32, 1048576, sum)" */
+static void fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
+  coll_kind_t kind = (coll_kind_t)fp->kind;
+  const char *dt = coll_dtype_name((coll_dtype_t)fp->dtype);
+  int n = snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
+                   (unsigned long long)fp->count);
+  if (n < 0 || (size_t)n >= cap) return;
+  bool reduces = kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
+                 kind == COLL_KIND_REDUCE_SCATTER;
+  if (reduces) {
+    const char *op = coll_op_name((coll_op_t)fp->op);
+    n += snprintf(out + n, cap - (size_t)n, ", %s", op ? op : "?");
+  }
+  if (kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE)
+    n += snprintf(out + n, cap - (size_t)n, ", root %d", (int)fp->root);
+  if ((size_t)n < cap) snprintf(out + n, cap - (size_t)n, ")");
+}
+
+static coll_status_t fp_check(run_t *run) {
+  const exec_t *x = &run->comm->exec;
+  if (memcmp(&x->fp_in, &x->fp_out, sizeof x->fp_in) == 0) return COLL_OK;
+  char theirs[128], mine[128];
+  fp_describe(&x->fp_in, theirs, sizeof theirs);
+  fp_describe(&x->fp_out, mine, sizeof mine);
+  return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu",
+                    run->fp_prev, theirs, (unsigned long long)x->fp_in.seq, run->comm->rank, mine,
+                    (unsigned long long)x->fp_out.seq);
+}
+
+/* Post this call's fingerprint to the ring successor and the receive of the
+ * predecessor's: the first messages of the collective on both channels. */
+static coll_status_t fp_post(run_t *run) {
+  coll_comm_t *comm = run->comm;
+  exec_t *x = &comm->exec;
+  const exec_call_t *c = run->call;
+  int n = comm->nranks;
+  x->seq++;
+  x->fp_out = (exec_fp_t){.seq = x->seq,
+                          .count = c->count,
+                          .kind = (uint32_t)c->kind,
+                          .dtype = (uint32_t)c->dtype,
+                          .op = (uint32_t)c->op,
+                          .root = c->root};
+  memset(&x->fp_in, 0, sizeof x->fp_in);
+  run->fp_next = (comm->rank + 1) % n;
+  run->fp_prev = (comm->rank + n - 1) % n;
+  exec_peer_t *pn = &x->peers[run->fp_next], *pp = &x->peers[run->fp_prev];
+  coll_status_t st =
+      transport_post_send(transport_set_conn(comm->transports, run->fp_next), &x->fp_out,
+                          sizeof x->fp_out);
+  if (st != COLL_OK) return st;
+  run->fp_send_seq = pn->sends_posted++;
+  transport_recv_t recv = {.dst = &x->fp_in, .elem_size = 1, .len = sizeof x->fp_in};
+  st = transport_post_recv(transport_set_conn(comm->transports, run->fp_prev), &recv);
+  if (st != COLL_OK) return st;
+  run->fp_recv_seq = pp->recvs_posted++;
+  run->fp_active = true;
+  return COLL_OK;
+}
+
+static bool finished(const run_t *run) {
+  return run->lo >= run->entry->sched.nops &&
+         (!run->fp_active || (run->fp_sent && run->fp_checked));
+}
+
 /* Ask the transports what finished; mark those ops done. Returns whether any did. */
 static coll_status_t poll(run_t *run, bool *any) {
   coll_comm_t *comm = run->comm;
@@ -166,6 +252,15 @@ static coll_status_t poll(run_t *run, bool *any) {
     peer->recvs_done = rd;
   }
   if (!*any) return COLL_OK;
+  if (run->fp_active && !run->fp_sent &&
+      comm->exec.peers[run->fp_next].sends_done > run->fp_send_seq)
+    run->fp_sent = true;
+  if (run->fp_active && !run->fp_checked &&
+      comm->exec.peers[run->fp_prev].recvs_done > run->fp_recv_seq) {
+    run->fp_checked = true;
+    coll_status_t st = fp_check(run);
+    if (st != COLL_OK) return st;
+  }
   for (size_t i = run->lo; i < run->hi; i++) {
     if (e->state[i] != OP_POSTED) continue;
     const sched_op_t *op = &e->sched.ops[i];
@@ -181,13 +276,31 @@ static coll_status_t poll(run_t *run, bool *any) {
   return COLL_OK;
 }
 
+/* Record where this rank is stuck (for the hang report) and fail. */
 static coll_status_t timed_out(run_t *run) {
   exec_cache_entry_t *e = run->entry;
+  exec_state_t *state = &run->comm->exec.state;
   const sched_op_t *waiting = NULL;
   for (size_t i = run->lo; i < run->hi && waiting == NULL; i++)
     if (e->state[i] == OP_POSTED) waiting = &e->sched.ops[i];
+  *state = (exec_state_t){.kind = run->call->kind,
+                          .seq = run->fp_active ? run->comm->exec.fp_out.seq : 0,
+                          .count = run->call->count,
+                          .dtype = run->call->dtype,
+                          .step = run->lo < e->sched.nops ? e->op_step[run->lo] : e->sched.nsteps,
+                          .nsteps = e->sched.nsteps,
+                          .waiting_peer = -1};
+  if (run->fp_active && !run->fp_checked) {
+    state->waiting_peer = run->fp_prev;
+    state->waiting_what = "its fingerprint (it has not started this collective)";
+    return coll_error(COLL_ERR_TIMEOUT,
+                      "no progress for %d ms, waiting for rank %d to start the collective",
+                      run->comm->timeout_ms, run->fp_prev);
+  }
   if (waiting == NULL)
     return coll_error(COLL_ERR_TIMEOUT, "no progress for %d ms", run->comm->timeout_ms);
+  state->waiting_peer = waiting->peer;
+  state->waiting_what = op_kind_name(waiting->kind);
   return coll_error(
       COLL_ERR_TIMEOUT, "no progress for %d ms, waiting for rank %d (%s of %zu bytes)",
       run->comm->timeout_ms, waiting->peer, op_kind_name(waiting->kind), waiting->count * run->esz);
@@ -209,17 +322,19 @@ static coll_status_t run_schedule(run_t *run) {
   int64_t idle_since = 0;
   int64_t timeout_ns = (int64_t)comm->timeout_ms * 1000000LL;
   bool dirty = true;
-  while (run->lo < nops) {
+  while (!finished(run)) {
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
       return coll_error(COLL_ERR_ABORTED, "rank %d: %s of %zu %s: the communicator was aborted",
                         comm->rank, kind_name(run->call->kind), run->call->count,
                         coll_dtype_name(run->call->dtype));
     coll_status_t st;
     if (dirty) {
-      st = scan(run);
-      if (st != COLL_OK) return st;
+      if (run->lo < nops) {
+        st = scan(run);
+        if (st != COLL_OK) return st;
+      }
       dirty = false;
-      if (run->lo >= nops) break;
+      if (finished(run)) break;
     }
     bool any;
     st = poll(run, &any);
@@ -255,10 +370,10 @@ static coll_status_t run_schedule(run_t *run) {
 
 /* Reject schedules that would touch memory outside the call's buffers: a bug in an
  * algorithm must become an error, not a corruption. */
-static coll_status_t validate_schedule(const sched_t *s, int nranks, int rank, size_t count) {
+static coll_status_t validate_schedule(const sched_t *s, int nranks, int rank) {
   for (size_t i = 0; i < s->nops; i++) {
     const sched_op_t *op = &s->ops[i];
-    size_t limit[3] = {count, count, s->scratch_count};
+    size_t limit[3] = {s->in_count, s->out_count, s->scratch_count};
     if (op->buf > SCHED_BUF_SCRATCH || op->src_buf > SCHED_BUF_SCRATCH ||
         op->kind > SCHED_LOCAL_REDUCE)
       return coll_error(COLL_ERR_INTERNAL, "schedule op %zu has a bad buffer or kind", i);
@@ -284,6 +399,29 @@ static void entry_clear(exec_cache_entry_t *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* P2P: one step with every transfer of the call, each on its own element range of a
+ * byte-typed INPUT (sends) or OUTPUT (receives), so no two look like a hazard; the
+ * executor maps op i to the user's buffer (run_t.op_base). Not cached. */
+static coll_status_t p2p_build(coll_comm_t *comm, const exec_call_t *call, sched_t *s) {
+  if (call->kind != COLL_KIND_P2P) return COLL_OK;
+  sched_params_t p = {.collective = COLL_KIND_P2P,
+                      .count = call->count,
+                      .dtype = COLL_UINT8,
+                      .rank = comm->rank,
+                      .nranks = comm->nranks};
+  sched_init(s, &p, COLL_ALGO_RING);
+  const exec_p2p_t *ops = call->p2p ? call->p2p : &call->one;
+  size_t nops = call->p2p ? call->np2p : 1, off = 0;
+  coll_status_t st = sched_begin_step(s);
+  for (size_t i = 0; i < nops && st == COLL_OK; i++) {
+    /* The API drops zero-byte transfers on both sides. */
+    st = ops[i].send ? sched_send(s, ops[i].peer, SCHED_BUF_INPUT, off, ops[i].bytes)
+                     : sched_recv_copy(s, ops[i].peer, SCHED_BUF_OUTPUT, off, ops[i].bytes);
+    off += ops[i].bytes;
+  }
+  return st;
+}
+
 static coll_status_t entry_build(coll_comm_t *comm, const exec_call_t *call,
                                  exec_cache_entry_t *e) {
   sched_params_t p = {
@@ -295,9 +433,10 @@ static coll_status_t entry_build(coll_comm_t *comm, const exec_call_t *call,
       .root = call->root,
       .segment_bytes = comm->segment_bytes,
   };
-  coll_status_t st = algo_build(call->algo, &p, &e->sched);
-  if (st == COLL_ERR_UNSUPPORTED && call->kind == COLL_KIND_BROADCAST) {
-    /* A forced all-reduce algorithm without a broadcast form: use the cost model's
+  coll_status_t st = p2p_build(comm, call, &e->sched);
+  if (call->kind != COLL_KIND_P2P) st = algo_build(call->algo, &p, &e->sched);
+  if (st == COLL_ERR_UNSUPPORTED && call->kind != COLL_KIND_ALL_REDUCE) {
+    /* A forced algorithm without a form for this collective: use the cost model's
      * choice, which every rank makes alike. */
     sched_free(&e->sched);
     st = algo_build(algo_select(&p, &comm->cost), &p, &e->sched);
@@ -307,7 +446,7 @@ static coll_status_t entry_build(coll_comm_t *comm, const exec_call_t *call,
     return st;
   }
   e->valid = true;
-  st = validate_schedule(&e->sched, comm->nranks, comm->rank, call->count);
+  st = validate_schedule(&e->sched, comm->nranks, comm->rank);
   if (st != COLL_OK) return st;
   size_t n = e->sched.nops ? e->sched.nops : 1;
   e->op_step = malloc(n * sizeof *e->op_step);
@@ -338,7 +477,7 @@ static coll_status_t cache_get(coll_comm_t *comm, const exec_call_t *call,
   exec_cache_entry_t *victim = &x->cache[0];
   for (int k = 0; k < EXEC_CACHE_SIZE; k++) {
     exec_cache_entry_t *e = &x->cache[k];
-    if (e->valid && e->kind == call->kind && e->count == call->count && e->dtype == call->dtype &&
+    if (e->valid && call->kind != COLL_KIND_P2P && e->kind == call->kind && e->count == call->count && e->dtype == call->dtype &&
         e->root == call->root && e->algo == call->algo && e->segment_bytes == comm->segment_bytes &&
         e->in_place == (call->sendbuf == call->recvbuf)) {
       e->last_use = ++x->use_clock;
@@ -375,6 +514,7 @@ static coll_status_t ensure_scratch(coll_comm_t *comm, size_t bytes) {
 coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   coll_status_t st = comm_check_usable(comm, kind_name(call->kind));
   if (st != COLL_OK || call->count == 0) return st;
+  if (call->on_device && !call->device_ready) return exec_cuda_run(comm, call);
   size_t esz = coll_dtype_size(call->dtype);
   if (comm->nranks == 1) {
     if (call->sendbuf != call->recvbuf) memcpy(call->recvbuf, call->sendbuf, call->count * esz);
@@ -387,6 +527,15 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
                              coll_algo_name(call->algo), kind_name(call->kind));
   st = ensure_scratch(comm, e->sched.scratch_count * esz);
   if (st != COLL_OK) return st;
+  char **op_base = NULL;
+  if (call->kind == COLL_KIND_P2P) {
+    op_base = malloc(e->sched.nops * sizeof *op_base);
+    if (op_base == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a group");
+    for (size_t i = 0; i < e->sched.nops; i++)
+      op_base[i] = call->p2p ? call->p2p[i].buf : call->one.buf;
+  }
+  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
+                 call->kind == COLL_KIND_REDUCE_SCATTER || call->kind == COLL_KIND_BARRIER;
   run_t run = {
       .comm = comm,
       .call = call,
@@ -394,15 +543,20 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
       .base = {[SCHED_BUF_INPUT] = (char *)(uintptr_t)call->sendbuf,
                [SCHED_BUF_OUTPUT] = call->recvbuf,
                [SCHED_BUF_SCRATCH] = comm->exec.scratch},
+      .op_base = op_base,
       .esz = esz,
-      .reduce =
-          mem_host_reduce_fn(call->dtype, call->kind == COLL_KIND_BROADCAST ? COLL_SUM : call->op),
+      .reduce = mem_host_reduce_fn(call->dtype, reduces ? call->op : COLL_SUM),
   };
   trace_coll_begin(comm, call, e);
-  st = run_schedule(&run);
+  if (call->kind != COLL_KIND_P2P) st = fp_post(&run);
+  if (st == COLL_OK) st = run_schedule(&run);
+  free(op_base);
   trace_coll_end(comm, call, e, st);
+  if (st == COLL_ERR_TIMEOUT) hang_report(comm);
   if (st != COLL_OK) return st == COLL_ERR_ABORTED ? st : fail(&run, st);
-  if (call->kind == COLL_KIND_ALL_REDUCE && call->op == COLL_AVG)
+  bool averaged = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER ||
+                  (call->kind == COLL_KIND_REDUCE && call->root == comm->rank);
+  if (averaged && call->op == COLL_AVG)
     mem_host_finish_avg(call->recvbuf, call->count, call->dtype, comm->nranks);
   return COLL_OK;
 }
