@@ -148,6 +148,25 @@ COLL_API coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_
                                             int root, coll_comm_t *comm,
                                             coll_request_t **request);
 
+/* CUDA device buffers (builds with CUDA). Every collective accepts device pointers
+ * (found with cudaPointerGetAttributes; sendbuf and recvbuf on the same GPU, the same GPU
+ * for every call of a communicator, and every rank passing device buffers for the call).
+ * The plain and _async calls first wait for the work queued on CUDA's legacy default
+ * stream. The _stream calls follow NCCL's contract: they enqueue and return; the
+ * collective runs after everything already queued on cuda_stream (a cudaStream_t; NULL
+ * is the legacy default stream), and work queued on it afterwards waits for the result.
+ * Synchronise the stream before reading the result or destroying the communicator. An
+ * error during a stream call fails the communicator: later calls return it.
+ * Host buffers work with the _stream calls too (the call waits for the stream, then runs
+ * like the blocking one). Ranks of one host use cuda_ipc (device staging, reductions as
+ * kernels; several ranks may share a GPU), other pairs stage through pinned host memory.
+ * COLL_CUDA=0 makes the library treat every pointer as host memory (no CUDA context). */
+COLL_API coll_status_t coll_all_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                              coll_dtype_t dtype, coll_op_t op,
+                                              coll_comm_t *comm, void *cuda_stream);
+COLL_API coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype,
+                                             int root, coll_comm_t *comm, void *cuda_stream);
+
 /* Wait until the request completes (or the communicator's deadline passes), free it
  * and set *request to NULL. Returns the operation's status. */
 COLL_API coll_status_t coll_request_wait(coll_request_t **request);

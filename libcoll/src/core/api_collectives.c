@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "mem/mem_cuda.h"
 
 /* Checks shared by every collective; on success *call is ready for the executor. */
 static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *call) {
@@ -35,6 +36,9 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
                         "same pointer twice)",
                         what);
   }
+  st = exec_cuda_classify(comm, what, call);
+  if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
+  if (st != COLL_OK) return st;
   if (comm->algo_check_pending) {
     st = rdv_check_algo(comm);
     if (st != COLL_OK) return st;
@@ -64,7 +68,9 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
 static coll_status_t run_blocking(coll_comm_t *comm, const char *what, exec_call_t *call) {
   coll_status_t st = prepare(comm, what, call);
   if (st != COLL_OK) return st;
-  st = progress_run_blocking(comm, call);
+  /* Device buffers of a plain call: what the legacy default stream holds comes first. */
+  if (call->on_device) st = exec_cuda_wait_default_stream(comm);
+  if (st == COLL_OK) st = progress_run_blocking(comm, call);
   if (st == COLL_OK) coll_error_clear();
   return st;
 }
@@ -75,7 +81,8 @@ static coll_status_t run_async(coll_comm_t *comm, const char *what, exec_call_t 
   *request = NULL;
   coll_status_t st = prepare(comm, what, call);
   if (st != COLL_OK) return st;
-  st = progress_submit(comm, call, request);
+  if (call->on_device) st = exec_cuda_wait_default_stream(comm);
+  if (st == COLL_OK) st = progress_submit(comm, call, request);
   if (st == COLL_OK) coll_error_clear();
   return st;
 }
@@ -123,4 +130,34 @@ coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_t dtype, 
                                    coll_comm_t *comm, coll_request_t **request) {
   exec_call_t call = broadcast_call(buf, count, dtype, root);
   return run_async(comm, "coll_broadcast_async", &call, request);
+}
+
+/* Stream calls: device buffers are queued on the stream (exec_cuda.c); host buffers wait
+ * for the stream, then run like the blocking call. */
+static coll_status_t run_stream(coll_comm_t *comm, const char *what, exec_call_t *call,
+                                void *stream) {
+  coll_status_t st = prepare(comm, what, call);
+  if (st != COLL_OK) return st;
+  if (call->on_device) {
+    call->stream = stream;
+    st = exec_cuda_submit_stream(comm, call);
+  } else {
+    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->timeout_ms);
+    if (st == COLL_OK) st = progress_run_blocking(comm, call);
+  }
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
+coll_status_t coll_all_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                     void *cuda_stream) {
+  exec_call_t call = all_reduce_call(sendbuf, recvbuf, count, dtype, op);
+  return run_stream(comm, "coll_all_reduce_stream", &call, cuda_stream);
+}
+
+coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype, int root,
+                                    coll_comm_t *comm, void *cuda_stream) {
+  exec_call_t call = broadcast_call(buf, count, dtype, root);
+  return run_stream(comm, "coll_broadcast_stream", &call, cuda_stream);
 }

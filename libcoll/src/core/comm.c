@@ -94,6 +94,7 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
 /* Free whatever init got to; also the tail of destroy. */
 static void comm_free(coll_comm_t *comm) {
   progress_stop(comm);
+  exec_cuda_free(comm);
   transport_set_close(comm->transports);
   store_client_close(comm->store);
   store_server_stop(comm->server);

@@ -39,6 +39,19 @@ static coll_status_t post_send(transport_conn_t *conn, const void *buf, size_t l
   return queue_push(&c->tx.queue, &m);
 }
 
+/* The executor hands over the host reduction of (dtype, op); the device runs the kernel
+ * of the same pair (AVG shares SUM's function and sums too). */
+static bool kernel_of(mem_reduce_fn reduce, coll_dtype_t *dtype, coll_op_t *op) {
+  for (int d = 0; d < COLL_DTYPE_COUNT; d++)
+    for (int o = 0; o < COLL_OP_COUNT; o++)
+      if (mem_host_reduce_fn((coll_dtype_t)d, (coll_op_t)o) == reduce) {
+        *dtype = (coll_dtype_t)d;
+        *op = (coll_op_t)o;
+        return true;
+      }
+  return false;
+}
+
 static coll_status_t post_recv(transport_conn_t *conn, const transport_recv_t *recv) {
   cuda_ipc_conn_t *c = (cuda_ipc_conn_t *)conn;
   if (recv->operand != NULL && (recv->elem_size == 0 || c->rx.slot_bytes % recv->elem_size != 0))
@@ -46,6 +59,8 @@ static coll_status_t post_recv(transport_conn_t *conn, const transport_recv_t *r
                       "cuda_ipc: element size %zu does not divide the slot size %zu",
                       recv->elem_size, c->rx.slot_bytes);
   cuda_ipc_msg_t m = {.r = *recv};
+  if (recv->operand != NULL && !kernel_of(recv->reduce, &m.dtype, &m.op))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "cuda_ipc: a reduction with no device kernel");
   return queue_push(&c->rx.queue, &m);
 }
 
@@ -113,7 +128,7 @@ static coll_status_t recv_issue(cuda_ipc_conn_t *c) {
         st = mem_cuda_copy_async(dst, src, n, s->stream);
       else
         st = mem_cuda_reduce_async(dst, (const char *)m->r.operand + m->off, src,
-                                   n / m->r.elem_size, m->r.dtype, m->r.op, s->stream);
+                                   n / m->r.elem_size, m->dtype, m->op, s->stream);
       if (st == COLL_OK) st = mem_cuda_event_record(s->events[slot], s->stream);
       if (st != COLL_OK) return st;
       s->issued++;

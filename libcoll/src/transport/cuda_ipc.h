@@ -30,6 +30,8 @@ typedef struct {
   size_t off;          /* bytes handed to the GPU so far */
   uint64_t last_chunk; /* one past its last chunk's index, once all are issued */
   bool issued;         /* every chunk issued */
+  coll_dtype_t dtype;  /* receive-reduce: the kernel's type and op, found from r.reduce */
+  coll_op_t op;
 } cuda_ipc_msg_t;
 
 typedef struct {

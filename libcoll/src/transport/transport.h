@@ -37,8 +37,6 @@ typedef struct {
   mem_reduce_fn reduce; /* with operand */
   size_t elem_size;     /* the transport hands reduce() whole elements */
   size_t len;           /* bytes */
-  coll_dtype_t dtype;   /* with operand, for device transports (cuda_ipc), which reduce */
-  coll_op_t op;         /* with a kernel instead of `reduce` */
 } transport_recv_t;
 
 typedef struct transport_ops {
