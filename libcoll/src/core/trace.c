@@ -1,6 +1,6 @@
-/* The COLL_TRACE writer: buffers Trace Event JSON per communicator and writes it to
- * this rank's file when the buffer fills and at destroy (format: see trace.h and
- * docs/algorithms.md "See a real run").
+/* The COLL_TRACE writer: hooks append fixed-size binary records to a per-communicator
+ * buffer (no formatting on the hot path); the records become Trace Event JSON in this
+ * rank's file when the buffer fills and at destroy (docs/algorithms.md "See a real run").
  *
  * Tracks (pid = rank; tid = a thread or a channel):
  *  - the thread that ran the executor (caller or progress thread, real tids): one "X"
@@ -14,7 +14,6 @@
  * Every event is one line, so tests and scripts can read the file line by line too. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,23 +27,49 @@
 #include "core/trace.h"
 
 enum {
-  BUF_CAP = 1 << 20,     /* bytes of JSON buffered before a write */
-  EVENT_MAX = 1024,      /* one event's JSON is shorter than this */
-  NAME_MAX_LEN = 200,    /* user span names are cut here */
+  MAX_RECORDS = 16384,   /* records buffered before a write (about 1.5 MB) */
+  NAME_MAX_LEN = 63,     /* user span names are cut here */
+  MAX_NAMES = 64,        /* distinct span names per communicator; more share "(other)" */
   MAX_TIDS = 32,         /* threads named per file (more are traced, unnamed) */
   CHANNEL_TID = 1 << 30, /* + 2 * peer (+ 1 for receives): a channel's track */
 };
+
+typedef enum { REC_OP = 0, REC_COLL, REC_STEP, REC_WAIT, REC_BEGIN, REC_END, REC_THREAD } rec_type_t;
+
+/* One event. Field use by type:
+ *  OP:     kind/buf/src_buf/peer = the sched_op_t, step, a = op index, b = offset,
+ *          c = count, d = src_offset, posted = post time, elem = element size
+ *  COLL:   kind = coll kind, buf = dtype, src_buf = op, peer = root, step = algo,
+ *          a = count, b = bytes, c = steps, d = ops, status
+ *  STEP:   step, a = ops in the step
+ *  BEGIN/END: a = span name index
+ *  THREAD: peer = 1 for the progress thread */
+typedef struct {
+  int64_t ts; /* ns, CLOCK_MONOTONIC */
+  int64_t end;
+  int64_t posted;
+  uint64_t seq;
+  uint64_t a, b, c, d;
+  int32_t tid;
+  int32_t peer;
+  uint32_t step;
+  uint32_t elem;
+  int16_t status;
+  uint8_t type, kind, buf, src_buf;
+} rec_t;
 
 struct trace {
   coll_comm_t *comm;
   pthread_mutex_t mu; /* user spans come from the caller while the progress thread runs */
   FILE *file;
   char path[4096];
-  char *buf;
-  size_t len;
+  rec_t *recs;
+  size_t nrecs;
   bool first;
   int tids[MAX_TIDS];
   int ntids;
+  char names[MAX_NAMES][NAME_MAX_LEN + 1];
+  int nnames;
   /* The running collective (the executor runs one at a time per communicator). */
   uint64_t seq; /* collectives started so far: equal on every rank for the same call */
   int64_t coll_t0;
@@ -68,51 +93,164 @@ static const char *const op_names[] = {
     [SCHED_LOCAL_REDUCE] = "local_reduce",
 };
 
-static double us(int64_t ns) { return (double)ns / 1000.0; }
+/* The kernel's thread id, cached per thread (gettid is a system call). */
+static int current_tid(void) {
+  static _Thread_local int tid;
+  if (tid == 0) tid = (int)gettid();
+  return tid;
+}
 
-/* Write the buffer out; on a write error the trace stops (the run goes on). */
+/* ---- writing ---- */
+
+/* ns as microseconds with three decimals, without floating point (fast, exact). */
+static void put_us(char *out, size_t cap, int64_t ns) {
+  snprintf(out, cap, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+}
+
+static void put_event(trace_t *t, const char *json) {
+  fputs(t->first ? "\n" : ",\n", t->file);
+  fputs(json, t->file);
+  t->first = false;
+}
+
+static const char *coll_name(uint8_t kind) {
+  if (kind == COLL_KIND_ALL_REDUCE) return "all_reduce";
+  if (kind == COLL_KIND_BROADCAST) return "broadcast";
+  return "collective";
+}
+
+static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
+  int rank = t->comm->rank;
+  char ts[32], dur[32], posted[32];
+  put_us(ts, sizeof ts, r->ts);
+  put_us(dur, sizeof dur, r->end - r->ts);
+  switch ((rec_type_t)r->type) {
+    case REC_OP: {
+      bool transfer = r->kind <= SCHED_RECV_REDUCE;
+      char name[48];
+      if (r->kind == SCHED_SEND)
+        snprintf(name, sizeof name, "send to %d", (int)r->peer);
+      else if (transfer)
+        snprintf(name, sizeof name, "%s from %d", op_names[r->kind], (int)r->peer);
+      else
+        snprintf(name, sizeof name, "%s", op_names[r->kind]);
+      put_us(posted, sizeof posted, r->posted);
+      snprintf(out, cap,
+               "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,"
+               "\"dur\":%s,\"args\":{\"seq\":%llu,\"step\":%u,\"op\":%llu,\"kind\":\"%s\","
+               "\"peer\":%d,\"buf\":\"%s\",\"offset\":%llu,\"count\":%llu,\"bytes\":%llu,"
+               "\"src_buf\":\"%s\",\"src_offset\":%llu,\"posted_us\":%s}}",
+               name, transfer ? "transfer" : "local", rank, (int)r->tid, ts, dur,
+               (unsigned long long)r->seq, (unsigned)r->step, (unsigned long long)r->a,
+               op_names[r->kind], (int)r->peer, buf_names[r->buf], (unsigned long long)r->b,
+               (unsigned long long)r->c, (unsigned long long)(r->c * r->elem),
+               buf_names[r->src_buf], (unsigned long long)r->d, posted);
+      return;
+    }
+    case REC_COLL: {
+      bool reduce = r->kind == COLL_KIND_ALL_REDUCE;
+      const char *dtype = coll_dtype_name((coll_dtype_t)r->buf);
+      const char *op = reduce ? coll_op_name((coll_op_t)r->src_buf) : NULL;
+      snprintf(out, cap,
+               "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+               "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\","
+               "\"op\":\"%s\",\"root\":%d,\"algo\":\"%s\",\"bytes\":%llu,\"steps\":%llu,"
+               "\"ops\":%llu,\"status\":\"%s\"}}",
+               coll_name(r->kind), rank, (int)r->tid, ts, dur, (unsigned long long)r->seq,
+               (unsigned long long)r->a, dtype ? dtype : "?", op ? op : "none", (int)r->peer,
+               coll_algo_name((coll_algo_t)r->step), (unsigned long long)r->b,
+               (unsigned long long)r->c, (unsigned long long)r->d,
+               coll_status_name((coll_status_t)r->status));
+      return;
+    }
+    case REC_STEP: {
+      char end[32];
+      put_us(end, sizeof end, r->end);
+      /* Two events on one line would break "one event per line": the caller splits. */
+      snprintf(out, cap,
+               "{\"name\":\"step\",\"cat\":\"step\",\"ph\":\"b\",\"id\":\"r%d.%llu.%u\","
+               "\"pid\":%d,\"tid\":%d,\"ts\":%s,\"args\":{\"seq\":%llu,\"step\":%u,"
+               "\"ops\":%llu}}\n"
+               "{\"name\":\"step\",\"cat\":\"step\",\"ph\":\"e\",\"id\":\"r%d.%llu.%u\","
+               "\"pid\":%d,\"tid\":%d,\"ts\":%s}",
+               rank, (unsigned long long)r->seq, (unsigned)r->step, rank, (int)r->tid, ts,
+               (unsigned long long)r->seq, (unsigned)r->step, (unsigned long long)r->a, rank,
+               (unsigned long long)r->seq, (unsigned)r->step, rank, (int)r->tid, end);
+      return;
+    }
+    case REC_WAIT:
+      snprintf(out, cap,
+               "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+               "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu}}",
+               rank, (int)r->tid, ts, dur, (unsigned long long)r->seq);
+      return;
+    case REC_BEGIN:
+    case REC_END:
+      snprintf(out, cap,
+               "{\"name\":\"%s\",\"cat\":\"user\",\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,"
+               "\"ts\":%s}",
+               t->names[r->a], r->type == REC_BEGIN ? 'B' : 'E', rank, (int)r->tid, ts);
+      return;
+    case REC_THREAD:
+      snprintf(out, cap,
+               "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+               "\"args\":{\"name\":\"%s thread (tid %d)\"}}",
+               rank, (int)r->tid, r->peer ? "progress" : "caller", (int)r->tid);
+      return;
+  }
+}
+
+/* Format the buffered records into the file; on a write error the trace stops (the run
+ * goes on). */
 static void flush_locked(trace_t *t) {
-  if (t->file != NULL && t->len > 0 && fwrite(t->buf, 1, t->len, t->file) != t->len) {
+  char json[1024];
+  for (size_t i = 0; i < t->nrecs && t->file != NULL; i++) {
+    format_record(t, &t->recs[i], json, sizeof json);
+    char *nl = strchr(json, '\n');
+    if (nl != NULL) {
+      *nl = '\0';
+      put_event(t, json);
+      put_event(t, nl + 1);
+    } else {
+      put_event(t, json);
+    }
+  }
+  t->nrecs = 0;
+  if (t->file != NULL && (fflush(t->file) != 0 || ferror(t->file))) {
     coll_log(COLL_LOG_WARN, "COLL_TRACE: writing %s failed (%s); tracing stops", t->path,
              strerror(errno));
     fclose(t->file);
     t->file = NULL;
   }
-  t->len = 0;
 }
 
-/* Append one event (a JSON object, formatted by the caller) to the buffer. */
-static void emit_locked(trace_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit_locked(trace_t *t, const char *fmt, ...) {
-  if (t->file == NULL) return;
-  if (BUF_CAP - t->len < EVENT_MAX) flush_locked(t);
-  if (!t->first) t->buf[t->len++] = ',';
-  t->buf[t->len++] = '\n';
-  t->first = false;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->buf + t->len, EVENT_MAX - 2, fmt, ap);
-  va_end(ap);
-  if (n > 0) t->len += (size_t)n < EVENT_MAX - 3 ? (size_t)n : EVENT_MAX - 3;
+/* A slot for one record (flushing first when the buffer is full). */
+static rec_t *append_locked(trace_t *t, rec_type_t type, int tid) {
+  if (t->nrecs == MAX_RECORDS) flush_locked(t);
+  rec_t *r = &t->recs[t->nrecs++];
+  memset(r, 0, sizeof *r);
+  r->type = (uint8_t)type;
+  r->tid = tid;
+  r->seq = t->seq;
+  return r;
 }
 
 /* The calling thread's tid; names its track on first sight. */
 static int thread_tid_locked(trace_t *t) {
-  int tid = (int)gettid();
+  int tid = current_tid();
   for (int i = 0; i < t->ntids; i++)
     if (t->tids[i] == tid) return tid;
   if (t->ntids == MAX_TIDS) return tid;
   t->tids[t->ntids++] = tid;
   coll_comm_t *c = t->comm;
-  bool progress = c->thread_started && pthread_equal(pthread_self(), c->thread);
-  emit_locked(t,
-              "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-              "\"args\":{\"name\":\"%s thread (tid %d)\"}}",
-              c->rank, tid, progress ? "progress" : "caller", tid);
+  rec_t *r = append_locked(t, REC_THREAD, tid);
+  r->peer = c->thread_started && pthread_equal(pthread_self(), c->thread);
   return tid;
 }
 
 static int channel_tid(int peer, bool recv) { return CHANNEL_TID + 2 * peer + (recv ? 1 : 0); }
+
+/* ---- lifetime ---- */
 
 /* FILE.json -> FILE[.c<k>].rank<r>.json; k is the communicator's number on its store
  * when it is not the first (several communicators in one process). */
@@ -126,6 +264,42 @@ static void make_path(char *out, size_t cap, const char *spec, const coll_comm_t
   snprintf(out, cap, "%.*s%s.rank%d.json", stem, spec, comm_part, comm->rank);
 }
 
+static void free_trace(trace_t *t) {
+  free(t->recs);
+  free(t->op_start);
+  free(t->step_first);
+  free(t->step_last);
+  free(t->chan_free);
+  free(t);
+}
+
+/* Process and channel names, written at once. */
+static void write_metadata(trace_t *t) {
+  const coll_comm_t *c = t->comm;
+  char json[256];
+  fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->file);
+  snprintf(json, sizeof json,
+           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+           "\"args\":{\"name\":\"rank %d\"}}",
+           c->rank, c->rank);
+  put_event(t, json);
+  snprintf(json, sizeof json,
+           "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+           "\"args\":{\"sort_index\":%d}}",
+           c->rank, c->rank);
+  put_event(t, json);
+  for (int p = 0; p < c->nranks; p++) {
+    if (p == c->rank) continue;
+    for (int dir = 0; dir < 2; dir++) {
+      snprintf(json, sizeof json,
+               "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+               "\"args\":{\"name\":\"%s rank %d\"}}",
+               c->rank, channel_tid(p, dir == 1), dir ? "recv from" : "send to", p);
+      put_event(t, json);
+    }
+  }
+}
+
 coll_status_t trace_open(coll_comm_t *comm) {
   comm->trace = NULL;
   const char *spec = coll_env_str("COLL_TRACE");
@@ -134,42 +308,23 @@ coll_status_t trace_open(coll_comm_t *comm) {
   if (t == NULL) return coll_error(COLL_ERR_NO_MEMORY, "COLL_TRACE: out of memory");
   t->comm = comm;
   t->first = true;
-  t->buf = malloc(BUF_CAP);
+  t->recs = malloc(MAX_RECORDS * sizeof *t->recs);
   t->chan_free = calloc(2 * (size_t)comm->nranks, sizeof *t->chan_free);
-  if (t->buf == NULL || t->chan_free == NULL) {
-    free(t->buf);
-    free(t->chan_free);
-    free(t);
+  if (t->recs == NULL || t->chan_free == NULL) {
+    free_trace(t);
     return coll_error(COLL_ERR_NO_MEMORY, "COLL_TRACE: out of memory");
   }
   make_path(t->path, sizeof t->path, spec, comm);
+  coll_status_t st;
   t->file = fopen(t->path, "w");
   if (t->file == NULL) {
-    int err = errno;
-    free(t->buf);
-    free(t->chan_free);
-    free(t);
-    return coll_error_errno(COLL_ERR_SYSTEM, err, "COLL_TRACE: rank %d cannot write %s",
-                            comm->rank, spec);
+    st = coll_error_errno(COLL_ERR_SYSTEM, errno, "COLL_TRACE: rank %d cannot write %s",
+                          comm->rank, t->path);
+    free_trace(t);
+    return st;
   }
   pthread_mutex_init(&t->mu, NULL);
-  fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->file);
-  emit_locked(t,
-              "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-              "\"args\":{\"name\":\"rank %d\"}}",
-              comm->rank, comm->rank);
-  emit_locked(t,
-              "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-              "\"args\":{\"sort_index\":%d}}",
-              comm->rank, comm->rank);
-  for (int p = 0; p < comm->nranks; p++) {
-    if (p == comm->rank) continue;
-    for (int dir = 0; dir < 2; dir++)
-      emit_locked(t,
-                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                  "\"args\":{\"name\":\"%s rank %d\"}}",
-                  comm->rank, channel_tid(p, dir == 1), dir ? "recv from" : "send to", p);
-  }
+  write_metadata(t);
   comm->trace = t;
   coll_log(COLL_LOG_INFO, "COLL_TRACE: writing %s", t->path);
   return COLL_OK;
@@ -188,13 +343,10 @@ void trace_close(coll_comm_t *comm) {
   }
   pthread_mutex_unlock(&t->mu);
   pthread_mutex_destroy(&t->mu);
-  free(t->buf);
-  free(t->op_start);
-  free(t->step_first);
-  free(t->step_last);
-  free(t->chan_free);
-  free(t);
+  free_trace(t);
 }
+
+/* ---- the executor's hooks ---- */
 
 /* Grow the per-op and per-step arrays to the schedule; false when out of memory (the
  * collective is then traced without its ops). */
@@ -241,12 +393,10 @@ void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t i) {
   uint32_t step = e->op_step[i];
   if (t->step_first[step] == 0 || posted < t->step_first[step]) t->step_first[step] = posted;
   if (end > t->step_last[step]) t->step_last[step] = end;
-  const coll_comm_t *c = t->comm;
-  size_t esz = e->sched.elem_size;
-  pthread_mutex_lock(&t->mu);
   bool transfer = op->kind <= SCHED_RECV_REDUCE;
-  int tid;
   int64_t begin = posted;
+  pthread_mutex_lock(&t->mu);
+  int tid;
   if (transfer) {
     int64_t *chan = &t->chan_free[2 * (size_t)op->peer + (op->kind != SCHED_SEND)];
     if (*chan > begin) begin = *chan;
@@ -256,57 +406,50 @@ void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t i) {
   } else {
     tid = thread_tid_locked(t);
   }
-  char name[48];
-  if (op->kind == SCHED_SEND)
-    snprintf(name, sizeof name, "send to %d", (int)op->peer);
-  else if (transfer)
-    snprintf(name, sizeof name, "%s from %d", op_names[op->kind], (int)op->peer);
-  else
-    snprintf(name, sizeof name, "%s", op_names[op->kind]);
-  emit_locked(t,
-              "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
-              "\"dur\":%.3f,\"args\":{\"seq\":%llu,\"step\":%u,\"op\":%zu,\"kind\":\"%s\","
-              "\"peer\":%d,\"buf\":\"%s\",\"offset\":%zu,\"count\":%zu,\"bytes\":%zu,"
-              "\"src_buf\":\"%s\",\"src_offset\":%zu,\"posted_us\":%.3f}}",
-              name, transfer ? "transfer" : "local", c->rank, tid, us(begin), us(end - begin),
-              (unsigned long long)t->seq, (unsigned)step, i, op_names[op->kind], (int)op->peer,
-              buf_names[op->buf], op->offset, op->count, op->count * esz, buf_names[op->src_buf],
-              op->src_offset, us(posted));
+  rec_t *r = append_locked(t, REC_OP, tid);
+  r->ts = begin;
+  r->end = end;
+  r->posted = posted;
+  r->kind = op->kind;
+  r->buf = op->buf;
+  r->src_buf = op->src_buf;
+  r->peer = op->peer;
+  r->step = step;
+  r->elem = (uint32_t)e->sched.elem_size;
+  r->a = i;
+  r->b = op->offset;
+  r->c = op->count;
+  r->d = op->src_offset;
   pthread_mutex_unlock(&t->mu);
 }
 
 void trace_coll_end_(trace_t *t, const exec_call_t *call, const exec_cache_entry_t *e,
                      coll_status_t status) {
   int64_t end = coll_now_ns();
-  const coll_comm_t *c = t->comm;
   const sched_t *s = &e->sched;
   pthread_mutex_lock(&t->mu);
   int tid = thread_tid_locked(t);
   for (size_t k = 0; k < s->nsteps && k < t->step_cap && t->op_cap >= s->nops; k++) {
     if (t->step_first[k] == 0) continue;
-    emit_locked(t,
-                "{\"name\":\"step\",\"cat\":\"step\",\"ph\":\"b\",\"id\":\"r%d.%llu.%zu\","
-                "\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"args\":{\"seq\":%llu,\"step\":%zu,"
-                "\"ops\":%u}}",
-                c->rank, (unsigned long long)t->seq, k, c->rank, tid, us(t->step_first[k]),
-                (unsigned long long)t->seq, k, (unsigned)s->steps[k].nops);
-    emit_locked(t,
-                "{\"name\":\"step\",\"cat\":\"step\",\"ph\":\"e\",\"id\":\"r%d.%llu.%zu\","
-                "\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
-                c->rank, (unsigned long long)t->seq, k, c->rank, tid, us(t->step_last[k]));
+    rec_t *r = append_locked(t, REC_STEP, tid);
+    r->ts = t->step_first[k];
+    r->end = t->step_last[k];
+    r->step = (uint32_t)k;
+    r->a = s->steps[k].nops;
   }
-  bool reduce = call->kind == COLL_KIND_ALL_REDUCE;
-  bool bcast = call->kind == COLL_KIND_BROADCAST;
-  emit_locked(t,
-              "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-              "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"seq\":%llu,\"count\":%zu,\"dtype\":\"%s\","
-              "\"op\":\"%s\",\"root\":%d,\"algo\":\"%s\",\"bytes\":%zu,\"steps\":%zu,"
-              "\"ops\":%zu,\"status\":\"%s\"}}",
-              reduce ? "all_reduce" : bcast ? "broadcast" : "collective", c->rank, tid, us(t->coll_t0),
-              us(end - t->coll_t0), (unsigned long long)t->seq, call->count,
-              coll_dtype_name(call->dtype), reduce ? coll_op_name(call->op) : "none",
-              bcast ? call->root : -1, coll_algo_name(s->algo), call->count * s->elem_size,
-              s->nsteps, s->nops, coll_status_name(status));
+  rec_t *r = append_locked(t, REC_COLL, tid);
+  r->ts = t->coll_t0;
+  r->end = end;
+  r->kind = (uint8_t)call->kind;
+  r->buf = (uint8_t)call->dtype;
+  r->src_buf = (uint8_t)call->op;
+  r->peer = call->kind == COLL_KIND_BROADCAST ? call->root : -1;
+  r->step = (uint32_t)s->algo;
+  r->a = call->count;
+  r->b = call->count * s->elem_size;
+  r->c = s->nsteps;
+  r->d = s->nops;
+  r->status = (int16_t)status;
   t->seq++;
   pthread_mutex_unlock(&t->mu);
 }
@@ -316,22 +459,16 @@ void trace_wait_begin_(trace_t *t) { t->wait_t0 = coll_now_ns(); }
 void trace_wait_end_(trace_t *t) {
   int64_t end = coll_now_ns();
   pthread_mutex_lock(&t->mu);
-  int tid = thread_tid_locked(t);
-  emit_locked(t,
-              "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-              "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"seq\":%llu}}",
-              t->comm->rank, tid, us(t->wait_t0), us(end - t->wait_t0),
-              (unsigned long long)t->seq);
+  rec_t *r = append_locked(t, REC_WAIT, thread_tid_locked(t));
+  r->ts = t->wait_t0;
+  r->end = end;
   pthread_mutex_unlock(&t->mu);
 }
 
-/* User spans: JSON-escape the name by replacing what would need escaping. */
-static coll_status_t span(coll_comm_t *comm, const char *name, char phase, const char *what) {
-  coll_status_t st = comm_check(comm, what);
-  if (st != COLL_OK) return st;
-  if (name == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: name is NULL", what);
-  trace_t *t = comm->trace;
-  if (t == NULL) return COLL_OK;
+/* ---- user spans ---- */
+
+/* The index of name in the span-name table (added, JSON-safe, on first use). */
+static int name_index_locked(trace_t *t, const char *name) {
   char clean[NAME_MAX_LEN + 1];
   size_t n = 0;
   for (; name[n] != '\0' && n < NAME_MAX_LEN; n++) {
@@ -339,25 +476,39 @@ static coll_status_t span(coll_comm_t *comm, const char *name, char phase, const
     clean[n] = ch < 0x20 || ch == '"' || ch == '\\' || ch >= 0x7f ? '_' : (char)ch;
   }
   clean[n] = '\0';
+  for (int i = 0; i < t->nnames; i++)
+    if (strcmp(t->names[i], clean) == 0) return i;
+  if (t->nnames == MAX_NAMES - 1) { /* the last slot is the shared "(other)" */
+    snprintf(t->names[MAX_NAMES - 1], sizeof t->names[0], "(other)");
+    return MAX_NAMES - 1;
+  }
+  memcpy(t->names[t->nnames], clean, n + 1);
+  return t->nnames++;
+}
+
+static coll_status_t span(coll_comm_t *comm, const char *name, rec_type_t type, const char *what) {
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  if (name == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: name is NULL", what);
+  trace_t *t = comm->trace;
+  if (t == NULL) return COLL_OK;
   int64_t now = coll_now_ns();
   pthread_mutex_lock(&t->mu);
-  int tid = thread_tid_locked(t);
-  emit_locked(t,
-              "{\"name\":\"%s\",\"cat\":\"user\",\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,"
-              "\"ts\":%.3f}",
-              clean, phase, comm->rank, tid, us(now));
+  rec_t *r = append_locked(t, type, thread_tid_locked(t));
+  r->ts = now;
+  r->a = (uint64_t)name_index_locked(t, name);
   pthread_mutex_unlock(&t->mu);
   return COLL_OK;
 }
 
 coll_status_t coll_trace_span_begin(coll_comm_t *comm, const char *name) {
-  coll_status_t st = span(comm, name, 'B', "coll_trace_span_begin");
+  coll_status_t st = span(comm, name, REC_BEGIN, "coll_trace_span_begin");
   if (st == COLL_OK) coll_error_clear();
   return st;
 }
 
 coll_status_t coll_trace_span_end(coll_comm_t *comm, const char *name) {
-  coll_status_t st = span(comm, name, 'E', "coll_trace_span_end");
+  coll_status_t st = span(comm, name, REC_END, "coll_trace_span_end");
   if (st == COLL_OK) coll_error_clear();
   return st;
 }
