@@ -5,6 +5,8 @@ each on the way (valid JSON, every event well-formed, B/E and b/e pairs matched)
   trace_merge.py -o all.json trace.json        # reads trace.rank*.json
   trace_merge.py -o all.json a.rank0.json a.rank1.json
   trace_merge.py --check trace.json            # check only, print a summary
+  trace_merge.py --steps 3 trace.json          # collective seq 3 as a step table, like
+                                               # coll-sim's, from what the ranks did
 
 Perfetto (ui.perfetto.dev) also opens several files at once; the merged file is for
 chrome://tracing, which opens one. Exit status 1 names the file and event that is wrong.
@@ -111,18 +113,56 @@ def summary(events):
         for pid, r in sorted(ranks.items()))
 
 
+WORDS = {
+    "send": "sends elements {lo}..{hi} to rank {peer}",
+    "recv": "receives elements {lo}..{hi} from rank {peer}",
+    "recv_reduce": "receives and reduces elements {lo}..{hi} from rank {peer}",
+    "local_copy": "copies elements {lo}..{hi} locally",
+    "local_reduce": "reduces elements {lo}..{hi} locally",
+}
+
+
+def steps_table(events, seq):
+    """The ops every rank ran for collective `seq`, step by step, in schedule order."""
+    colls = [e for e in events if e.get("cat") == "collective" and e["args"]["seq"] == seq]
+    if not colls:
+        raise TraceError(f"no collective with seq {seq}")
+    a = min(colls, key=lambda e: e["pid"])["args"]
+    lines = [f"seq {seq}: {colls[0]['name']} of {a['count']} x {a['dtype']}, algo {a['algo']}, "
+             f"{a['steps']} steps, {len(colls)} ranks"]
+    ops = [e for e in events if e.get("cat") in ("transfer", "local") and e["args"]["seq"] == seq]
+    steps = sorted({e["args"]["step"] for e in ops})
+    for step in steps:
+        lines.append(f"step {step}")
+        for pid in sorted({e["pid"] for e in ops}):
+            mine = sorted((e for e in ops if e["pid"] == pid and e["args"]["step"] == step),
+                          key=lambda e: e["args"]["op"])
+            if not mine:
+                continue
+            words = [WORDS[e["args"]["kind"]].format(
+                lo=e["args"]["offset"], hi=e["args"]["offset"] + e["args"]["count"] - 1,
+                peer=e["args"]["peer"]) for e in mine]
+            lines.append(f"  rank {pid} " + "; ".join(words))
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+", help="FILE.json (all ranks) or FILE.rank<r>.json")
     ap.add_argument("-o", "--output", help="merged file to write")
     ap.add_argument("--check", action="store_true", help="only check and summarise")
+    ap.add_argument("--steps", type=int, metavar="SEQ",
+                    help="print collective SEQ's ops per step and rank")
     args = ap.parse_args()
-    if not args.check and not args.output:
-        ap.error("give -o OUTPUT or --check")
+    if not args.check and not args.output and args.steps is None:
+        ap.error("give -o OUTPUT, --check or --steps SEQ")
     try:
         merged = []
         for path in expand(args.inputs):
             merged.extend(load(path))
+        if args.steps is not None:
+            print(steps_table(merged, args.steps))
+            return 0
     except TraceError as err:
         print(f"trace_merge: {err}", file=sys.stderr)
         return 1

@@ -391,6 +391,15 @@ START_TEST(trace_files_are_trace_event_json_with_spans_for_every_rank) {
                     "%s", line);
     }
     free(out);
+    /* The step table of the first call, from the ranks' records: ring's first step. */
+    snprintf(cmd, sizeof cmd, "python3 '%s' --steps 0 '%s/t.json' 2>&1", getenv("TRACE_MERGE"),
+             j.dir);
+    out = run_cmd(cmd, &st);
+    ck_assert_msg(st == 0 && strstr(out, "all_reduce of 70001 x float32, algo ring, 6 steps") &&
+                      strstr(out, "step 0\n  rank 0 sends elements 0..17500 to rank 1; receives "
+                                  "and reduces elements 52501..70000 from rank 3\n"),
+                  "steps: %s", out);
+    free(out);
     /* A damaged file is refused with its name. */
     snprintf(cmd, sizeof cmd, "head -c 400 '%s/t.rank0.json' > '%s/cut.rank0.json' && "
              "python3 '%s' --check '%s/cut.rank0.json' 2>&1",
