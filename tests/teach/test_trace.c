@@ -25,8 +25,9 @@ typedef struct {
   coll_kind_t kind;
   coll_algo_t algo;
   int root;
-  int trace; /* set COLL_TRACE */
-  size_t chunk; /* COLL_CHUNK_SIZE when > 0 */
+  int trace;             /* set COLL_TRACE */
+  size_t chunk;          /* COLL_CHUNK_SIZE when > 0 */
+  const char *transport; /* COLL_TRANSPORT when set */
 } job_t;
 
 /* The two calls every traced run makes: a pipelined size and an odd small one. */
@@ -49,6 +50,7 @@ static int init(const job_t *j, int rank, int nranks, coll_comm_t **comm) {
   unsetenv("COLL_CHUNK_SIZE");
   unsetenv("COLL_TRANSPORT");
   unsetenv("COLL_TRACE");
+  if (j->transport != NULL) setenv("COLL_TRANSPORT", j->transport, 1);
   if (j->chunk > 0) {
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%zu", j->chunk);
@@ -240,8 +242,8 @@ static void compare(const job_t *j, int c, int rank, const traced_call_t *call,
                   last_step);
     last_step = (unsigned)ev->step;
     const char *what = coll_algo_name(j->algo);
-    ck_assert_msg(ev->op_index < call->nops, "%s call %d rank %d: op %zu not in the trace", what,
-                  c, rank, ev->op_index);
+    ck_assert_msg(ev->op_index < call->nops, "%s call %d rank %d: op %zu not in the trace", what, c,
+                  rank, ev->op_index);
     const traced_op_t *t = &call->ops[ev->op_index];
     const sched_op_t *a = &ev->op, *b = &t->op;
     ck_assert_msg(t->step == ev->step && a->kind == b->kind && a->peer == b->peer &&
@@ -280,11 +282,17 @@ static void check_channel_order(int rank, const traced_call_t *call) {
 static const struct {
   coll_kind_t kind;
   coll_algo_t algo;
+  const char *transport; /* NULL: the default (shm on one host) */
 } cases[] = {
-    {COLL_KIND_ALL_REDUCE, COLL_ALGO_RING}, {COLL_KIND_ALL_REDUCE, COLL_ALGO_TREE},
-    {COLL_KIND_ALL_REDUCE, COLL_ALGO_HD},   {COLL_KIND_ALL_REDUCE, COLL_ALGO_MASTER},
-    {COLL_KIND_BROADCAST, COLL_ALGO_RING},  {COLL_KIND_BROADCAST, COLL_ALGO_TREE},
-    {COLL_KIND_BROADCAST, COLL_ALGO_HD},    {COLL_KIND_BROADCAST, COLL_ALGO_MASTER},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_TREE},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_HD},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_MASTER},
+    {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_TREE},
+    {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_HD},
+    {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_MASTER},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_TREE, .transport = "tcp"},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -294,7 +302,8 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
              .algo = cases[_i].algo,
              .root = 1,
              .trace = 1,
-             .chunk = 16384}; /* pipelined: many segments per chunk */
+             .chunk = 16384, /* pipelined: many segments per chunk */
+             .transport = cases[_i].transport};
   make_dir(&j);
   ck_assert_int_eq(mp_run(NRANKS, 60000, rank_calls, &j), 0);
   for (int r = 0; r < NRANKS; r++) {
@@ -396,12 +405,14 @@ START_TEST(trace_files_are_trace_event_json_with_spans_for_every_rank) {
              j.dir);
     out = run_cmd(cmd, &st);
     ck_assert_msg(st == 0 && strstr(out, "all_reduce of 70001 x float32, algo ring, 6 steps") &&
-                      strstr(out, "step 0\n  rank 0 sends elements 0..17500 to rank 1; receives "
-                                  "and reduces elements 52501..70000 from rank 3\n"),
+                      strstr(out,
+                             "step 0\n  rank 0 sends elements 0..17500 to rank 1; receives "
+                             "and reduces elements 52501..70000 from rank 3\n"),
                   "steps: %s", out);
     free(out);
     /* A damaged file is refused with its name. */
-    snprintf(cmd, sizeof cmd, "head -c 400 '%s/t.rank0.json' > '%s/cut.rank0.json' && "
+    snprintf(cmd, sizeof cmd,
+             "head -c 400 '%s/t.rank0.json' > '%s/cut.rank0.json' && "
              "python3 '%s' --check '%s/cut.rank0.json' 2>&1",
              j.dir, j.dir, getenv("TRACE_MERGE"), j.dir);
     out = run_cmd(cmd, &st);

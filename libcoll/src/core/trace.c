@@ -34,7 +34,15 @@ enum {
   CHANNEL_TID = 1 << 30, /* + 2 * peer (+ 1 for receives): a channel's track */
 };
 
-typedef enum { REC_OP = 0, REC_COLL, REC_STEP, REC_WAIT, REC_BEGIN, REC_END, REC_THREAD } rec_type_t;
+typedef enum {
+  REC_OP = 0,
+  REC_COLL,
+  REC_STEP,
+  REC_WAIT,
+  REC_BEGIN,
+  REC_END,
+  REC_THREAD
+} rec_type_t;
 
 /* One event. Field use by type:
  *  OP:     kind/buf/src_buf/peer = the sched_op_t, step, a = op index, b = offset,
@@ -113,10 +121,9 @@ static void put_event(trace_t *t, const char *json) {
   t->first = false;
 }
 
-static const char *coll_name(uint8_t kind) {
-  if (kind == COLL_KIND_ALL_REDUCE) return "all_reduce";
-  if (kind == COLL_KIND_BROADCAST) return "broadcast";
-  return "collective";
+static bool reduces(uint8_t kind) {
+  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
+         kind == COLL_KIND_REDUCE_SCATTER;
 }
 
 static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
@@ -148,18 +155,17 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
       return;
     }
     case REC_COLL: {
-      bool reduce = r->kind == COLL_KIND_ALL_REDUCE;
       const char *dtype = coll_dtype_name((coll_dtype_t)r->buf);
-      const char *op = reduce ? coll_op_name((coll_op_t)r->src_buf) : NULL;
+      const char *op = reduces(r->kind) ? coll_op_name((coll_op_t)r->src_buf) : NULL;
       snprintf(out, cap,
                "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\","
                "\"op\":\"%s\",\"root\":%d,\"algo\":\"%s\",\"bytes\":%llu,\"steps\":%llu,"
                "\"ops\":%llu,\"status\":\"%s\"}}",
-               coll_name(r->kind), rank, (int)r->tid, ts, dur, (unsigned long long)r->seq,
-               (unsigned long long)r->a, dtype ? dtype : "?", op ? op : "none", (int)r->peer,
-               coll_algo_name((coll_algo_t)r->step), (unsigned long long)r->b,
-               (unsigned long long)r->c, (unsigned long long)r->d,
+               sched_kind_name((coll_kind_t)r->kind), rank, (int)r->tid, ts, dur,
+               (unsigned long long)r->seq, (unsigned long long)r->a, dtype ? dtype : "?",
+               op ? op : "none", (int)r->peer, coll_algo_name((coll_algo_t)r->step),
+               (unsigned long long)r->b, (unsigned long long)r->c, (unsigned long long)r->d,
                coll_status_name((coll_status_t)r->status));
       return;
     }
@@ -318,8 +324,8 @@ coll_status_t trace_open(coll_comm_t *comm) {
   coll_status_t st;
   t->file = fopen(t->path, "w");
   if (t->file == NULL) {
-    st = coll_error_errno(COLL_ERR_SYSTEM, errno, "COLL_TRACE: rank %d cannot write %s",
-                          comm->rank, t->path);
+    st = coll_error_errno(COLL_ERR_SYSTEM, errno, "COLL_TRACE: rank %d cannot write %s", comm->rank,
+                          t->path);
     free_trace(t);
     return st;
   }
@@ -443,7 +449,7 @@ void trace_coll_end_(trace_t *t, const exec_call_t *call, const exec_cache_entry
   r->kind = (uint8_t)call->kind;
   r->buf = (uint8_t)call->dtype;
   r->src_buf = (uint8_t)call->op;
-  r->peer = call->kind == COLL_KIND_BROADCAST ? call->root : -1;
+  r->peer = call->kind == COLL_KIND_BROADCAST || call->kind == COLL_KIND_REDUCE ? call->root : -1;
   r->step = (uint32_t)s->algo;
   r->a = call->count;
   r->b = call->count * s->elem_size;
