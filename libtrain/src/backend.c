@@ -67,3 +67,13 @@ void train_tensor_free(train_backend_t *backend, train_tensor_t *tensor) {
   if (tensor->data != NULL) backend->release(backend, tensor->data);
   tensor->data = NULL;
 }
+
+train_status_t backend_upload(train_backend_t *be, void *dst, const void *host, size_t bytes) {
+  if (bytes == 0 || dst == host) return TRAIN_OK;
+  return be->upload(be, dst, host, bytes);
+}
+
+train_status_t backend_download(train_backend_t *be, void *host, const void *src, size_t bytes) {
+  if (bytes == 0 || host == src) return TRAIN_OK;
+  return be->download(be, host, src, bytes);
+}

@@ -13,6 +13,10 @@ struct train_backend {
   /* Memory in the device's address space. */
   train_status_t (*alloc)(train_backend_t *be, size_t bytes, void **ptr);
   void (*release)(train_backend_t *be, void *ptr);
+  /* Copies between host memory and the device's memory (plain memcpy on the CPU), for
+   * the input batches, the initial parameters, checkpoints and the parameter hash. */
+  train_status_t (*upload)(train_backend_t *be, void *dst, const void *host, size_t bytes);
+  train_status_t (*download)(train_backend_t *be, void *host, const void *src, size_t bytes);
   /* Row-major C[m x n] = alpha op(A)[m x k] op(B)[k x n] + beta C. */
   train_status_t (*gemm)(train_backend_t *be, bool trans_a, bool trans_b, size_t m, size_t n,
                          size_t k, float alpha, const float *a, size_t lda, const float *b,
@@ -37,6 +41,15 @@ struct train_backend {
                               uint64_t t);
   void (*close)(train_backend_t *be);
 };
+
+/* Whether the backend's memory is host memory (the CPU's): callers then use tensors in
+ * place instead of staging them through host copies. */
+static inline bool backend_is_host(const train_backend_t *be) {
+  return be->device == TRAIN_DEVICE_CPU;
+}
+/* upload/download that do nothing when the two pointers are the same host memory. */
+train_status_t backend_upload(train_backend_t *be, void *dst, const void *host, size_t bytes);
+train_status_t backend_download(train_backend_t *be, void *host, const void *src, size_t bytes);
 
 /* Openers of each backend; the registry in backend.c picks one by device. */
 train_status_t backend_cpu_open(int blas_threads, int local_rank, train_backend_t **be);

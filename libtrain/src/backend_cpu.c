@@ -24,6 +24,12 @@ static void cpu_release(train_backend_t *be, void *ptr) {
   free(ptr);
 }
 
+static train_status_t cpu_copy(train_backend_t *be, void *dst, const void *src, size_t bytes) {
+  (void)be;
+  memcpy(dst, src, bytes);
+  return TRAIN_OK;
+}
+
 static train_status_t cpu_gemm(train_backend_t *be, bool trans_a, bool trans_b, size_t m, size_t n,
                                size_t k, float alpha, const float *a, size_t lda, const float *b,
                                size_t ldb, float beta, float *c, size_t ldc) {
@@ -153,6 +159,8 @@ train_status_t backend_cpu_open(int blas_threads, int local_rank, train_backend_
       .device = TRAIN_DEVICE_CPU,
       .alloc = cpu_alloc,
       .release = cpu_release,
+      .upload = cpu_copy,
+      .download = cpu_copy,
       .gemm = cpu_gemm,
       .fill_rows = cpu_fill_rows,
       .col_sum = cpu_col_sum,

@@ -57,12 +57,6 @@ train_status_t train_model_create(train_backend_t *be, size_t inputs, const size
                        n_hidden, TRAIN_MAX_HIDDEN);
   if (inputs == 0 || classes == 0 || max_batch == 0)
     return train_error(TRAIN_ERR_INVALID, "model needs inputs, classes and batch > 0");
-  if (be->device != TRAIN_DEVICE_CPU)
-    return train_error(TRAIN_ERR_UNSUPPORTED,
-                       "training on device '%s' is not yet supported (only matrix products "
-                       "exist there; the element-wise kernels and device all-reduce are "
-                       "missing)",
-                       be->name);
   train_model_t *m = calloc(1, sizeof *m);
   if (m == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the model");
   m->be = be;
@@ -107,7 +101,20 @@ train_status_t train_model_create(train_backend_t *be, size_t inputs, const size
     off += nw + dims[i + 1];
     m->grad_end[i] = off;
   }
-  init_params(m, seed, m->params.data);
+  /* On a device the values are drawn on the host and copied over in one piece. */
+  float *host = backend_is_host(be) ? m->params.data : malloc(m->n_params * sizeof *host);
+  if (host == NULL) {
+    train_model_destroy(m);
+    return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate %zu initial parameters",
+                       m->n_params);
+  }
+  init_params(m, seed, host);
+  st = backend_upload(be, m->params.data, host, m->n_params * sizeof *host);
+  if (host != m->params.data) free(host);
+  if (st != TRAIN_OK) {
+    train_model_destroy(m);
+    return st;
+  }
   *out = m;
   return TRAIN_OK;
 }

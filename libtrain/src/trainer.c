@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "error.h"
 #include "progress.h"
 
@@ -51,6 +52,12 @@ typedef struct {
   train_sampler_t sampler;
   float *x; /* one micro-batch of inputs */
   uint8_t *labels;
+  /* The same in the backend's memory (x and labels themselves on the CPU). */
+  float *dev_x;
+  uint8_t *dev_labels;
+  /* Host copy of the parameters and optimizer state for checkpoints and the parameter
+   * hash when they live on a device (NULL on the CPU). */
+  float *host_state;
   size_t max_batch;
   /* Position: the next step to run. */
   uint64_t epoch, step_in_epoch, global_step;
@@ -134,10 +141,69 @@ static train_status_t setup(run_t *r) {
   r->labels = malloc(r->max_batch);
   if (r->x == NULL || r->labels == NULL)
     return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the input batch");
+  r->dev_x = r->x;
+  r->dev_labels = r->labels;
+  if (backend_is_host(r->be)) return TRAIN_OK;
+  void *p = NULL;
+  st = r->be->alloc(r->be, r->max_batch * inputs * sizeof *r->x, &p);
+  r->dev_x = p;
+  if (st == TRAIN_OK) st = r->be->alloc(r->be, r->max_batch, &p);
+  if (st != TRAIN_OK) return st;
+  r->dev_labels = p;
+  size_t n = train_model_param_count(r->model);
+  r->host_state = malloc((size_t)(1 + train_optimizer_state_count(r->opt)) * n * sizeof(float));
+  if (r->host_state == NULL)
+    return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the host copy of the parameters");
+  return TRAIN_OK;
+}
+
+/* Gather rows of `ds` into the host batch and copy them to the backend's memory. */
+static train_status_t load_batch(run_t *r, const train_dataset_t *ds, const uint32_t *indices,
+                                 size_t n) {
+  train_dataset_gather(ds, indices, n, r->x, r->labels);
+  size_t inputs = ds->rows * ds->cols;
+  train_status_t st = backend_upload(r->be, r->dev_x, r->x, n * inputs * sizeof *r->x);
+  if (st == TRAIN_OK) st = backend_upload(r->be, r->dev_labels, r->labels, n);
+  return st;
+}
+
+/* Host views of the parameters and optimizer states (state[i] for i < n_state): the
+ * tensors themselves on the CPU, fresh copies in host_state otherwise. */
+static train_status_t host_views(run_t *r, bool copy, float **params, float *state[2]) {
+  size_t n = train_model_param_count(r->model);
+  int n_state = train_optimizer_state_count(r->opt);
+  state[0] = state[1] = NULL;
+  if (r->host_state == NULL) {
+    *params = train_model_params(r->model);
+    for (int i = 0; i < n_state; i++) state[i] = train_optimizer_state(r->opt, i);
+    return TRAIN_OK;
+  }
+  *params = r->host_state;
+  for (int i = 0; i < n_state; i++) state[i] = r->host_state + (size_t)(i + 1) * n;
+  train_status_t st = TRAIN_OK;
+  if (copy) st = backend_download(r->be, *params, train_model_params(r->model), n * sizeof(float));
+  for (int i = 0; i < n_state && copy && st == TRAIN_OK; i++)
+    st = backend_download(r->be, state[i], train_optimizer_state(r->opt, i), n * sizeof(float));
+  return st;
+}
+
+/* The hash of the parameters' bytes, wherever they are. */
+static train_status_t params_hash(run_t *r, uint64_t *hash) {
+  size_t n = train_model_param_count(r->model);
+  float *params = train_model_params(r->model);
+  if (r->host_state != NULL) {
+    train_status_t st = backend_download(r->be, r->host_state, params, n * sizeof(float));
+    if (st != TRAIN_OK) return st;
+    params = r->host_state;
+  }
+  *hash = train_params_hash(params, n);
   return TRAIN_OK;
 }
 
 static void teardown(run_t *r) {
+  if (r->dev_x != r->x && r->dev_x != NULL) r->be->release(r->be, r->dev_x);
+  if (r->dev_labels != r->labels && r->dev_labels != NULL) r->be->release(r->be, r->dev_labels);
+  free(r->host_state);
   free(r->x);
   free(r->labels);
   train_sampler_free(&r->sampler);
@@ -168,10 +234,11 @@ static train_status_t save_checkpoint(run_t *r) {
   if (r->cfg->checkpoint == NULL || r->rank != 0) return TRAIN_OK;
   train_ckpt_header_t h;
   fill_header(r, &h);
-  float *state[2] = {train_optimizer_state(r->opt, 0), train_optimizer_state(r->opt, 1)};
-  return train_checkpoint_write(r->cfg->checkpoint, &h, train_model_params(r->model),
-                                train_model_param_count(r->model), state,
-                                train_optimizer_state_count(r->opt));
+  float *params, *state[2];
+  train_status_t st = host_views(r, true, &params, state);
+  if (st != TRAIN_OK) return st;
+  return train_checkpoint_write(r->cfg->checkpoint, &h, params, train_model_param_count(r->model),
+                                state, train_optimizer_state_count(r->opt));
 }
 
 /* Rank 0 reads the checkpoint and sends everything to the others, so that only one
@@ -179,17 +246,17 @@ static train_status_t save_checkpoint(run_t *r) {
 static train_status_t resume(run_t *r) {
   size_t n = train_model_param_count(r->model);
   int n_state = train_optimizer_state_count(r->opt);
-  float *state[2] = {train_optimizer_state(r->opt, 0), train_optimizer_state(r->opt, 1)};
+  float *params, *state[2];
   /* [status, found, epoch, step_in_epoch, global_step, opt_steps] */
   int64_t pos[6] = {0};
-  train_status_t st = TRAIN_OK;
+  train_status_t st = host_views(r, false, &params, state);
+  if (st != TRAIN_OK) return st;
   if (r->rank == 0) {
     if (access(r->cfg->checkpoint, F_OK) != 0 && errno == ENOENT) {
       printf("no checkpoint at %s yet: starting from scratch\n", r->cfg->checkpoint);
     } else {
       train_ckpt_header_t h, mine;
-      st = train_checkpoint_read(r->cfg->checkpoint, &h, train_model_params(r->model), n, state,
-                                 n_state);
+      st = train_checkpoint_read(r->cfg->checkpoint, &h, params, n, state, n_state);
       fill_header(r, &mine);
       if (st == TRAIN_OK && (h.n_layers != mine.n_layers || h.opt_kind != mine.opt_kind ||
                              memcmp(h.dims, mine.dims, sizeof h.dims) != 0))
@@ -199,6 +266,11 @@ static train_status_t resume(run_t *r) {
         st = train_error(TRAIN_ERR_INVALID, "%s: written with --seed %llu, this run has %llu",
                          r->cfg->checkpoint, (unsigned long long)h.seed,
                          (unsigned long long)r->cfg->seed);
+      /* From the host copy into the device's tensors (nothing to do on the CPU). */
+      if (st == TRAIN_OK)
+        st = backend_upload(r->be, train_model_params(r->model), params, n * sizeof(float));
+      for (int i = 0; i < n_state && st == TRAIN_OK; i++)
+        st = backend_upload(r->be, train_optimizer_state(r->opt, i), state[i], n * sizeof(float));
       pos[1] = 1;
       pos[2] = (int64_t)h.epoch;
       pos[3] = (int64_t)h.step_in_epoch;
@@ -215,7 +287,7 @@ static train_status_t resume(run_t *r) {
   if (!pos[1]) return TRAIN_OK;
   cst = train_ddp_broadcast_params(r->ddp);
   for (int i = 0; i < n_state && cst == TRAIN_OK; i++)
-    cst = train_ddp_broadcast(r->ddp, state[i], n, COLL_FLOAT32);
+    cst = train_ddp_broadcast(r->ddp, train_optimizer_state(r->opt, i), n, COLL_FLOAT32);
   if (cst != TRAIN_OK) return cst;
   r->epoch = (uint64_t)pos[2];
   r->step_in_epoch = (uint64_t)pos[3];
@@ -241,9 +313,10 @@ static train_status_t evaluate(run_t *r, double *accuracy) {
   for (size_t i = first; i < last && st == TRAIN_OK; i += r->max_batch) {
     size_t nb = last - i < r->max_batch ? last - i : r->max_batch;
     for (size_t k = 0; k < nb; k++) idx[k] = (uint32_t)(i + k);
-    train_dataset_gather(&r->test, idx, nb, r->x, r->labels);
-    st = train_model_forward(r->model, r->x, nb);
-    if (st == TRAIN_OK) st = train_model_loss(r->model, r->labels, nb, 0.0f, &loss, &correct);
+    st = load_batch(r, &r->test, idx, nb);
+    if (st == TRAIN_OK) st = train_model_forward(r->model, r->dev_x, nb);
+    if (st == TRAIN_OK)
+      st = train_model_loss(r->model, r->dev_labels, nb, 0.0f, &loss, &correct);
   }
   free(idx);
   double counts[3] = {(double)correct, (double)(last - first), loss};
@@ -271,16 +344,17 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   for (size_t done = 0; done < count && st == TRAIN_OK;) {
     size_t nb = count - done < c->batch ? count - done : c->batch;
     bool last = done + nb == count;
-    train_dataset_gather(&r->train, r->sampler.indices + first + done, nb, r->x, r->labels);
+    st = load_batch(r, &r->train, r->sampler.indices + first + done, nb);
+    if (st != TRAIN_OK) break;
     span(r, "forward", true);
-    st = train_model_forward(r->model, r->x, nb);
-    if (st == TRAIN_OK) st = train_model_loss(r->model, r->labels, nb, scale, loss, NULL);
+    st = train_model_forward(r->model, r->dev_x, nb);
+    if (st == TRAIN_OK) st = train_model_loss(r->model, r->dev_labels, nb, scale, loss, NULL);
     span(r, "forward", false);
     if (st == TRAIN_OK && last) train_ddp_begin_sync(r->ddp);
     span(r, "backward", true);
     if (st == TRAIN_OK)
-      st = train_model_backward(r->model, r->x, nb, done > 0, last ? train_ddp_grad_ready : NULL,
-                                r->ddp);
+      st = train_model_backward(r->model, r->dev_x, nb, done > 0,
+                                last ? train_ddp_grad_ready : NULL, r->ddp);
     span(r, "backward", false);
     done += nb;
   }
@@ -358,9 +432,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     if (stop) break; /* an interrupted epoch: no evaluation, position stays mid-epoch */
     r->step_in_epoch = 0;
     if (c->check_sync) {
-      uint64_t h =
-          train_params_hash(train_model_params(r->model), train_model_param_count(r->model));
-      st = train_ddp_check_sync(r->ddp, &h);
+      uint64_t h = 0;
+      st = params_hash(r, &h);
+      if (st == TRAIN_OK) st = train_ddp_check_sync(r->ddp, &h);
       if (st != TRAIN_OK) break;
     }
     double acc = -1.0;
@@ -399,13 +473,10 @@ train_status_t train_run(const train_config_t *cfg, train_result_t *result) {
   if (st == TRAIN_OK) st = train_ddp_broadcast_params(r.ddp);
   if (st == TRAIN_OK && cfg->resume) st = resume(&r);
   if (st == TRAIN_OK) st = train_loop(&r, &res);
-  if (st == TRAIN_OK && cfg->check_sync) {
-    uint64_t h = train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
-    st = train_ddp_check_sync(r.ddp, &h);
-  }
-  if (st == TRAIN_OK)
-    res.param_hash =
-        train_params_hash(train_model_params(r.model), train_model_param_count(r.model));
+  uint64_t hash = 0;
+  if (st == TRAIN_OK) st = params_hash(&r, &hash);
+  if (st == TRAIN_OK && cfg->check_sync) st = train_ddp_check_sync(r.ddp, &hash);
+  if (st == TRAIN_OK) res.param_hash = hash;
   if (st != TRAIN_OK && r.own_comm && r.world > 1) {
     /* Peers blocked in a collective with us learn at once instead of at the timeout. */
     char msg[512];
