@@ -197,6 +197,82 @@ COLL_API coll_status_t coll_trace_span_end(coll_comm_t *comm, const char *name);
 /* 1 when this communicator writes a trace, else 0. */
 COLL_API int coll_trace_enabled(const coll_comm_t *comm);
 
+/* ---- More collectives. `count` is per rank, as in NCCL. Every rank must call the same
+ * collective with the same arguments (root, count, type, op) in the same order: a
+ * difference fails the call on the ranks next to the odd one with COLL_ERR_MISMATCH
+ * naming both calls ("rank 3 called all_reduce(float32, 1048576, sum) #1580, rank 4
+ * called broadcast(float32, 1048576, root 0) #1580"). */
+
+/* Reduce `count` elements of every rank into recvbuf at `root` (recvbuf is not touched
+ * elsewhere and may be NULL there). sendbuf == recvbuf is in-place. */
+COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm);
+COLL_API coll_status_t coll_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                                         coll_dtype_t dtype, coll_op_t op, int root,
+                                         coll_comm_t *comm, coll_request_t **request);
+/* recvbuf (nranks * sendcount elements) gets rank r's sendbuf at r * sendcount. In-place:
+ * sendbuf == recvbuf + rank * sendcount elements. */
+COLL_API coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       coll_dtype_t dtype, coll_comm_t *comm);
+COLL_API coll_status_t coll_all_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                             coll_dtype_t dtype, coll_comm_t *comm,
+                                             coll_request_t **request);
+/* sendbuf holds nranks blocks of recvcount; rank r gets the reduction of every rank's
+ * block r. In-place: recvbuf == sendbuf + rank * recvcount elements. */
+COLL_API coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
+COLL_API coll_status_t coll_reduce_scatter_async(const void *sendbuf, void *recvbuf,
+                                                 size_t recvcount, coll_dtype_t dtype,
+                                                 coll_op_t op, coll_comm_t *comm,
+                                                 coll_request_t **request);
+/* Block p (count elements) of sendbuf goes to rank p; block p of recvbuf comes from rank
+ * p. The buffers must not overlap. */
+COLL_API coll_status_t coll_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_dtype_t dtype, coll_comm_t *comm);
+COLL_API coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, coll_comm_t *comm,
+                                             coll_request_t **request);
+/* Returns once every rank has entered the barrier. */
+COLL_API coll_status_t coll_barrier(coll_comm_t *comm);
+COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, coll_request_t **request);
+
+/* Point to point. The k-th send from a to b meets the k-th receive of b from a, with the
+ * same byte count. Not collective (not fingerprinted). A send may wait for the matching
+ * receive, and requests (these included) run one at a time in issue order: exchanges in
+ * both directions belong in a group. */
+COLL_API coll_status_t coll_send(const void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm);
+COLL_API coll_status_t coll_recv(void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm);
+COLL_API coll_status_t coll_send_async(const void *buf, size_t count, coll_dtype_t dtype,
+                                       int peer, coll_comm_t *comm, coll_request_t **request);
+COLL_API coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                       coll_comm_t *comm, coll_request_t **request);
+/* Groups (like ncclGroupStart/End, per communicator, may nest): between start and the
+ * outermost end, coll_send, coll_recv and blocking collectives are only recorded (they
+ * return COLL_OK; their buffers belong to the library until coll_group_end returns).
+ * coll_group_end runs them in order, every run of consecutive sends and receives posted
+ * together as one step, so exchanges cannot deadlock; it returns the first error.
+ * _async calls are refused inside a group. */
+COLL_API coll_status_t coll_group_start(coll_comm_t *comm);
+COLL_API coll_status_t coll_group_end(coll_comm_t *comm);
+
+/* ---- Communicators ---- */
+#define COLL_SPLIT_NOCOLOR (-1)
+/* Collective over comm (like MPI_Comm_split / ncclCommSplit): ranks passing the same
+ * color >= 0 form a new communicator, ranked by (key, rank in comm). A negative color
+ * (COLL_SPLIT_NOCOLOR) takes part but gets *newcomm = NULL. The children meet through
+ * comm's store: destroy them before comm. */
+COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
+                                       coll_comm_t **newcomm);
+/* Deadline of every later operation on comm: no progress for timeout_ms is
+ * COLL_ERR_TIMEOUT naming the awaited peer (and a hang report, see docs). Local. */
+COLL_API coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms);
+/* The error that made comm unusable (a dead peer, a timeout, a mismatch), or COLL_OK;
+ * with an error, coll_last_error() holds its message. Safe from any thread, like
+ * ncclCommGetAsyncError. */
+COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error);
+
 #ifdef __cplusplus
 }
 #endif

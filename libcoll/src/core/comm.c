@@ -94,6 +94,7 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
 /* Free whatever init got to; also the tail of destroy. */
 static void comm_free(coll_comm_t *comm) {
   progress_stop(comm);
+  group_free(comm);
   exec_cuda_free(comm);
   transport_set_close(comm->transports);
   store_client_close(comm->store);
@@ -147,6 +148,10 @@ static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, 
 }
 
 coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **out) {
+  return comm_create(config, NULL, out);
+}
+
+coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out) {
   if (config == NULL || out == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: %s is NULL",
                       config == NULL ? "config" : "comm");
@@ -172,7 +177,13 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
   comm->timeout_ms = (int)timeout;
   comm->algo = env_algo;
   comm->cost = algo_cost_shm_default;
-  snprintf(comm->key_prefix, sizeof comm->key_prefix, "coll/single/");
+  snprintf(comm->key_prefix, sizeof comm->key_prefix, "%s", prefix ? prefix : "coll/single/");
+  comm->prefix_preset = prefix != NULL;
+  /* Kept for coll_comm_split: children reach the same store. */
+  snprintf(comm->store_addr, sizeof comm->store_addr, "%s",
+           config->master_addr ? config->master_addr : "127.0.0.1");
+  comm->store_port = config->master_port;
+  snprintf(comm->token, sizeof comm->token, "%s", token ? token : "");
   atomic_init(&comm->aborted, 0);
   atomic_init(&comm->failed, 0);
   atomic_init(&comm->heartbeat_ns, 0);
@@ -282,5 +293,33 @@ coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
   /* Agreement costs a store round trip; it is paid once, at the next collective. */
   if (comm->nranks > 1) comm->algo_check_pending = true;
   coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
+  coll_status_t st = comm_check(comm, "coll_comm_set_timeout");
+  if (st != COLL_OK) return st;
+  if (timeout_ms < 1)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_set_timeout: timeout_ms %d must be >= 1", timeout_ms);
+  /* Read by the executor at the start of each operation. */
+  comm->timeout_ms = timeout_ms;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error) {
+  coll_status_t st = comm_check(comm, "coll_comm_get_async_error");
+  if (st != COLL_OK) return st;
+  if (async_error == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_get_async_error: async_error is NULL");
+  int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+  *async_error = (coll_status_t)failed;
+  if (failed != 0)
+    coll_error((coll_status_t)failed, "rank %d: %s", comm->rank, comm->failed_message);
+  else if (atomic_load(&comm->aborted))
+    *async_error = coll_error(COLL_ERR_ABORTED, "rank %d: the communicator was aborted", comm->rank);
+  else
+    coll_error_clear();
   return COLL_OK;
 }

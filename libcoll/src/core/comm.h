@@ -165,6 +165,18 @@ struct coll_comm {
   atomic_int failed;
   char failed_message[COMM_MESSAGE_MAX];
   size_t staging_peak;
+
+  /* Groups (group.c): calls recorded between coll_group_start and the outermost end. */
+  int group_depth;
+  exec_call_t *group_calls;
+  size_t group_n, group_cap;
+  /* Split (split.c): how the store was reached, and splits done so far. */
+  char store_addr[256];
+  int store_port;
+  char token[128];
+  uint64_t splits;
+  bool prefix_preset; /* a split child: key_prefix was given, not agreed */
+  uint8_t barrier_byte; /* coll_barrier's output */
   struct exec_cuda *cuda; /* device-buffer state (exec_cuda.c); NULL until used */
   struct trace *trace; /* COLL_TRACE (core/trace.h); NULL when off */
 };
@@ -232,6 +244,23 @@ const char *exec_transport_name(coll_comm_t *comm);
 /* After a timeout: publish this rank's state (exec.state) through the store; rank 0
  * gathers the others' and appends the report to coll_last_error(). Keeps the message. */
 void hang_report(coll_comm_t *comm);
+
+/* ---- api_more.c ---- */
+/* Argument checks, algorithm choice and the INFO line for a collective call (all kinds
+ * but P2P); on success *call is ready for the executor. */
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call);
+/* Run a prepared call: recorded inside a group, else blocking or through *request. */
+coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
+                         coll_request_t **request);
+
+/* ---- group.c ---- */
+/* Record a prepared call in the open group. */
+coll_status_t group_record(coll_comm_t *comm, const exec_call_t *call);
+void group_free(coll_comm_t *comm);
+
+/* ---- comm.c ---- */
+/* Create a communicator; prefix (NULL: agreed through the store) names its keys. */
+coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out);
 
 /* ---- progress.c ---- */
 coll_status_t progress_start(coll_comm_t *comm);

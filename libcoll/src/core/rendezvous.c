@@ -130,7 +130,7 @@ static coll_status_t check_same(const coll_comm_t *comm, const char *var, const 
 }
 
 coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
-  coll_status_t st = agree_prefix(comm);
+  coll_status_t st = comm->prefix_preset ? COLL_OK : agree_prefix(comm);
   if (st != COLL_OK) return st;
 
   rank_info_t mine;

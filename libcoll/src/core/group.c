@@ -1,0 +1,138 @@
+/* Point to point (coll_send, coll_recv) and groups. A group records calls between
+ * coll_group_start and the outermost coll_group_end; the end runs them in order, each run
+ * of consecutive sends and receives as one P2P call whose transfers are all posted in
+ * one step (exec.c), so a ring of exchanges cannot deadlock the way blocking sends
+ * would. Collectives in a group run where they were recorded. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "core/comm.h"
+
+coll_status_t group_record(coll_comm_t *comm, const exec_call_t *call) {
+  if (comm->group_n == comm->group_cap) {
+    size_t cap = comm->group_cap ? comm->group_cap * 2 : 16;
+    exec_call_t *p = realloc(comm->group_calls, cap * sizeof *p);
+    if (p == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu calls", cap);
+    comm->group_calls = p;
+    comm->group_cap = cap;
+  }
+  comm->group_calls[comm->group_n++] = *call;
+  return COLL_OK;
+}
+
+void group_free(coll_comm_t *comm) {
+  free(comm->group_calls);
+  comm->group_calls = NULL;
+  comm->group_n = comm->group_cap = 0;
+}
+
+static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const void *buf,
+                         size_t count, coll_dtype_t dtype, int peer, coll_request_t **request,
+                         bool async) {
+  if (async) {
+    if (request == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+    *request = NULL;
+  }
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  st = comm_check_usable(comm, what);
+  if (st != COLL_OK) return st;
+  size_t esz = coll_dtype_size(dtype);
+  if (esz == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)dtype);
+  if (peer < 0 || peer >= comm->nranks)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)", what, peer,
+                      comm->nranks);
+  if (peer == comm->rank)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is this rank (no self transfers)",
+                      what, peer);
+  if (count > 0 && buf == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: buf is NULL with count %zu", what, count);
+  if (count > (SIZE_MAX / 4) / esz)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", what, count);
+  size_t bytes = count * esz;
+  exec_call_t call = {.kind = COLL_KIND_P2P,
+                      .count = bytes,
+                      .dtype = COLL_UINT8,
+                      .algo = COLL_ALGO_RING,
+                      .root = peer,
+                      .one = {.send = send, .peer = peer, .buf = (void *)(uintptr_t)buf,
+                              .bytes = bytes}};
+  if (bytes == 0 && comm->group_depth > 0 && !async) return COLL_OK; /* nothing to pair */
+  return api_submit(comm, what, &call, async ? request : NULL);
+}
+
+coll_status_t coll_send(const void *buf, size_t count, coll_dtype_t dtype, int peer,
+                        coll_comm_t *comm) {
+  return p2p(comm, "coll_send", true, buf, count, dtype, peer, NULL, false);
+}
+
+coll_status_t coll_recv(void *buf, size_t count, coll_dtype_t dtype, int peer, coll_comm_t *comm) {
+  return p2p(comm, "coll_recv", false, buf, count, dtype, peer, NULL, false);
+}
+
+coll_status_t coll_send_async(const void *buf, size_t count, coll_dtype_t dtype, int peer,
+                              coll_comm_t *comm, coll_request_t **request) {
+  return p2p(comm, "coll_send_async", true, buf, count, dtype, peer, request, true);
+}
+
+coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int peer,
+                              coll_comm_t *comm, coll_request_t **request) {
+  return p2p(comm, "coll_recv_async", false, buf, count, dtype, peer, request, true);
+}
+
+coll_status_t coll_group_start(coll_comm_t *comm) {
+  coll_status_t st = comm_check(comm, "coll_group_start");
+  if (st != COLL_OK) return st;
+  comm->group_depth++;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+/* Run the P2P calls [first, end) of the group as one. */
+static coll_status_t run_p2p(coll_comm_t *comm, size_t first, size_t end) {
+  size_t n = end - first, total = 0;
+  exec_p2p_t *ops = malloc(n * sizeof *ops);
+  if (ops == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu ops", n);
+  for (size_t i = 0; i < n; i++) {
+    ops[i] = comm->group_calls[first + i].one;
+    total += ops[i].bytes;
+  }
+  exec_call_t call = {.kind = COLL_KIND_P2P,
+                      .count = total,
+                      .dtype = COLL_UINT8,
+                      .algo = COLL_ALGO_RING,
+                      .p2p = ops,
+                      .np2p = n};
+  coll_status_t st = progress_run_blocking(comm, &call);
+  free(ops);
+  return st;
+}
+
+coll_status_t coll_group_end(coll_comm_t *comm) {
+  coll_status_t st = comm_check(comm, "coll_group_end");
+  if (st != COLL_OK) return st;
+  if (comm->group_depth == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_group_end: no group is open (coll_group_start first)");
+  if (--comm->group_depth > 0) {
+    coll_error_clear();
+    return COLL_OK;
+  }
+  size_t i = 0;
+  while (i < comm->group_n && st == COLL_OK) {
+    if (comm->group_calls[i].kind != COLL_KIND_P2P) {
+      st = progress_run_blocking(comm, &comm->group_calls[i]);
+      i++;
+      continue;
+    }
+    size_t end = i;
+    while (end < comm->group_n && comm->group_calls[end].kind == COLL_KIND_P2P) end++;
+    st = run_p2p(comm, i, end);
+    i = end;
+  }
+  comm->group_n = 0;
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}

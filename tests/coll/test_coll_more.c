@@ -1,0 +1,364 @@
+/* reduce, all_gather, reduce_scatter, all_to_all, barrier, send/recv and groups, and
+ * split over real forked ranks, the real store and real transports (shm, tcp), 1 to 8
+ * ranks: every type, each with one reducing op per call (rotating), small-integer data
+ * so that every rank can compute the exact expected result; blocking and asynchronous
+ * forms, in-place forms, every forced algorithm. Bad arguments to each new call. */
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "coll_test_util.h"
+#include "mem/half_inline.h"
+#include "multiproc.h"
+
+typedef struct {
+  ct_job_t job;
+  int variant;
+} case_t;
+
+static bool is_unsigned(coll_dtype_t dt) { return dt == COLL_UINT8 || dt == COLL_UINT32 || dt == COLL_UINT64; }
+static bool is_float(coll_dtype_t dt) { return dt >= COLL_FLOAT16; }
+
+/* Rank r's input element i: a small integer, exact in every type. */
+static double value(coll_dtype_t dt, int rank, size_t i, int salt) {
+  int v = (int)((rank * 7 + i * 3 + (size_t)salt) % 7);
+  return is_unsigned(dt) ? v : v - 3;
+}
+
+static void put(void *buf, coll_dtype_t dt, size_t i, double v) {
+  switch (dt) {
+    case COLL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case COLL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case COLL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case COLL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    case COLL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case COLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+    case COLL_FLOAT16: ((uint16_t *)buf)[i] = float_to_half_inline((float)v); break;
+    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16_inline((float)v); break;
+    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = v;
+  }
+}
+
+static double get(const void *buf, coll_dtype_t dt, size_t i) {
+  switch (dt) {
+    case COLL_INT8: return ((const int8_t *)buf)[i];
+    case COLL_UINT8: return ((const uint8_t *)buf)[i];
+    case COLL_INT32: return ((const int32_t *)buf)[i];
+    case COLL_UINT32: return ((const uint32_t *)buf)[i];
+    case COLL_INT64: return (double)((const int64_t *)buf)[i];
+    case COLL_UINT64: return (double)((const uint64_t *)buf)[i];
+    case COLL_FLOAT16: return half_to_float_inline(((const uint16_t *)buf)[i]);
+    case COLL_BFLOAT16: return bf16_to_float_inline(((const uint16_t *)buf)[i]);
+    case COLL_FLOAT32: return ((const float *)buf)[i];
+    default: return ((const double *)buf)[i];
+  }
+}
+
+/* The op used with dt: products only where 7^8 fits exactly, averages only for floats. */
+static coll_op_t op_for(coll_dtype_t dt, int turn) {
+  static const coll_op_t ops[] = {COLL_SUM, COLL_MAX, COLL_MIN, COLL_PROD, COLL_AVG};
+  coll_op_t op = ops[turn % 5];
+  if (op == COLL_PROD && !(dt == COLL_INT32 || dt == COLL_INT64 || dt == COLL_FLOAT64)) op = COLL_SUM;
+  if (op == COLL_AVG && !is_float(dt)) op = COLL_MAX;
+  return op;
+}
+
+static double reduce_ref(coll_dtype_t dt, coll_op_t op, int n, size_t i, int salt) {
+  double acc = value(dt, 0, i, salt);
+  for (int r = 1; r < n; r++) {
+    double v = value(dt, r, i, salt);
+    acc = op == COLL_PROD ? acc * v : op == COLL_MIN ? fmin(acc, v) : op == COLL_MAX ? fmax(acc, v) : acc + v;
+  }
+  return op == COLL_AVG ? acc / n : acc;
+}
+
+static bool close_to(coll_dtype_t dt, double got, double want) {
+  if (!is_float(dt)) return got == want;
+  double tol = dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 ? 2e-2 : 1e-6;
+  return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+static int check(const char *what, int rank, const void *buf, coll_dtype_t dt, size_t i,
+                 double want) {
+  double got = get(buf, dt, i);
+  if (close_to(dt, got, want)) return 0;
+  fprintf(stderr, "rank %d: %s %s: element %zu is %g, want %g\n", rank, what, coll_dtype_name(dt),
+          i, got, want);
+  return 1;
+}
+
+static int status_ok(const char *what, int rank, coll_status_t st) {
+  if (st == COLL_OK) return 0;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
+  return 1;
+}
+
+/* One call of each collective on dt with `count` elements per rank; 0 on success. */
+static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t count, int turn,
+                     bool async) {
+  size_t esz = coll_dtype_size(dt), big = (size_t)n * count;
+  char *in = malloc(big * esz + 8), *out = malloc(big * esz + 8);
+  int bad = 0, salt = turn;
+  coll_op_t op = op_for(dt, turn);
+  coll_request_t *req = NULL;
+  coll_status_t st;
+  /* reduce to a rotating root, in-place on odd turns */
+  int root = turn % n;
+  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  bool inplace = turn % 2 == 1;
+  if (async) {
+    st = coll_reduce_async(in, inplace ? in : out, count, dt, op, root, comm, &req);
+    if (st == COLL_OK) st = coll_request_wait(&req);
+  } else {
+    st = coll_reduce(in, inplace ? in : out, count, dt, op, root, comm);
+  }
+  bad += status_ok("reduce", rank, st);
+  for (size_t i = 0; i < count && !bad && rank == root; i++)
+    bad += check("reduce", rank, inplace ? in : out, dt, i, reduce_ref(dt, op, n, i, salt));
+  /* all_gather, NCCL-style in-place on odd turns */
+  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  const void *src = in;
+  if (inplace) {
+    memcpy(out + (size_t)rank * count * esz, in, count * esz);
+    src = out + (size_t)rank * count * esz;
+  }
+  if (!bad) {
+    if (async) {
+      st = coll_all_gather_async(src, out, count, dt, comm, &req);
+      if (st == COLL_OK) st = coll_request_wait(&req);
+    } else {
+      st = coll_all_gather(src, out, count, dt, comm);
+    }
+    bad += status_ok("all_gather", rank, st);
+  }
+  for (size_t i = 0; i < big && !bad; i++)
+    bad += check("all_gather", rank, out, dt, i, value(dt, (int)(i / count), i % count, salt));
+  /* reduce_scatter */
+  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  void *dst = inplace ? in + (size_t)rank * count * esz : out;
+  if (!bad) {
+    st = async ? coll_reduce_scatter_async(in, dst, count, dt, op, comm, &req)
+               : coll_reduce_scatter(in, dst, count, dt, op, comm);
+    if (async && st == COLL_OK) st = coll_request_wait(&req);
+    bad += status_ok("reduce_scatter", rank, st);
+  }
+  for (size_t i = 0; i < count && !bad; i++)
+    bad += check("reduce_scatter", rank, dst, dt, i,
+                 reduce_ref(dt, op, n, (size_t)rank * count + i, salt));
+  /* all_to_all: element j of block p sent by rank r is value(r, p * count + j) */
+  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  if (!bad) {
+    st = async ? coll_all_to_all_async(in, out, count, dt, comm, &req)
+               : coll_all_to_all(in, out, count, dt, comm);
+    if (async && st == COLL_OK) st = coll_request_wait(&req);
+    bad += status_ok("all_to_all", rank, st);
+  }
+  for (size_t i = 0; i < big && !bad; i++)
+    bad += check("all_to_all", rank, out, dt, i,
+                 value(dt, (int)(i / count), (size_t)rank * count + i % count, salt));
+  free(in);
+  free(out);
+  return bad;
+}
+
+/* Ring exchange in a group: send to r+1 and receive from r-1 (and the reverse), with
+ * messages larger than any staging buffer, so blocking sends would deadlock. */
+static int group_exchange(coll_comm_t *comm, int rank, int n, size_t count) {
+  if (n == 1) return 0;
+  int32_t *a = malloc(count * 4), *b = malloc(count * 4), *ra = malloc(count * 4),
+          *rb = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) a[i] = rank * 100000 + (int32_t)i, b[i] = -a[i];
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n, bad = 0;
+  bad += status_ok("group_start", rank, coll_group_start(comm));
+  bad += status_ok("send", rank, coll_send(a, count, COLL_INT32, next, comm));
+  bad += status_ok("send", rank, coll_send(b, count, COLL_INT32, prev, comm));
+  bad += status_ok("recv", rank, coll_recv(ra, count, COLL_INT32, prev, comm));
+  bad += status_ok("recv", rank, coll_recv(rb, count, COLL_INT32, next, comm));
+  bad += status_ok("group_end", rank, coll_group_end(comm));
+  for (size_t i = 0; i < count && !bad; i++)
+    if (ra[i] != prev * 100000 + (int32_t)i || rb[i] != -(next * 100000 + (int32_t)i)) {
+      fprintf(stderr, "rank %d: group exchange element %zu: %d %d\n", rank, i, ra[i], rb[i]);
+      bad = 1;
+    }
+  /* Asynchronous send and receive outside a group, and a barrier. */
+  coll_request_t *s = NULL, *r = NULL;
+  if (!bad) {
+    /* Requests run one at a time in issue order: the small send goes first. */
+    bad += status_ok("send_async", rank, coll_send_async(a, 5, COLL_INT32, next, comm, &s));
+    bad += status_ok("recv_async", rank, coll_recv_async(ra, 5, COLL_INT32, prev, comm, &r));
+    if (!bad) bad += status_ok("wait", rank, coll_request_wait(&s));
+    if (!bad) bad += status_ok("wait", rank, coll_request_wait(&r));
+    if (!bad && ra[4] != prev * 100000 + 4) bad = 1;
+  }
+  if (!bad) bad += status_ok("barrier", rank, coll_barrier(comm));
+  free(a);
+  free(b);
+  free(ra);
+  free(rb);
+  return bad;
+}
+
+static int rank_all(int rank, int n, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+  int bad = 0, turn = 0; /* every rank takes the same turns */
+  static const size_t counts[] = {0, 1, 37};
+  for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++)
+    for (size_t k = 0; k < 3 && !bad; k++, turn++)
+      bad += one_round(comm, rank, n, (coll_dtype_t)dt, counts[k], turn, (turn & 3) == 3);
+  /* Every forced algorithm, large enough for several segments. */
+  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD, COLL_ALGO_MASTER,
+                                      COLL_ALGO_AUTO};
+  for (size_t a = 0; a < 5 && !bad; a++) {
+    bad += status_ok("set_algo", rank, coll_comm_set_algo(comm, algos[a]));
+    bad += one_round(comm, rank, n, COLL_FLOAT32, 70001, turn++, a == 2);
+  }
+  if (!bad) bad += group_exchange(comm, rank, n, 300000);
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad ? 1 : 0;
+}
+
+static const int shm_sizes[] = {1, 2, 3, 4, 5, 8};
+static const int tcp_sizes[] = {2, 3, 5};
+
+START_TEST(every_collective_over_shm_matches_the_reference) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
+  ck_assert_int_eq(mp_run(shm_sizes[_i], 60000, rank_all, &c), 0);
+}
+END_TEST
+
+START_TEST(every_collective_over_tcp_matches_the_reference) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
+  ck_assert_int_eq(mp_run(tcp_sizes[_i], 60000, rank_all, &c), 0);
+}
+END_TEST
+
+/* Split 5 ranks by parity (key reverses the order), rank 4 opts out; all-reduce within
+ * each child, then the parent still works. */
+static int rank_split(int rank, int n, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm, *child = NULL;
+  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+  int color = rank == 4 ? COLL_SPLIT_NOCOLOR : rank % 2, bad = 0;
+  bad += status_ok("split", rank, coll_comm_split(comm, color, -rank, &child));
+  if (rank == 4 && child != NULL) bad = 1;
+  if (rank != 4 && !bad) {
+    int crank = -1, csize = -1;
+    coll_comm_rank(child, &crank);
+    coll_comm_size(child, &csize);
+    int want_size = color == 0 ? 2 : 2; /* evens {0, 2}, odds {1, 3} */
+    int want_rank = rank >= 2 ? 0 : 1;  /* key -rank: the higher rank first */
+    if (csize != want_size || crank != want_rank) {
+      fprintf(stderr, "rank %d: child rank %d size %d\n", rank, crank, csize);
+      bad = 1;
+    }
+    int32_t x = rank, sum = 0;
+    bad += status_ok("child all_reduce", rank, coll_all_reduce(&x, &sum, 1, COLL_INT32, COLL_SUM, child));
+    if (!bad && sum != (color == 0 ? 0 + 2 : 1 + 3)) bad = 1;
+    int32_t g[2] = {0, 0};
+    bad += status_ok("child all_gather", rank, coll_all_gather(&x, g, 1, COLL_INT32, child));
+    if (!bad && g[want_rank] != rank) bad = 1;
+    bad += status_ok("child destroy", rank, coll_comm_destroy(child));
+  }
+  int32_t y = 1, total = 0;
+  bad += status_ok("parent all_reduce", rank, coll_all_reduce(&y, &total, 1, COLL_INT32, COLL_SUM, comm));
+  if (total != n) bad = 1;
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad ? 1 : 0;
+}
+
+START_TEST(split_by_parity_gives_working_children_and_nocolor_gives_null) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = _i ? "tcp" : "shm"}};
+  ck_assert_int_eq(mp_run(5, 60000, rank_split, &c), 0);
+}
+END_TEST
+
+static int expect_invalid(const char *what, coll_status_t st) {
+  if (st == COLL_ERR_INVALID_ARGUMENT && coll_last_error()[0] != '\0') return 0;
+  fprintf(stderr, "%s: expected COLL_ERR_INVALID_ARGUMENT with a message, got %s: '%s'\n", what,
+          coll_status_name(st), coll_last_error());
+  return 1;
+}
+
+static int rank_bad_args(int rank, int n, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+  int bad = 0;
+  float x[64] = {0};
+  coll_request_t *req = (coll_request_t *)&x; /* must be reset to NULL on failure */
+  bad += expect_invalid("reduce NULL comm", coll_reduce(x, x, 1, COLL_FLOAT32, COLL_SUM, 0, NULL));
+  bad += expect_invalid("reduce root", coll_reduce(x, x, 1, COLL_FLOAT32, COLL_SUM, n, comm));
+  bad += expect_invalid("reduce op", coll_reduce(x, x, 1, COLL_FLOAT32, (coll_op_t)77, 0, comm));
+  bad += expect_invalid("reduce dtype", coll_reduce(x, x, 1, (coll_dtype_t)-1, COLL_SUM, 0, comm));
+  bad += expect_invalid("reduce NULL", coll_reduce(NULL, x, 1, COLL_FLOAT32, COLL_SUM, 0, comm));
+  bad += expect_invalid("reduce_async NULL request",
+                        coll_reduce_async(x, x, 1, COLL_FLOAT32, COLL_SUM, 0, comm, NULL));
+  bad += expect_invalid("all_gather overlap", coll_all_gather(x + 1, x, 4, COLL_FLOAT32, comm));
+  bad += expect_invalid("all_gather NULL", coll_all_gather(x, NULL, 4, COLL_FLOAT32, comm));
+  bad += expect_invalid("all_gather huge", coll_all_gather(x, x + 32, SIZE_MAX / 2, COLL_FLOAT32, comm));
+  bad += expect_invalid("reduce_scatter overlap",
+                        coll_reduce_scatter(x, x + 1, 2, COLL_FLOAT32, COLL_SUM, comm));
+  bad += expect_invalid("reduce_scatter op",
+                        coll_reduce_scatter(x, x + 32, 2, COLL_FLOAT32, COLL_OP_COUNT, comm));
+  bad += expect_invalid("all_to_all in-place", coll_all_to_all(x, x, 2, COLL_FLOAT32, comm));
+  bad += expect_invalid("all_to_all_async", coll_all_to_all_async(x, x + 32, 2, COLL_FLOAT32, comm, NULL));
+  bad += expect_invalid("barrier NULL", coll_barrier(NULL));
+  bad += expect_invalid("barrier_async", coll_barrier_async(comm, NULL));
+  bad += expect_invalid("send peer", coll_send(x, 1, COLL_FLOAT32, n, comm));
+  bad += expect_invalid("send self", coll_send(x, 1, COLL_FLOAT32, rank, comm));
+  bad += expect_invalid("recv negative", coll_recv(x, 1, COLL_FLOAT32, -1, comm));
+  bad += expect_invalid("recv NULL", coll_recv(NULL, 1, COLL_FLOAT32, (rank + 1) % n, comm));
+  bad += expect_invalid("send dtype", coll_send(x, 1, COLL_DTYPE_COUNT, (rank + 1) % n, comm));
+  bad += expect_invalid("recv_async", coll_recv_async(x, 1, COLL_FLOAT32, n + 3, comm, &req));
+  if (req != NULL) bad++;
+  bad += expect_invalid("group_end unopened", coll_group_end(comm));
+  bad += expect_invalid("group_start NULL", coll_group_start(NULL));
+  coll_group_start(comm);
+  bad += expect_invalid("async inside a group",
+                        coll_all_gather_async(x, x + 32, 1, COLL_FLOAT32, comm, &req));
+  bad += status_ok("empty group", rank, coll_group_end(comm));
+  coll_comm_t *child = (coll_comm_t *)&x;
+  bad += expect_invalid("split NULL", coll_comm_split(NULL, 0, 0, &child));
+  bad += expect_invalid("split newcomm", coll_comm_split(comm, 0, 0, NULL));
+  bad += expect_invalid("set_timeout 0", coll_comm_set_timeout(comm, 0));
+  bad += expect_invalid("set_timeout NULL", coll_comm_set_timeout(NULL, 10));
+  coll_status_t async_err = COLL_ERR_INTERNAL;
+  bad += expect_invalid("async_error NULL", coll_comm_get_async_error(comm, NULL));
+  bad += status_ok("async_error", rank, coll_comm_get_async_error(comm, &async_err));
+  if (async_err != COLL_OK) bad++;
+  /* The communicator still works. */
+  bad += status_ok("barrier", rank, coll_barrier(comm));
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad ? 1 : 0;
+}
+
+START_TEST(bad_arguments_to_the_new_calls_are_refused_with_a_message) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = "shm"}};
+  ck_assert_int_eq(mp_run(2, 30000, rank_bad_args, &c), 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coll more");
+  TCase *tc = tcase_create("collectives");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, every_collective_over_shm_matches_the_reference, 0,
+                      (int)(sizeof shm_sizes / sizeof shm_sizes[0]));
+  tcase_add_loop_test(tc, every_collective_over_tcp_matches_the_reference, 0,
+                      (int)(sizeof tcp_sizes / sizeof tcp_sizes[0]));
+  tcase_add_loop_test(tc, split_by_parity_gives_working_children_and_nocolor_gives_null, 0, 2);
+  tcase_add_test(tc, bad_arguments_to_the_new_calls_are_refused_with_a_message);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
