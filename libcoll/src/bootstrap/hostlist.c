@@ -88,7 +88,7 @@ static coll_status_t parse_group(const char *list, size_t *pos, group_t *g) {
   size_t p = *pos + 1;
   if (list[p] == ']') return malformed(list, p, "empty brackets");
   for (;;) {
-    range_t r;
+    range_t r = {0}; /* set by parse_range; zeroed for gcc -O3 maybe-uninitialized */
     coll_status_t st = parse_range(list, &p, &r);
     if (st != COLL_OK) return st;
     g->count += r.hi - r.lo + 1;
@@ -160,7 +160,7 @@ static void group_number(const char *list, const group_t *g, uint64_t index, uin
                          int *width) {
   size_t p = g->open + 1;
   for (;;) {
-    range_t r;
+    range_t r = {0}; /* set by parse_range; zeroed for gcc -O3 maybe-uninitialized */
     coll_status_t st = parse_range(list, &p, &r);
     (void)st; /* the list was checked by walk() */
     uint64_t n = r.hi - r.lo + 1;
