@@ -101,8 +101,7 @@ static train_status_t cuda_relu_forward(train_backend_t *be, float *y, size_t n)
   return launched(train_cuda_relu_forward(y, n), "ReLU");
 }
 
-static train_status_t cuda_relu_backward(train_backend_t *be, const float *y, float *dy,
-                                         size_t n) {
+static train_status_t cuda_relu_backward(train_backend_t *be, const float *y, float *dy, size_t n) {
   (void)be;
   return launched(train_cuda_relu_backward(y, dy, n), "ReLU backward");
 }
@@ -115,9 +114,9 @@ static train_status_t cuda_softmax_xent(train_backend_t *be, const float *logits
                                         size_t *correct) {
   cuda_ctx_t *x = ctx_of(be);
   if (rows == 0) return TRAIN_OK;
-  train_status_t st = launched(
-      train_cuda_softmax_xent(logits, labels, rows, cols, grad_scale, dlogits, x->result),
-      "softmax cross-entropy");
+  train_status_t st =
+      launched(train_cuda_softmax_xent(logits, labels, rows, cols, grad_scale, dlogits, x->result),
+               "softmax cross-entropy");
   double sums[3];
   if (st == TRAIN_OK) st = cuda_download(be, sums, x->result, sizeof sums);
   if (st != TRAIN_OK) return st;

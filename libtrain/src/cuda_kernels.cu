@@ -53,7 +53,7 @@ __global__ void softmax_xent_kernel(const float *logits, const uint8_t *labels, 
   __shared__ unsigned long long s_bad[THREADS];
   const unsigned long long none = ~0ull;
   double loss = 0.0, right = 0.0;
-  unsigned long long bad = none; // first row with an invalid label
+  unsigned long long bad = none;  // first row with an invalid label
   for (size_t i = threadIdx.x; i < rows; i += THREADS) {
     const float *z = logits + i * cols;
     size_t label = labels[i];
@@ -104,8 +104,8 @@ __global__ void softmax_xent_kernel(const float *logits, const uint8_t *labels, 
 // The three cases of the CPU's SGD loop; `mode` is the same for every thread.
 enum { SGD_PLAIN, SGD_FIRST, SGD_MOMENTUM };
 
-__global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr,
-                           float momentum, float wd, int mode) {
+__global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                           float wd, int mode) {
   for (size_t i = first_index(); i < n; i += grid_stride()) {
     if (mode == SGD_PLAIN) {
       p[i] -= lr * (g[i] + wd * p[i]);
@@ -132,7 +132,7 @@ __global__ void adam_kernel(float *p, const float *g, float *m, float *v, size_t
 
 int launched() { return (int)cudaGetLastError(); }
 
-} // namespace
+}  // namespace
 
 extern "C" int train_cuda_fill_rows(float *y, const float *b, size_t rows, size_t cols) {
   if (rows == 0 || cols == 0) return 0;
@@ -160,8 +160,7 @@ extern "C" int train_cuda_relu_backward(const float *y, float *dy, size_t n) {
 }
 
 extern "C" int train_cuda_softmax_xent(const float *logits, const uint8_t *labels, size_t rows,
-                                       size_t cols, float grad_scale, float *dlogits,
-                                       double *out) {
+                                       size_t cols, float grad_scale, float *dlogits, double *out) {
   softmax_xent_kernel<<<1, THREADS>>>(logits, labels, rows, cols, grad_scale, dlogits, out);
   return launched();
 }
@@ -175,8 +174,8 @@ extern "C" int train_cuda_sgd_step(float *p, const float *g, float *buf, size_t 
 }
 
 extern "C" int train_cuda_adam_step(float *p, const float *g, float *m, float *v, size_t n,
-                                    float step, float beta1, float beta2, float bc2_sqrt,
-                                    float eps, float wd) {
+                                    float step, float beta1, float beta2, float bc2_sqrt, float eps,
+                                    float wd) {
   if (n == 0) return 0;
   adam_kernel<<<blocks_for(n), THREADS>>>(p, g, m, v, n, step, beta1, beta2, bc2_sqrt, eps, wd);
   return launched();

@@ -105,8 +105,7 @@ train_status_t train_model_create(train_backend_t *be, size_t inputs, const size
   float *host = backend_is_host(be) ? m->params.data : malloc(m->n_params * sizeof *host);
   if (host == NULL) {
     train_model_destroy(m);
-    return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate %zu initial parameters",
-                       m->n_params);
+    return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate %zu initial parameters", m->n_params);
   }
   init_params(m, seed, host);
   st = backend_upload(be, m->params.data, host, m->n_params * sizeof *host);

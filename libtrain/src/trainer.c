@@ -315,8 +315,7 @@ static train_status_t evaluate(run_t *r, double *accuracy) {
     for (size_t k = 0; k < nb; k++) idx[k] = (uint32_t)(i + k);
     st = load_batch(r, &r->test, idx, nb);
     if (st == TRAIN_OK) st = train_model_forward(r->model, r->dev_x, nb);
-    if (st == TRAIN_OK)
-      st = train_model_loss(r->model, r->dev_labels, nb, 0.0f, &loss, &correct);
+    if (st == TRAIN_OK) st = train_model_loss(r->model, r->dev_labels, nb, 0.0f, &loss, &correct);
   }
   free(idx);
   double counts[3] = {(double)correct, (double)(last - first), loss};

@@ -4,8 +4,9 @@
 # runs the GPU correctness test (every dtype x op on device buffers, 1, 2 and 4 ranks on
 # the GPU through cuda_ipc, stream calls), the device all-reduce benchmark for 2 and 4
 # ranks from 8 B to 256 MiB next to the device's own D2D copy bandwidth, and, when the
-# trainer was built (OpenBLAS, zlib) and data is found, one epoch of 2-rank training with
-# --device cuda. Logs go to $OUT (or gpu-logs/); the summary table is printed last.
+# trainer was built (OpenBLAS, zlib), libtrain's CUDA backend against its CPU backend and,
+# when data is found, one epoch of 2-rank training with --device cuda. Logs go to $OUT
+# (or gpu-logs/); the summary table is printed last.
 # Usage: tests/gpu/run.sh            (from the repository root; about 5 minutes)
 set -euo pipefail
 
@@ -64,6 +65,11 @@ for n in 2 4; do
   [ -n "$line" ] && record "  busbw n=$n" "${line#*SUMMARY }"
 done
 
+# libtrain's CUDA kernels against its CPU backend before the training run that uses them.
+if [ -x "$build/tests/gpu/test_train_cuda" ]; then
+  step "libtrain CUDA backend vs CPU" 120 "$logs/test_train_cuda.log" \
+    "$build/tests/gpu/test_train_cuda"
+fi
 if [ -x "$build/tools/train" ] && [ -x "$build/tools/collrun" ] && [ -d "$data" ]; then
   step "train 2 ranks --device cuda 1 epoch" 180 "$logs/train.log" \
     "$build/tools/collrun" -n 2 "$build/tools/train" --device cuda --epochs 1 --data "$data" --quiet
