@@ -25,15 +25,16 @@ class TraceError(Exception):
 
 
 def expand(inputs):
-    """FILE.json (not itself a rank file) stands for FILE.rank*.json and FILE.c*.rank*.json."""
+    """FILE.json (not itself a rank file) stands for FILE.rank*.json: the ranks of one
+    communicator (a process's later ones write FILE.<tag>.rank*.json: pass FILE.<tag>.json)."""
     files = []
     for name in inputs:
         if re.search(r"\.rank\d+\.json$", name):
             files.append(name)
             continue
         stem = name[:-5] if name.endswith(".json") else name
-        found = glob.glob(glob.escape(stem) + ".rank*.json")
-        found += glob.glob(glob.escape(stem) + ".c*.rank*.json")
+        found = [f for f in glob.glob(glob.escape(stem) + ".rank*.json")
+                 if re.fullmatch(r"\.rank\d+\.json", f[len(stem):])]
         if not found:
             raise TraceError(f"{name}: no {stem}.rank<r>.json files")
         key = lambda f: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", f)]

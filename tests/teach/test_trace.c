@@ -1,8 +1,9 @@
 /* Check suite 'teach', real-run traces: what 4 real rank processes record with
- * COLL_TRACE equals the simulator's step table for every algorithm (same ops, peers,
- * offsets and steps per rank, per-channel order kept), the files are Trace Event JSON
- * for every rank (tools/trace_merge.py), tracing off writes nothing, a bad path is an
- * error, and a trainer run shows its forward/backward/all-reduce/optimizer spans. */
+ * COLL_TRACE equals the simulator's step table for every algorithm of every collective
+ * (same ops, peers, offsets and steps per rank, per-channel order kept), the files are
+ * Trace Event JSON for every rank (tools/trace_merge.py), a split communicator writes
+ * files of its own, tracing off writes nothing, a bad path is an error, and a trainer
+ * run shows its forward/backward/all-reduce/optimizer spans. */
 #include <check.h>
 #include <dirent.h>
 #include <stdbool.h>
@@ -73,37 +74,58 @@ static int init(const job_t *j, int rank, int nranks, coll_comm_t **comm) {
   return st != COLL_OK;
 }
 
-/* Each rank: the job's collective at both counts (checked), then destroy. */
+/* The job's collective on count elements (in the schedule's sense) from in into out. */
+static coll_status_t call_kind(const job_t *j, float *in, float *out, size_t n, coll_comm_t *comm) {
+  switch (j->kind) {
+    case COLL_KIND_BROADCAST:
+      return coll_broadcast(out, n, COLL_FLOAT32, j->root, comm);
+    case COLL_KIND_REDUCE:
+      return coll_reduce(in, out, n, COLL_FLOAT32, COLL_SUM, j->root, comm);
+    case COLL_KIND_ALL_GATHER:
+      return coll_all_gather(in, out, n, COLL_FLOAT32, comm);
+    case COLL_KIND_REDUCE_SCATTER:
+      return coll_reduce_scatter(in, out, n, COLL_FLOAT32, COLL_SUM, comm);
+    case COLL_KIND_ALL_TO_ALL:
+      return coll_all_to_all(in, out, n, COLL_FLOAT32, comm);
+    default:
+      return coll_all_reduce(out, out, n, COLL_FLOAT32, COLL_SUM, comm);
+  }
+}
+
+/* Each rank: the job's collective at both counts, then destroy. All-reduce and
+ * broadcast results are checked here (the coll suite checks every collective). */
 static int rank_calls(int rank, int nranks, void *arg) {
   const job_t *j = arg;
   coll_comm_t *comm;
   if (init(j, rank, nranks, &comm)) return 1;
   int fails = coll_comm_set_algo(comm, j->algo) != COLL_OK;
   if (coll_trace_enabled(comm) != j->trace) fails++;
-  float *buf = malloc(counts[0] * sizeof *buf);
-  if (buf == NULL) return 1;
+  size_t in_max, out_max;
+  sched_buffer_counts(j->kind, counts[0], nranks, &in_max, &out_max);
+  float *in = calloc(in_max, sizeof *in), *out = malloc(out_max * sizeof *out);
+  if (in == NULL || out == NULL) return 1;
   for (int c = 0; c < NCALLS && !fails; c++) {
     size_t n = counts[c];
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(rank + 1) + (float)(i % 7);
-    coll_status_t st = j->kind == COLL_KIND_BROADCAST
-                           ? coll_broadcast(buf, n, COLL_FLOAT32, j->root, comm)
-                           : coll_all_reduce(buf, buf, n, COLL_FLOAT32, COLL_SUM, comm);
+    for (size_t i = 0; i < n; i++) out[i] = (float)(rank + 1) + (float)(i % 7);
+    coll_status_t st = call_kind(j, in, out, n, comm);
     if (st != COLL_OK) {
       fprintf(stderr, "rank %d: call %d: %s\n", rank, c, coll_last_error());
       fails++;
       break;
     }
+    if (j->kind != COLL_KIND_ALL_REDUCE && j->kind != COLL_KIND_BROADCAST) continue;
     float want = j->kind == COLL_KIND_BROADCAST
                      ? (float)(j->root + 1) + (float)((n - 1) % 7)
                      : (float)(nranks * (nranks + 1) / 2) + (float)nranks * (float)((n - 1) % 7);
-    if (buf[n - 1] != want) {
-      fprintf(stderr, "rank %d: call %d: last element %g, want %g\n", rank, c, buf[n - 1], want);
+    if (out[n - 1] != want) {
+      fprintf(stderr, "rank %d: call %d: last element %g, want %g\n", rank, c, out[n - 1], want);
       fails++;
     }
   }
   if (coll_trace_span_begin(comm, "user span") != COLL_OK) fails++;
   if (coll_trace_span_end(comm, "user span") != COLL_OK) fails++;
-  free(buf);
+  free(in);
+  free(out);
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails != 0;
 }
@@ -293,6 +315,12 @@ static const struct {
     {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_HD},
     {.kind = COLL_KIND_BROADCAST, .algo = COLL_ALGO_MASTER},
     {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_TREE, .transport = "tcp"},
+    {.kind = COLL_KIND_REDUCE, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_REDUCE, .algo = COLL_ALGO_TREE},
+    {.kind = COLL_KIND_ALL_GATHER, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_ALL_GATHER, .algo = COLL_ALGO_HD},
+    {.kind = COLL_KIND_REDUCE_SCATTER, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_ALL_TO_ALL, .algo = COLL_ALGO_RING},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -313,7 +341,7 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
       ck_assert_msg(calls[c].count == counts[c], "rank %d: call %d not traced", r, c);
       ck_assert_msg(calls[c].nops > 0, "rank %d: call %d has no ops", r, c);
       coll_algo_t algo = algo_named(calls[c].algo);
-      if (j.kind == COLL_KIND_ALL_REDUCE) ck_assert_int_eq(algo, j.algo);
+      ck_assert_int_eq(algo, j.algo);
       sched_params_t p = {.collective = j.kind,
                           .count = counts[c],
                           .dtype = COLL_FLOAT32,
@@ -460,6 +488,67 @@ START_TEST(an_unwritable_trace_path_fails_init_with_its_name) {
 }
 END_TEST
 
+/* Each rank: a traced all-reduce on the world and on its half (color rank % 2). */
+static int rank_split(int rank, int nranks, void *arg) {
+  const job_t *j = arg;
+  coll_comm_t *comm, *half = NULL;
+  if (init(j, rank, nranks, &comm)) return 1;
+  float x = 1.0f;
+  int fails = coll_all_reduce(&x, &x, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  if (coll_comm_split(comm, rank % 2, rank, &half) != COLL_OK) return 1;
+  fails += coll_all_reduce(&x, &x, 1, COLL_FLOAT32, COLL_SUM, half) != COLL_OK;
+  fails += x != (float)nranks * 2.0f;
+  fails += coll_comm_destroy(half) != COLL_OK;
+  fails += coll_comm_destroy(comm) != COLL_OK;
+  return fails != 0;
+}
+
+static int count_lines(const char *path, const char *const *parts);
+
+START_TEST(a_split_communicator_traces_into_files_of_its_own) {
+  job_t j = {.port = mp_free_port(), .trace = 1};
+  make_dir(&j);
+  ck_assert_int_eq(mp_run(NRANKS, 60000, rank_split, &j), 0);
+  DIR *d = opendir(j.dir);
+  ck_assert_ptr_nonnull(d);
+  struct dirent *e;
+  int world = 0, halves = 0;
+  char tags[2][128] = {"", ""};
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    int rank = -1, end = 0;
+    if (sscanf(e->d_name, "t.rank%d.json%n", &rank, &end) == 1 && e->d_name[end] == '\0') {
+      world++;
+      continue;
+    }
+    /* t.<tag>.rank<r>.json with r in the half's ranks {0, 1} */
+    const char *dot = strstr(e->d_name, ".rank");
+    ck_assert_msg(strncmp(e->d_name, "t.", 2) == 0 && dot != NULL &&
+                      sscanf(dot, ".rank%d.json%n", &rank, &end) == 1 && dot[end] == '\0' &&
+                      (rank == 0 || rank == 1),
+                  "unexpected file %s", e->d_name);
+    char tag[128];
+    snprintf(tag, sizeof tag, "%.*s", (int)(dot - e->d_name - 2), e->d_name + 2);
+    int slot = tags[0][0] == '\0' || strcmp(tags[0], tag) == 0 ? 0 : 1;
+    if (tags[slot][0] == '\0') snprintf(tags[slot], sizeof tags[slot], "%s", tag);
+    ck_assert_msg(strcmp(tags[slot], tag) == 0, "a third communicator: %s", e->d_name);
+    char path[600], pid[32], name[200];
+    snprintf(path, sizeof path, "%s/%s", j.dir, e->d_name);
+    snprintf(pid, sizeof pid, "\"pid\":%d,", rank);
+    snprintf(name, sizeof name, "\"name\":\"rank %d (communicator %s)\"", rank, tag);
+    const char *coll[] = {"\"cat\":\"collective\"", pid, NULL}, *proc[] = {name, NULL};
+    ck_assert_int_eq(count_lines(path, coll), 1);
+    ck_assert_msg(count_lines(path, proc) == 1, "%s does not name its process %s", path, name);
+    halves++;
+  }
+  closedir(d);
+  ck_assert_int_eq(world, NRANKS);
+  ck_assert_int_eq(halves, NRANKS);
+  ck_assert_str_ne(tags[0], tags[1]);
+  remove_dir(&j);
+}
+END_TEST
+
 /* Lines of `path` that contain every one of the strings (NULL-terminated). */
 static int count_lines(const char *path, const char *const *parts) {
   FILE *f = fopen(path, "r");
@@ -529,6 +618,7 @@ static Suite *trace_suite(void) {
   tcase_add_loop_test(tc, a_real_run_records_the_simulators_step_table_for_every_algorithm, 0,
                       NCASES);
   tcase_add_test(tc, trace_files_are_trace_event_json_with_spans_for_every_rank);
+  tcase_add_test(tc, a_split_communicator_traces_into_files_of_its_own);
   tcase_add_test(tc, without_coll_trace_nothing_is_written_and_spans_do_nothing);
   tcase_add_test(tc, an_unwritable_trace_path_fails_init_with_its_name);
   tcase_add_test(tc, a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans);

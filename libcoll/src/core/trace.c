@@ -258,16 +258,32 @@ static int channel_tid(int peer, bool recv) { return CHANNEL_TID + 2 * peer + (r
 
 /* ---- lifetime ---- */
 
-/* FILE.json -> FILE[.c<k>].rank<r>.json; k is the communicator's number on its store
- * when it is not the first (several communicators in one process). */
+/* Which communicator of the process this is, for file and process names: "" for the
+ * first one on its store ("coll/c1/") and single-rank ones, else the key prefix without
+ * "coll/" and with dots for slashes ("c2", "c1.s1-c0" for a split). */
+static void comm_tag(char *out, size_t cap, const coll_comm_t *comm) {
+  const char *p = comm->key_prefix;
+  if (strncmp(p, "coll/", 5) == 0) p += 5;
+  out[0] = '\0';
+  if (strcmp(p, "c1/") == 0 || strcmp(p, "single/") == 0) return;
+  size_t n = 0;
+  for (; p[n] != '\0' && n + 1 < cap; n++) {
+    char ch = p[n];
+    bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_';
+    out[n] = plain ? ch : '.';
+  }
+  while (n > 0 && out[n - 1] == '.') n--;
+  out[n] = '\0';
+}
+
+/* FILE.json -> FILE[.<tag>].rank<r>.json (a name without .json gets it appended). */
 static void make_path(char *out, size_t cap, const char *spec, const coll_comm_t *comm) {
-  char comm_part[32] = "";
-  long long k = 0;
-  if (sscanf(comm->key_prefix, "coll/c%lld/", &k) == 1 && k > 1)
-    snprintf(comm_part, sizeof comm_part, ".c%lld", k);
+  char tag[COMM_KEY_PREFIX_MAX];
+  comm_tag(tag, sizeof tag, comm);
   size_t n = strlen(spec);
   int stem = (int)(n >= 5 && strcmp(spec + n - 5, ".json") == 0 ? n - 5 : n);
-  snprintf(out, cap, "%.*s%s.rank%d.json", stem, spec, comm_part, comm->rank);
+  snprintf(out, cap, "%.*s%s%s.rank%d.json", stem, spec, tag[0] ? "." : "", tag, comm->rank);
 }
 
 static void free_trace(trace_t *t) {
@@ -282,12 +298,13 @@ static void free_trace(trace_t *t) {
 /* Process and channel names, written at once. */
 static void write_metadata(trace_t *t) {
   const coll_comm_t *c = t->comm;
-  char json[256];
+  char json[256], tag[COMM_KEY_PREFIX_MAX];
+  comm_tag(tag, sizeof tag, c);
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->file);
   snprintf(json, sizeof json,
            "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-           "\"args\":{\"name\":\"rank %d\"}}",
-           c->rank, c->rank);
+           "\"args\":{\"name\":\"rank %d%s%s%s\"}}",
+           c->rank, c->rank, tag[0] ? " (communicator " : "", tag, tag[0] ? ")" : "");
   put_event(t, json);
   snprintf(json, sizeof json,
            "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
