@@ -11,9 +11,18 @@
  *   hd all-reduce      2 log2 p (+2 folding) steps, 2(p-1)/p S (+S folding), (p-1)/p S
  *                      (+S folding) reduced, p = largest power of two <= n
  *   master all-reduce  n*nseg steps, 2(n-1) S through rank 0, (n-1) S reduced
- *   Pipelined algorithms (ring, tree) overlap the transfer of one segment with the
- *   reduction of the previous one: they pay max(bytes beta, reduced gamma) plus one
- *   segment of fill; hd and master reduce whole halves between steps and pay the sum.
+ *   The CPUs that reduce are the ones that move the bytes (shm: memcpy into and out of
+ *   the FIFO; tcp over loopback: the kernel's copies), so a rank pays bytes beta plus
+ *   reduced gamma, one after the other; pipelining (ring, tree) overlaps one rank's work
+ *   with its peers' and costs one segment of fill. hd is not pipelined: a step's
+ *   reduction waits for the peer's whole message, so it also pays its first message's
+ *   bytes once more as fill (measured: 2 ranks, 4-64 MiB, hd 0-15% behind ring). The
+ *   two-rank tree is counted with S reduced per rank although each rank reduces only its
+ *   half: each reduction sits on the chain's path (the root reduces a segment before it
+ *   sends it down), which measured about as costly. The earlier overlap model,
+ *   max(bytes beta, reduced gamma), made that tree (about half the ring's steps) win at
+ *   every size; measured on shm it was 15-35% slower than ring from 4 MiB up (numbers
+ *   and commands: bench/calibrate.md).
  *
  *   broadcast: chain (ring) (nseg + n - 2) steps of one segment; binomial (tree, hd)
  *   ceil(log2 n) steps of S; direct (master) (n-1) S from the root.
@@ -32,19 +41,21 @@
 
 #include "algo/algo_internal.h"
 
-/* Defaults for this machine kind (2 vCPU Zen 2), from the measurements in DESIGN.md:
- *  - shm: 8-byte round trip ~0.5 us, i.e. ~0.25 us one way, plus about 1 us of executor
- *    work per step (posting, completion, hand-off) -> alpha 1.5 us. Bytes move by memcpy
- *    at ~8 GB/s; a FIFO costs two copies, single-copy (process_vm_readv) one -> beta
- *    taken between the two, 1 / 6 GB/s.
- *  - tcp (loopback): 8-byte round trip ~21 us -> ~10.5 us one way plus ~1 us of executor
- *    work -> alpha 12 us; one stream carries ~5.4 GB/s -> beta 1 / 5.4 GB/s.
- *  - gamma, both: a[i] += b[i] runs at ~26 GB/s counting 3 bytes of traffic per byte
- *    reduced -> 1 / 8.7 GB/s. */
+/* Defaults for this machine kind (2 vCPU Zen 2), measured with bench/calibrate.sh
+ * (bench/calibrate under collrun -n 2, median of 3 runs per transport, each run after
+ * waiting for a mostly idle machine; the machine was shared with other jobs all along,
+ * load average 5-9, so single runs vary by 2x; see bench/calibrate.md):
+ *  - alpha: ring all-reduce of one float per rank (2 steps), median of 201 calls, / 2
+ *  - gamma: dst[i] = a[i] + b[i] over 16 MiB float buffers, seconds per byte of dst
+ *  - beta: 64 MiB ring all-reduce, t = steps alpha + S beta + S/2 gamma solved for beta
+ *    (S bytes sent per rank; for shm that is the sender's copy into the FIFO and the
+ *    receiver's copy out, for tcp the kernel's two copies)
+ * Runs (alpha us, 1/beta GB/s, 1/gamma GB/s): shm 7.51 3.46 3.77, 0.86 3.99 2.22,
+ * 1.00 3.44 2.93; tcp 27.0 0.31 0.82, 17.4 1.16 2.18, 7.52 2.05 3.72. */
 const algo_cost_t algo_cost_shm_default = {
-    .alpha = 1.5e-6, .beta = 1.0 / 6.0e9, .gamma = 1.0 / 8.7e9};
+    .alpha = 1.0e-6, .beta = 1.0 / 3.46e9, .gamma = 1.0 / 2.92e9};
 const algo_cost_t algo_cost_tcp_default = {
-    .alpha = 12e-6, .beta = 1.0 / 5.4e9, .gamma = 1.0 / 8.7e9};
+    .alpha = 17.4e-6, .beta = 1.0 / 1.16e9, .gamma = 1.0 / 2.18e9};
 
 static double log2_ceil(int n) {
   int k = 0;
@@ -54,8 +65,7 @@ static double log2_ceil(int n) {
 
 static double pipelined(double steps, double bytes, double reduced, double seg_bytes,
                         const algo_cost_t *c) {
-  double stream = fmax(bytes * c->beta, reduced * c->gamma);
-  return steps * c->alpha + stream + seg_bytes * (c->beta + c->gamma);
+  return steps * c->alpha + bytes * c->beta + reduced * c->gamma + seg_bytes * (c->beta + c->gamma);
 }
 
 static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
@@ -84,7 +94,8 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
       double steps = 2.0 * log2_ceil(pw) + (fold ? 2.0 : 0.0);
       double bytes = 2.0 * (pw - 1) / pw * S + (fold ? S : 0.0);
       double reduced = (double)(pw - 1) / pw * S + (fold ? S : 0.0);
-      return steps * c->alpha + bytes * c->beta + reduced * c->gamma;
+      double fill = (fold ? S : S / 2.0) * c->beta; /* the first message, see above */
+      return steps * c->alpha + bytes * c->beta + reduced * c->gamma + fill;
     }
     case COLL_ALGO_MASTER: {
       double nseg = fmax(1.0, ceil(S / seg));
@@ -122,7 +133,7 @@ static double reduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_
   double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
   switch (algo) {
     case COLL_ALGO_RING:
-      return (nseg + n - 2) * (c->alpha + seg * fmax(c->beta, c->gamma)) + seg * c->gamma;
+      return (nseg + n - 2) * (c->alpha + seg * (c->beta + c->gamma)) + seg * c->gamma;
     case COLL_ALGO_TREE:
     case COLL_ALGO_HD:
       return log2_ceil(n) * (c->alpha + S * (c->beta + c->gamma));
@@ -143,7 +154,7 @@ static double block_cost(coll_algo_t algo, const sched_params_t *p, const algo_c
   if (p->collective == COLL_KIND_ALL_GATHER && algo == COLL_ALGO_HD)
     return log2_ceil(n) * c->alpha + (n - 1) * S * c->beta + 2.0 * n * S * c->gamma;
   if (p->collective == COLL_KIND_REDUCE_SCATTER && algo == COLL_ALGO_RING)
-    return (n - 1) * nseg * c->alpha + (n - 1) * S * fmax(c->beta, c->gamma) + seg * c->gamma;
+    return (n - 1) * nseg * c->alpha + (n - 1) * S * (c->beta + c->gamma) + seg * c->gamma;
   if (p->collective == COLL_KIND_ALL_TO_ALL && algo == COLL_ALGO_RING)
     return (n - 1) * (c->alpha + S * c->beta);
   return INFINITY;
@@ -179,8 +190,8 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   } else if (p != NULL && p->collective == COLL_KIND_ALL_GATHER) {
     cand = allgather_candidates;
     ncand = 2;
-  } else if (p != NULL && (p->collective == COLL_KIND_REDUCE_SCATTER ||
-                           p->collective == COLL_KIND_ALL_TO_ALL)) {
+  } else if (p != NULL &&
+             (p->collective == COLL_KIND_REDUCE_SCATTER || p->collective == COLL_KIND_ALL_TO_ALL)) {
     cand = ring_only;
     ncand = 1;
   }
