@@ -7,6 +7,8 @@ each on the way (valid JSON, every event well-formed, B/E and b/e pairs matched)
   trace_merge.py --check trace.json            # check only, print a summary
   trace_merge.py --steps 3 trace.json          # collective seq 3 as a step table, like
                                                # coll-sim's, from what the ranks did
+  trace_merge.py --overlap backward trace.json # how much collective time ran during the
+                                               # program's 'backward' spans (DDP overlap)
 
 Perfetto (ui.perfetto.dev) also opens several files at once; the merged file is for
 chrome://tracing, which opens one. Exit status 1 names the file and event that is wrong.
@@ -147,6 +149,28 @@ def steps_table(events, seq):
     return "\n".join(lines)
 
 
+def overlap(events, span):
+    """Per rank: collective time, and the part of it inside `span` slices (B/E pairs)."""
+    lines = []
+    for pid in sorted({e["pid"] for e in events}):
+        mine = [e for e in events if e["pid"] == pid]
+        spans, open_at = [], {}
+        for e in sorted((e for e in mine if e["ph"] in "BE" and e["name"] == span),
+                        key=lambda e: e["ts"]):
+            if e["ph"] == "B":
+                open_at[e["tid"]] = e["ts"]
+            elif e["tid"] in open_at:
+                spans.append((open_at.pop(e["tid"]), e["ts"]))
+        colls = [e for e in mine if e["ph"] == "X" and e.get("cat") == "collective"]
+        total = sum(e["dur"] for e in colls)
+        inside = sum(max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a))
+                     for e in colls for a, b in spans)
+        share = 100.0 * inside / total if total > 0 else 0.0
+        lines.append(f"rank {pid}: {len(colls)} collectives, {total / 1000:.2f} ms, of which "
+                     f"{inside / 1000:.2f} ms ({share:.0f}%) during {len(spans)} '{span}' spans")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+", help="FILE.json (all ranks) or FILE.rank<r>.json")
@@ -154,15 +178,20 @@ def main():
     ap.add_argument("--check", action="store_true", help="only check and summarise")
     ap.add_argument("--steps", type=int, metavar="SEQ",
                     help="print collective SEQ's ops per step and rank")
+    ap.add_argument("--overlap", metavar="SPAN",
+                    help="collective time per rank that ran during the SPAN spans")
     args = ap.parse_args()
-    if not args.check and not args.output and args.steps is None:
-        ap.error("give -o OUTPUT, --check or --steps SEQ")
+    if not (args.check or args.output or args.steps is not None or args.overlap):
+        ap.error("give -o OUTPUT, --check, --steps SEQ or --overlap SPAN")
     try:
         merged = []
         for path in expand(args.inputs):
             merged.extend(load(path))
         if args.steps is not None:
             print(steps_table(merged, args.steps))
+            return 0
+        if args.overlap:
+            print(overlap(merged, args.overlap))
             return 0
     except TraceError as err:
         print(f"trace_merge: {err}", file=sys.stderr)

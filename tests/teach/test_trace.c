@@ -549,6 +549,37 @@ START_TEST(a_split_communicator_traces_into_files_of_its_own) {
 }
 END_TEST
 
+/* --overlap on a hand-written trace: a 2 ms collective half inside a span. */
+START_TEST(trace_merge_measures_collective_time_inside_spans) {
+  if (!have_python()) return;
+  job_t j = {0};
+  make_dir(&j);
+  char path[320];
+  snprintf(path, sizeof path, "%s/h.rank0.json", j.dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(
+      "{\"traceEvents\":[\n"
+      "{\"name\":\"backward\",\"cat\":\"user\",\"ph\":\"B\",\"pid\":0,\"tid\":7,\"ts\":1000},\n"
+      "{\"name\":\"backward\",\"cat\":\"user\",\"ph\":\"E\",\"pid\":0,\"tid\":7,\"ts\":3000},\n"
+      "{\"name\":\"all_reduce\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":0,\"tid\":8,"
+      "\"ts\":2000,\"dur\":2000}\n]}\n",
+      f);
+  fclose(f);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "python3 '%s' --overlap backward '%s/h.json' 2>&1",
+           getenv("TRACE_MERGE"), j.dir);
+  int st;
+  char *out = run_cmd(cmd, &st);
+  ck_assert_msg(st == 0 && strcmp(out,
+                                  "rank 0: 1 collectives, 2.00 ms, of which 1.00 ms (50%) "
+                                  "during 1 'backward' spans\n") == 0,
+                "overlap: %s", out);
+  free(out);
+  remove_dir(&j);
+}
+END_TEST
+
 /* Lines of `path` that contain every one of the strings (NULL-terminated). */
 static int count_lines(const char *path, const char *const *parts) {
   FILE *f = fopen(path, "r");
@@ -606,6 +637,12 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
     out = run_cmd(cmd, &st);
     ck_assert_msg(st == 0 && strstr(out, "rank 1: ") != NULL, "trace_merge: %s", out);
     free(out);
+    snprintf(cmd, sizeof cmd, "python3 '%s' --overlap backward '%s/t.json' 2>&1",
+             getenv("TRACE_MERGE"), j.dir);
+    out = run_cmd(cmd, &st);
+    ck_assert_msg(st == 0 && strstr(out, "during 4 'backward' spans\nrank 1: ") != NULL,
+                  "overlap: %s", out);
+    free(out);
   }
   remove_dir(&j);
 }
@@ -619,6 +656,7 @@ static Suite *trace_suite(void) {
                       NCASES);
   tcase_add_test(tc, trace_files_are_trace_event_json_with_spans_for_every_rank);
   tcase_add_test(tc, a_split_communicator_traces_into_files_of_its_own);
+  tcase_add_test(tc, trace_merge_measures_collective_time_inside_spans);
   tcase_add_test(tc, without_coll_trace_nothing_is_written_and_spans_do_nothing);
   tcase_add_test(tc, an_unwritable_trace_path_fails_init_with_its_name);
   tcase_add_test(tc, a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans);
