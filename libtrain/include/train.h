@@ -68,7 +68,10 @@ train_status_t train_tensor_alloc(train_backend_t *backend, size_t rows, size_t 
 void train_tensor_free(train_backend_t *backend, train_tensor_t *tensor);
 
 /* ---- Layers. Activations are row-major: one row per sample. A linear layer holds
- * W (out x in, PyTorch's layout) and b (out) as views into the model's flat buffers. */
+ * W (out x in, PyTorch's layout) and b (out) as views into the model's flat buffers.
+ * Every array given to a layer, model or optimizer function (inputs, labels, parameters,
+ * gradients, optimizer state) is in the memory of the backend's device; only the loss
+ * and count outputs are host memory. */
 typedef enum { TRAIN_LAYER_LINEAR = 0, TRAIN_LAYER_RELU } train_layer_kind_t;
 
 typedef struct {
@@ -119,6 +122,7 @@ train_status_t train_model_create(train_backend_t *be, size_t inputs, const size
                                   train_model_t **model);
 void train_model_destroy(train_model_t *model);
 size_t train_model_param_count(const train_model_t *model);
+/* In the backend's memory (device pointers on CUDA). */
 float *train_model_params(train_model_t *model);
 float *train_model_grads(train_model_t *model);
 /* Linear layers in forward order (index 0 is the first). */
@@ -254,7 +258,8 @@ train_status_t train_ddp_finish_sync(train_ddp_t *ddp, double *wait_s);
  * rank 0, and an in-place sum of doubles (evaluation counts). */
 train_status_t train_ddp_broadcast(train_ddp_t *ddp, void *buf, size_t count, coll_dtype_t dtype);
 train_status_t train_ddp_sum(train_ddp_t *ddp, double *values, size_t count);
-/* 64-bit hash of the parameters' bytes (FNV-1a). */
+/* 64-bit hash of the parameters' bytes (FNV-1a), in host memory (the trainer copies
+ * device parameters to the host first, so a hash means the same on every device). */
 uint64_t train_params_hash(const float *params, size_t n);
 /* All ranks agree on the hash (all-reduce min and max)? TRAIN_ERR_DIVERGED if not. */
 train_status_t train_ddp_check_sync(train_ddp_t *ddp, uint64_t *hash);

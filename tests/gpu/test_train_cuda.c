@@ -45,7 +45,7 @@ static void fill_random(train_rng_t *rng, float *x, size_t n, float lo, float hi
   for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * train_rng_uniform(rng);
 }
 
-/* A device copy of n host floats (or bytes when `bytes`), aborting the run on failure. */
+/* A device copy of `bytes` bytes of host memory; the run stops if that fails. */
 static void *device_copy(train_backend_t *gpu, const void *host, size_t bytes) {
   void *p = NULL;
   if (gpu->alloc(gpu, bytes, &p) != TRAIN_OK || gpu->upload(gpu, p, host, bytes) != TRAIN_OK) {
@@ -114,7 +114,7 @@ static void test_elementwise(train_backend_t *cpu, train_backend_t *gpu, train_r
     expect_close(db, db_back, cols, 0.0, acc ? "bias gradient (accumulate)" : "bias gradient");
   }
 
-  gpu->upload(gpu, dyv, y, n * sizeof *y);
+  check(gpu->upload(gpu, dyv, y, n * sizeof *y) == TRAIN_OK, "upload");
   check(cpu->relu_forward(cpu, y, n) == TRAIN_OK, "CPU ReLU");
   check(gpu->relu_forward(gpu, dyv, n) == TRAIN_OK, "CUDA ReLU");
   download(gpu, back, dyv, n * sizeof *back);
@@ -134,7 +134,7 @@ static void test_elementwise(train_backend_t *cpu, train_backend_t *gpu, train_r
 
 static void test_softmax(train_backend_t *cpu, train_backend_t *gpu, train_rng_t *rng) {
   const size_t rows = 700, cols = 10, n = rows * cols; /* rows > one block's threads */
-  float *z = malloc(n * sizeof *z), *d = malloc(n * sizeof *d), *back = malloc(n * sizeof *d);
+  float *z = malloc(n * sizeof *z), *d = calloc(n, sizeof *d), *back = malloc(n * sizeof *d);
   uint8_t *labels = malloc(rows);
   fill_random(rng, z, n, -8.0f, 8.0f);
   for (size_t i = 0; i < rows; i++) labels[i] = (uint8_t)train_rng_below(rng, cols);
@@ -157,7 +157,7 @@ static void test_softmax(train_backend_t *cpu, train_backend_t *gpu, train_rng_t
   check(gpu->softmax_xent(gpu, dz, dl, rows, cols, 0.0f, NULL, NULL, NULL) == TRAIN_OK,
         "CUDA softmax without outputs");
   labels[517] = 12;
-  gpu->upload(gpu, dl, labels, rows);
+  check(gpu->upload(gpu, dl, labels, rows) == TRAIN_OK, "upload");
   check(gpu->softmax_xent(gpu, dz, dl, rows, cols, scale, dd, &loss_g, NULL) == TRAIN_ERR_INVALID,
         "CUDA softmax rejects label 12 of 10 classes");
   check(strstr(train_last_error(), "row 517") != NULL, "the bad label's row is named");
@@ -198,7 +198,7 @@ static void test_optimizers(train_backend_t *cpu, train_backend_t *gpu, train_rn
     float *dp = device_copy(gpu, p, n * sizeof *p), *dg = device_copy(gpu, p, n * sizeof *p);
     for (int step = 0; step < 3; step++) {
       fill_random(rng, g, n, -1.0f, 1.0f);
-      gpu->upload(gpu, dg, g, n * sizeof *g);
+      check(gpu->upload(gpu, dg, g, n * sizeof *g) == TRAIN_OK, "upload");
       check(train_optimizer_step(oc, p, g) == TRAIN_OK, "CPU optimizer step");
       check(train_optimizer_step(og, dp, dg) == TRAIN_OK, "CUDA optimizer step");
     }
@@ -231,7 +231,7 @@ static void test_model(train_backend_t *cpu, train_backend_t *gpu, train_rng_t *
   download(gpu, back, train_model_params(mg), n * sizeof *back);
   expect_close(train_model_params(mc), back, n, 0.0, "initial parameters");
 
-  float *x = malloc(batch * inputs * sizeof *x);
+  float *x = calloc(batch * inputs, sizeof *x);
   uint8_t labels[64];
   float *dx = device_copy(gpu, x, batch * inputs * sizeof *x);
   uint8_t *dl = device_copy(gpu, labels, batch);
@@ -240,8 +240,8 @@ static void test_model(train_backend_t *cpu, train_backend_t *gpu, train_rng_t *
   for (int micro = 0; micro < 2; micro++) {
     fill_random(rng, x, batch * inputs, -1.0f, 2.0f);
     for (size_t i = 0; i < batch; i++) labels[i] = (uint8_t)train_rng_below(rng, classes);
-    gpu->upload(gpu, dx, x, batch * inputs * sizeof *x);
-    gpu->upload(gpu, dl, labels, batch);
+    check(gpu->upload(gpu, dx, x, batch * inputs * sizeof *x) == TRAIN_OK, "upload");
+    check(gpu->upload(gpu, dl, labels, batch) == TRAIN_OK, "upload");
     check(train_model_forward(mc, x, batch) == TRAIN_OK, "CPU forward");
     check(train_model_forward(mg, dx, batch) == TRAIN_OK, "CUDA forward");
     float scale = 1.0f / (2.0f * (float)batch);
