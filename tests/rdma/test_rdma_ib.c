@@ -83,10 +83,73 @@ static int ring_copy_rank(int rank, int n, void *p) {
   return 0;
 }
 
-/* Loop index: 2..5 ranks. */
+/* Loop index: 2..5 ranks (messages from 256 KiB go zero-copy), then 3 ranks with
+ * COLL_IB_ZCOPY_BYTES=0 (everything through the staging rings). */
 START_TEST(ring_of_2_to_5_ranks_delivers_every_size_intact) {
   arg_t arg = ib_arg("ib/ring/");
-  ck_assert_int_eq(run(2 + _i, ring_copy_rank, &arg, 120000), 0);
+  if (_i == 4) setenv("COLL_IB_ZCOPY_BYTES", "0", 1);
+  int failed = run(_i == 4 ? 3 : 2 + _i, ring_copy_rank, &arg, 120000);
+  unsetenv("COLL_IB_ZCOPY_BYTES");
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* Large and small messages mixed, all sent before any receive is posted: a large one
+ * waits for its receiver's answer (so not every send completes early), then all arrive,
+ * the large ones written straight into the destinations. */
+static int zcopy_rank(int rank, int n, void *p) {
+  arg_t *arg = p;
+  (void)n;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+  enum { COUNT = 12 };
+  size_t lens[COUNT];
+  unsigned char *out[COUNT], *in[COUNT];
+  int partner = 1 - rank;
+  for (int k = 0; k < COUNT; k++) {
+    lens[k] = k % 3 == 0 ? 100 : k % 3 == 1 ? (256u << 10) : 3 * MIB + 1;
+    out[k] = malloc(lens[k]);
+    in[k] = malloc(lens[k] + 1);
+    tp_fill(out[k], lens[k], rank, k);
+    memset(in[k], 0xee, lens[k] + 1);
+    RANK_CHECK(tp_send(&t, partner, out[k], lens[k]) == COLL_OK, "post send");
+  }
+  for (int i = 0; i < 30; i++) {
+    uint64_t sd = 0;
+    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
+               "progress");
+    RANK_CHECK(sd <= 1, "%llu sends completed before the receives were posted",
+               (unsigned long long)sd);
+    transport_set_wait(t.set, 2);
+  }
+  /* Neither rank posts a receive before both have checked the above. */
+  char key[64];
+  snprintf(key, sizeof key, "zcopy/checked/%d", rank);
+  RANK_CHECK(store_set(t.store, key, "1", 1, 10000) == COLL_OK, "store set");
+  snprintf(key, sizeof key, "zcopy/checked/%d", partner);
+  void *v = NULL;
+  size_t vlen = 0;
+  RANK_CHECK(store_get(t.store, key, &v, &vlen, 30000) == COLL_OK, "store get");
+  free(v);
+  for (int k = 0; k < COUNT; k++) {
+    transport_recv_t r = {.dst = in[k], .len = lens[k]};
+    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+  }
+  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  for (int k = 0; k < COUNT; k++) {
+    size_t bad = tp_check(in[k], lens[k], partner, k);
+    RANK_CHECK(bad == SIZE_MAX, "message %d (%zu bytes): byte %zu differs", k, lens[k], bad);
+    RANK_CHECK(in[k][lens[k]] == 0xee, "message %d: written past the end", k);
+    free(out[k]);
+    free(in[k]);
+  }
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(large_messages_sent_before_their_receives_arrive_zero_copy) {
+  arg_t arg = ib_arg("ib/zcopy/");
+  ck_assert_int_eq(run(2, zcopy_rank, &arg, 120000), 0);
 }
 END_TEST
 
@@ -510,7 +573,7 @@ static Suite *ib_suite(void) {
   Suite *s = suite_create("rdma_ib");
   TCase *tp = tcase_create("transport");
   tcase_set_timeout(tp, 300);
-  tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 4);
+  tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 5);
   tcase_add_test(tp, ring_receive_with_reduction_computes_operand_plus_incoming);
   tcase_add_test(tp, sends_beyond_the_credit_window_wait_for_their_receives);
   tcase_add_test(tp, length_mismatch_is_a_protocol_error_naming_the_peer);
@@ -518,6 +581,10 @@ static Suite *ib_suite(void) {
   tcase_add_test(tp, wait_sleeps_on_the_completion_channel_and_wakes_on_arrival);
   tcase_add_test(tp, bad_device_port_or_gid_settings_are_errors_naming_them);
   suite_add_tcase(s, tp);
+  TCase *zc = tcase_create("zcopy");
+  tcase_set_timeout(zc, 300);
+  tcase_add_test(zc, large_messages_sent_before_their_receives_arrive_zero_copy);
+  suite_add_tcase(s, zc);
   TCase *co = tcase_create("collectives");
   tcase_set_timeout(co, 300);
   tcase_add_loop_test(co, every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks, 0, 4);

@@ -68,7 +68,8 @@ static coll_status_t ib_post_send(transport_conn_t *conn, const void *buf, size_
   if (c->sends_posted - c->sends_done == c->send_cap &&
       !grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
     return coll_error(COLL_ERR_NO_MEMORY, "ib send to rank %d: out of memory", c->base.peer);
-  c->sends[c->sends_posted & (c->send_cap - 1)] = (ib_send_t){.buf = buf, .len = len};
+  c->sends[c->sends_posted & (c->send_cap - 1)] =
+      (ib_send_t){.buf = buf, .len = len, .done = false};
   c->sends_posted++;
   return COLL_OK;
 }
@@ -139,6 +140,17 @@ static void arrival(ib_conn_t *c, const struct ibv_wc *wc) {
             (int)wc->opcode);
     return;
   }
+  if ((imm & IB_IMM_CTRL) == IB_IMM_CTRL) {
+    uint32_t what = imm & IB_IMM_VALUE;
+    coll_log(COLL_LOG_TRACE, "ib: control %u from rank %d", what, c->base.peer);
+    if (what == IB_CTRL_FIN)
+      c->fins++;
+    else if (what == IB_CTRL_RTR_ZC || what == IB_CTRL_RTR_STAGE)
+      c->rtr = what == IB_CTRL_RTR_ZC ? RTR_GOT_ZC : RTR_GOT_STAGE;
+    else
+      ib_fail(c, COLL_ERR_PROTOCOL, "unknown control message 0x%08x", imm);
+    return;
+  }
   if (wc->opcode == IBV_WC_RECV && (imm & IB_IMM_CREDIT) != 0) {
     c->credits_back += imm & IB_IMM_VALUE;
     if (c->chunks_sent < c->credits_back)
@@ -165,8 +177,8 @@ coll_status_t ib_poll_cq(ib_group_t *g) {
                         g->pick.device, g->pick.port, n);
     for (int i = 0; i < n; i++) {
       const struct ibv_wc *wc = &wcs[i];
-      uint64_t peer = wc->wr_id >> 2;
-      int kind = (int)(wc->wr_id & 3u);
+      uint64_t peer = wc->wr_id >> 3;
+      int kind = (int)(wc->wr_id & 7u);
       ib_conn_t *c = peer < (uint64_t)g->nranks ? g->conns[peer] : NULL;
       if (c == NULL) continue;
       c->dirty = true;
@@ -185,12 +197,14 @@ coll_status_t ib_poll_cq(ib_group_t *g) {
         c->chunks_acked++;
       else if (kind == IB_WR_RECV)
         arrival(c, wc);
+      else if (kind == IB_WR_ZC)
+        ib_zc_write_done(c);
     }
     if (n < 32) return COLL_OK;
   }
 }
 
-static coll_status_t post_wr(ib_conn_t *c, struct ibv_send_wr *wr) {
+coll_status_t ib_post_send_wr(ib_conn_t *c, struct ibv_send_wr *wr) {
   struct ibv_send_wr *bad = NULL;
   int rc = ibv_post_send(c->qp, wr, &bad);
   if (rc != 0) return ib_fail(c, COLL_ERR_SYSTEM, "ibv_post_send: %s", strerror(rc));
@@ -198,16 +212,27 @@ static coll_status_t post_wr(ib_conn_t *c, struct ibv_send_wr *wr) {
   return COLL_OK;
 }
 
-/* Move queued messages into chunks while credits, outbox slots and send queue allow. */
+/* Move queued messages into chunks while credits, outbox slots and send queue allow;
+ * large ones go through the zero-copy rendezvous first (ib_zcopy.c). */
 static coll_status_t push_chunks(ib_conn_t *c) {
   const ib_group_t *g = c->group;
   uint64_t nslots = (uint64_t)g->nslots;
   size_t sb = g->slot_bytes;
-  while (c->sends_done < c->sends_posted) {
+  coll_status_t st = COLL_OK;
+  while (c->sends_pushed < c->sends_posted && st == COLL_OK) {
+    ib_send_t *m = &c->sends[c->sends_pushed & (c->send_cap - 1)];
+    if (g->zc_min > 0 && m->len >= g->zc_min && c->send_off == 0) {
+      bool wait, pushed;
+      st = ib_zc_send(c, m, &wait, &pushed);
+      if (st != COLL_OK || wait) break;
+      if (pushed) {
+        c->sends_pushed++;
+        continue;
+      }
+    }
     if (c->chunks_sent - c->credits_back >= nslots || c->chunks_sent - c->chunks_acked >= nslots ||
         c->sq_used >= g->sq_depth)
-      return COLL_OK;
-    const ib_send_t *m = &c->sends[c->sends_done & (c->send_cap - 1)];
+      break;
     size_t len = m->len - c->send_off < sb ? m->len - c->send_off : sb;
     bool last = c->send_off + len == m->len;
     size_t slot = (size_t)(c->chunks_sent % nslots);
@@ -228,16 +253,20 @@ static coll_status_t push_chunks(ib_conn_t *c) {
     } else {
       wr.opcode = IBV_WR_SEND_WITH_IMM; /* empty message: no bytes to write */
     }
-    coll_status_t st = post_wr(c, &wr);
-    if (st != COLL_OK) return st;
+    st = ib_post_send_wr(c, &wr);
+    if (st != COLL_OK) break;
     c->chunks_sent++;
     c->send_off += len;
     if (last) {
-      c->sends_done++;
+      m->done = true; /* copied out: the caller's buffer is free */
+      c->sends_pushed++;
       c->send_off = 0;
+      c->send_staged = false;
     }
   }
-  return COLL_OK;
+  while (c->sends_done < c->sends_pushed && c->sends[c->sends_done & (c->send_cap - 1)].done)
+    c->sends_done++;
+  return st;
 }
 
 static coll_status_t return_credits(ib_conn_t *c) {
@@ -250,7 +279,7 @@ static coll_status_t return_credits(ib_conn_t *c) {
       .send_flags = IBV_SEND_SIGNALED,
       .imm_data = htonl(IB_IMM_CREDIT | (uint32_t)pending),
   };
-  coll_status_t st = post_wr(c, &wr);
+  coll_status_t st = ib_post_send_wr(c, &wr);
   if (st == COLL_OK) c->credits_sent += pending;
   return st;
 }
@@ -260,8 +289,19 @@ static coll_status_t consume(ib_conn_t *c) {
   const ib_group_t *g = c->group;
   uint64_t nslots = (uint64_t)g->nslots;
   size_t sb = g->slot_bytes;
-  while (c->recvs_done < c->recvs_posted && c->chunks_consumed < c->chunks_arrived) {
+  while (c->recvs_done < c->recvs_posted) {
     const transport_recv_t *r = &c->recvs[c->recvs_done & (c->recv_cap - 1)];
+    if (g->zc_min > 0 && r->len >= g->zc_min && c->recv_off == 0) {
+      bool wait, done;
+      coll_status_t st = ib_zc_recv(c, r, &wait, &done);
+      if (st != COLL_OK) return st;
+      if (done) {
+        c->recvs_done++;
+        continue;
+      }
+      if (wait) break;
+    }
+    if (c->chunks_consumed == c->chunks_arrived) break;
     size_t slot = (size_t)(c->chunks_consumed % nslots);
     uint32_t imm = c->arrived[slot];
     size_t len = imm & IB_IMM_VALUE;
@@ -287,6 +327,7 @@ static coll_status_t consume(ib_conn_t *c) {
     if (last) {
       c->recvs_done++;
       c->recv_off = 0;
+      c->zc_recv = ZC_NONE;
     }
   }
   return return_credits(c);
@@ -308,7 +349,7 @@ static coll_status_t ping_if_silent(ib_conn_t *c) {
                       c->remote_addr + 2 * (uint64_t)c->group->nslots * c->group->slot_bytes,
                   .rkey = c->remote_rkey},
   };
-  coll_status_t st = post_wr(c, &wr);
+  coll_status_t st = ib_post_send_wr(c, &wr);
   if (st == COLL_OK) {
     coll_log(COLL_LOG_TRACE, "ib: rank %d silent for %lld ms: liveness ping", c->base.peer,
              (long long)((now - c->last_heard_ns) / 1000000));

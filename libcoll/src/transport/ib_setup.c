@@ -16,6 +16,8 @@
  *   COLL_IB_SLOT_BYTES  chunk and slot size, power of two in [4 KiB, 16 MiB] (128 KiB)
  *   COLL_IB_NSLOTS      slots per ring, 2..256 (16): registered staging per peer is
  *                       2 x slots x bytes (an inbox and an outbox) = 4 MiB by default
+ *   COLL_IB_ZCOPY_BYTES messages this large or larger go zero-copy where the receive is a
+ *                       plain copy (ib_zcopy.c); 0 turns it off (256 KiB)
  *   COLL_IB_TIMEOUT     QP ack timeout exponent: 4.096 us x 2^n per retry, 7 retries, so a
  *                       dead peer is reported after about 8 x that (16: ~2 s) */
 #include <arpa/inet.h>
@@ -47,6 +49,7 @@ typedef struct {
   uint32_t rkey;
   int nslots;
   unsigned long long slot_bytes;
+  unsigned long long zc_min;
 } qp_info_t;
 
 static const char *host_name(const transport_setup_t *setup, int rank) {
@@ -111,6 +114,7 @@ static bool ib_probe(const transport_setup_t *setup, int peer) {
 static void conn_free(ib_conn_t *c) {
   if (c == NULL) return;
   if (c->qp != NULL) ibv_destroy_qp(c->qp);
+  ib_zc_release(c);
   if (c->mr != NULL) ibv_dereg_mr(c->mr);
   free(c->inbox); /* the outbox is the second half of the same block */
   free(c->arrived);
@@ -177,7 +181,7 @@ static coll_status_t create_conn(const transport_setup_t *setup, ib_group_t *g, 
   snprintf(c->peer_host, sizeof c->peer_host, "%s", host_name(setup, peer));
   size_t ring = (size_t)g->nslots * g->slot_bytes;
   void *block = NULL;
-  size_t bytes = 2 * ring + IB_PING_BYTES;
+  size_t bytes = 2 * ring + IB_SCRATCH_BYTES;
   if (posix_memalign(&block, 4096, bytes) != 0 ||
       (c->arrived = calloc((size_t)g->nslots, sizeof *c->arrived)) == NULL) {
     free(block);
@@ -237,9 +241,10 @@ static coll_status_t publish_conn(const transport_setup_t *setup, ib_group_t *g,
   char key[512], value[512], hex[33];
   gid_hex(&g->pick.gid, hex);
   snprintf(key, sizeof key, "%sib/qp/%d/%d", setup->key_prefix, setup->rank, c->base.peer);
-  int n = snprintf(value, sizeof value, "%u %u %u %s %d %llu %u %d %zu", c->qp->qp_num, psn,
+  int n = snprintf(value, sizeof value, "%u %u %u %s %d %llu %u %d %zu %zu", c->qp->qp_num, psn,
                    (unsigned)g->pick.lid, hex, (int)g->pick.mtu,
-                   (unsigned long long)(uintptr_t)c->inbox, c->mr->rkey, g->nslots, g->slot_bytes);
+                   (unsigned long long)(uintptr_t)c->inbox, c->mr->rkey, g->nslots, g->slot_bytes,
+                   g->zc_min);
   return store_set(setup->store, key, value, (size_t)n, timeout_ms);
 }
 
@@ -251,8 +256,9 @@ static coll_status_t read_peer(const transport_setup_t *setup, ib_group_t *g, in
   if (st != COLL_OK)
     return coll_error_prefix(st, "reading the queue pair of rank %d (host %s): ", peer,
                              host_name(setup, peer));
-  if (sscanf(text, "%u %u %u %63s %d %llu %u %d %llu", &info->qpn, &info->psn, &info->lid, hex,
-             &info->mtu, &info->addr, &info->rkey, &info->nslots, &info->slot_bytes) != 9 ||
+  if (sscanf(text, "%u %u %u %63s %d %llu %u %d %llu %llu", &info->qpn, &info->psn, &info->lid, hex,
+             &info->mtu, &info->addr, &info->rkey, &info->nslots, &info->slot_bytes,
+             &info->zc_min) != 10 ||
       !parse_gid(hex, &info->gid))
     return coll_error(COLL_ERR_PROTOCOL, "rank %d published a bad ib queue pair '%s'", peer, text);
   if (info->nslots != g->nslots || info->slot_bytes != g->slot_bytes)
@@ -260,6 +266,10 @@ static coll_status_t read_peer(const transport_setup_t *setup, ib_group_t *g, in
                       "COLL_IB_NSLOTS or COLL_IB_SLOT_BYTES differ: rank %d uses %d x %llu, "
                       "rank %d uses %d x %zu",
                       peer, info->nslots, info->slot_bytes, g->rank, g->nslots, g->slot_bytes);
+  if (info->zc_min != g->zc_min)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "COLL_IB_ZCOPY_BYTES differs: rank %d uses %llu, rank %d uses %zu", peer,
+                      info->zc_min, g->rank, g->zc_min);
   return COLL_OK;
 }
 
@@ -310,8 +320,10 @@ static coll_status_t connect_qp(ib_group_t *g, ib_conn_t *c, const qp_info_t *in
 }
 
 static coll_status_t read_env(ib_group_t *g, int64_t *timeout_exp) {
-  int64_t slot, nslots;
+  int64_t slot, nslots, zc_min;
   coll_status_t st = coll_env_int("COLL_IB_SLOT_BYTES", 4096, MAX_SLOT_BYTES, 128 << 10, &slot);
+  if (st == COLL_OK)
+    st = coll_env_int("COLL_IB_ZCOPY_BYTES", 0, (int64_t)1 << 40, 256 << 10, &zc_min);
   if (st == COLL_OK) st = coll_env_int("COLL_IB_NSLOTS", 2, 256, 16, &nslots);
   if (st == COLL_OK) st = coll_env_int("COLL_IB_TIMEOUT", 8, 24, 16, timeout_exp);
   if (st != COLL_OK) return st;
@@ -320,7 +332,8 @@ static coll_status_t read_env(ib_group_t *g, int64_t *timeout_exp) {
                       (long long)slot);
   g->slot_bytes = (size_t)slot;
   g->nslots = (int)nslots;
-  g->sq_depth = 2 * g->nslots + 4;
+  g->zc_min = (size_t)zc_min;
+  g->sq_depth = 2 * g->nslots + 8; /* chunks, credits, a ping, rendezvous replies, writes */
   g->rq_depth = 2 * g->nslots + 4;
   return COLL_OK;
 }
@@ -378,9 +391,11 @@ static coll_status_t ib_open(const transport_setup_t *setup, const bool *peers,
     ib_group_close(g);
     return st;
   }
-  coll_log(COLL_LOG_INFO, "ib: device %s port %d GID index %d (%s %s), %d slots of %zu bytes",
+  coll_log(COLL_LOG_INFO,
+           "ib: device %s port %d GID index %d (%s %s), %d slots of %zu bytes, zero-copy "
+           "from %zu bytes",
            g->pick.device, g->pick.port, g->pick.gid_index, g->pick.gid_type, g->pick.gid_text,
-           g->nslots, g->slot_bytes);
+           g->nslots, g->slot_bytes, g->zc_min);
   *out = g;
   return COLL_OK;
 }
