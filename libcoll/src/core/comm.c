@@ -239,6 +239,13 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
    * may still need them. */
   bool healthy = !atomic_load(&comm->aborted) && !atomic_load(&comm->failed);
   if (comm->nranks > 1 && healthy) st = rdv_finish(comm);
+  if (comm->nranks > 1 && atomic_load(&comm->failed)) {
+    /* Peers learn of the failure from the closed connections, then the cause from the
+     * store, which must outlive that (failure.c). */
+    transport_set_close(comm->transports);
+    comm->transports = NULL;
+    failure_linger(comm);
+  }
   comm_free(comm);
   if (st == COLL_OK) coll_error_clear();
   return st;

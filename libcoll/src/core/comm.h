@@ -244,6 +244,14 @@ const char *exec_transport_name(coll_comm_t *comm);
 /* After a timeout: publish this rank's state (exec.state) through the store; rank 0
  * gathers the others' and appends the report to coll_last_error(). Keeps the message. */
 void hang_report(coll_comm_t *comm);
+/* After a failure: publish the communicator's first failure (and dead_peer, >= 0 when a
+ * connection failed) through the store; when another rank failed first, append its
+ * message to coll_last_error(), so a rank that only saw the cascade names the cause. */
+void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer);
+/* Destroy of a failed communicator, after its connections closed: ranks announce they
+ * left; the store's host keeps serving until every rank left or was seen dead (bounded),
+ * so the others can still read the failure record. */
+void failure_linger(coll_comm_t *comm);
 
 /* ---- api_more.c ---- */
 /* Argument checks, algorithm choice and the INFO line for a collective call (all kinds

@@ -49,6 +49,7 @@ typedef struct {
   bool fp_sent, fp_checked;
   int fp_next, fp_prev;
   uint64_t fp_send_seq, fp_recv_seq;
+  int err_peer; /* the peer whose connection failed, -1: none */
   size_t lo;    /* first op not done */
   size_t hi;    /* one past the last op ever started */
   int inflight; /* posted transfers not yet complete */
@@ -78,6 +79,7 @@ static coll_status_t fail(run_t *run, coll_status_t st) {
   coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", run->comm->rank, kind_name(c->kind),
                     c->count, coll_dtype_name(c->dtype), coll_algo_name(run->entry->sched.algo));
   comm_mark_failed(run->comm, st);
+  failure_record(run->comm, st, st == COLL_ERR_REMOTE ? run->err_peer : -1);
   return st;
 }
 
@@ -129,7 +131,10 @@ static coll_status_t start_op(run_t *run, size_t i) {
       trace_op_done(run->comm, e, i);
       return COLL_OK;
   }
-  if (st != COLL_OK) return st;
+  if (st != COLL_OK) {
+    run->err_peer = op->peer;
+    return st;
+  }
   e->state[i] = OP_POSTED;
   run->inflight++;
   if (i + 1 > run->hi) run->hi = i + 1;
@@ -158,6 +163,9 @@ static coll_status_t scan(run_t *run) {
     uint8_t *chan = transfer ? &blocked[2 * (size_t)op->peer + (op->kind != SCHED_SEND)] : NULL;
     bool ok = chan == NULL || !*chan;
     if (transfer && later && run->inflight >= MAX_INFLIGHT) ok = false;
+    /* Receives wait for the predecessor's fingerprint: a mismatched call's data (its
+     * length differs) must not be read first. Sends go ahead, so nothing waits long. */
+    if (transfer && op->kind != SCHED_SEND && run->fp_active && !run->fp_checked) ok = false;
     for (uint32_t d = e->dep_start[i]; ok && d < e->dep_start[i + 1]; d++)
       if (e->state[e->deps[d]] != OP_DONE) ok = false;
     if (!ok) {
@@ -231,6 +239,30 @@ static coll_status_t fp_post(run_t *run) {
   return COLL_OK;
 }
 
+/* A transport error while the predecessor's fingerprint is unchecked may come from a
+ * mismatched call (a message of the wrong length, found when it is received or when its
+ * receive is posted): when the fingerprint arrives within a moment and differs, the
+ * mismatch is the better explanation. */
+static coll_status_t fp_salvage(run_t *run, coll_status_t st) {
+  if (!run->fp_active || run->fp_checked || st == COLL_ERR_ABORTED) return st;
+  exec_t *x = &run->comm->exec;
+  exec_peer_t *pp = &x->peers[run->fp_prev];
+  int64_t until = coll_now_ns() + 200 * 1000000LL;
+  char saved[COMM_MESSAGE_MAX];
+  snprintf(saved, sizeof saved, "%s", coll_last_error());
+  while (pp->recvs_done <= run->fp_recv_seq && coll_now_ns() < until) {
+    uint64_t sd = pp->sends_done, rd = pp->recvs_done;
+    if (transport_progress(transport_set_conn(run->comm->transports, run->fp_prev), &sd, &rd) !=
+        COLL_OK)
+      break;
+    pp->sends_done = sd;
+    pp->recvs_done = rd;
+  }
+  /* A failed channel's counters may lag: a filled-in fingerprint tells. */
+  if (x->fp_in.seq != 0 && fp_check(run) == COLL_ERR_MISMATCH) return COLL_ERR_MISMATCH;
+  return coll_error(st, "%s", saved);
+}
+
 static bool finished(const run_t *run) {
   return run->lo >= run->entry->sched.nops &&
          (!run->fp_active || (run->fp_sent && run->fp_checked));
@@ -246,7 +278,10 @@ static coll_status_t poll(run_t *run, bool *any) {
     if (peer->sends_done == peer->sends_posted && peer->recvs_done == peer->recvs_posted) continue;
     uint64_t sd = peer->sends_done, rd = peer->recvs_done;
     coll_status_t st = transport_progress(transport_set_conn(comm->transports, p), &sd, &rd);
-    if (st != COLL_OK) return st;
+    if (st != COLL_OK) {
+      run->err_peer = p;
+      return fp_salvage(run, st);
+    }
     if (sd != peer->sends_done || rd != peer->recvs_done) *any = true;
     peer->sends_done = sd;
     peer->recvs_done = rd;
@@ -331,7 +366,7 @@ static coll_status_t run_schedule(run_t *run) {
     if (dirty) {
       if (run->lo < nops) {
         st = scan(run);
-        if (st != COLL_OK) return st;
+        if (st != COLL_OK) return fp_salvage(run, st);
       }
       dirty = false;
       if (finished(run)) break;
@@ -544,6 +579,7 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
                [SCHED_BUF_OUTPUT] = call->recvbuf,
                [SCHED_BUF_SCRATCH] = comm->exec.scratch},
       .op_base = op_base,
+      .err_peer = -1,
       .esz = esz,
       .reduce = mem_host_reduce_fn(call->dtype, reduces ? call->op : COLL_SUM),
   };

@@ -1,0 +1,75 @@
+/* Failure records: the first failure of a communicator is published through the store
+ * ("<prefix>failure" = "rank|message", first writer wins), and every connection found
+ * dead as "<prefix>dead/<peer>". A rank that only sees the cascade (a survivor that
+ * failed first closed its connections) appends the first failure to its message, so
+ * every rank names the rank that died. At destroy, the store's host keeps serving until
+ * the others have left or are known dead, within a short bound. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "core/comm.h"
+
+enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10 };
+
+static int quick_ms(const coll_comm_t *comm) {
+  return comm->timeout_ms < 500 ? comm->timeout_ms : 500;
+}
+
+void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
+  if (comm->store == NULL || comm->nranks < 2 || st == COLL_ERR_ABORTED) return;
+  char saved[COMM_MESSAGE_MAX], key[KEY_MAX], mine[COMM_MESSAGE_MAX + 16];
+  snprintf(saved, sizeof saved, "%s", coll_last_error());
+  if (dead_peer >= 0) {
+    snprintf(key, sizeof key, "%sdead/%d", comm->key_prefix, dead_peer);
+    store_set(comm->store, key, "1", 1, quick_ms(comm));
+  }
+  snprintf(key, sizeof key, "%sfailure", comm->key_prefix);
+  snprintf(mine, sizeof mine, "%d|%s", comm->rank, saved);
+  void *current = NULL;
+  size_t len = 0;
+  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, mine, strlen(mine), &current,
+                                      &len, quick_ms(comm));
+  char first[COMM_MESSAGE_MAX] = "";
+  int first_rank = comm->rank;
+  if (s == COLL_OK && current != NULL) {
+    snprintf(first, sizeof first, "%.*s", (int)len, (const char *)current);
+    first_rank = atoi(first);
+  }
+  free(current);
+  const char *bar = strchr(first, '|');
+  if (first_rank != comm->rank && bar != NULL)
+    coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
+  else
+    coll_error(st, "%s", saved);
+}
+
+/* Whether rank r has left or was seen dead. */
+static bool accounted(coll_comm_t *comm, int r) {
+  char left[KEY_MAX], dead[KEY_MAX];
+  snprintf(left, sizeof left, "%sleft/%d", comm->key_prefix, r);
+  snprintf(dead, sizeof dead, "%sdead/%d", comm->key_prefix, r);
+  bool exists = false;
+  const char *k1[1] = {left}, *k2[1] = {dead};
+  if (store_check(comm->store, k1, 1, &exists, 200) == COLL_OK && exists) return true;
+  return store_check(comm->store, k2, 1, &exists, 200) == COLL_OK && exists;
+}
+
+void failure_linger(coll_comm_t *comm) {
+  if (comm->store == NULL || comm->nranks < 2) return;
+  char key[KEY_MAX];
+  if (comm->server == NULL) {
+    snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
+    store_set(comm->store, key, "1", 1, quick_ms(comm));
+    return;
+  }
+  int bound = comm->timeout_ms < LINGER_MAX_MS ? comm->timeout_ms : LINGER_MAX_MS;
+  int64_t deadline = coll_deadline_ns(bound);
+  for (int r = 0; r < comm->nranks; r++) {
+    if (r == comm->rank) continue;
+    while (!accounted(comm, r) && coll_now_ns() < deadline) usleep(POLL_MS * 1000);
+  }
+}
