@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "core/comm.h"
+#include "core/trace.h"
 
 enum { SPIN_NS = 50000, PURE_SPIN_NS = 2000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_MS = 5000 };
 
@@ -52,6 +53,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
 
   int64_t limit_ns = ((int64_t)comm->timeout_ms + BACKSTOP_GRACE_MS) * 1000000LL;
   bool stale = false;
+  int64_t traced = trace_request_wait_start(comm);
   pthread_mutex_lock(&comm->mu);
   while (!is_done(req)) {
     if (!comm->busy && comm->head != NULL) {
@@ -77,6 +79,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     }
   }
   pthread_mutex_unlock(&comm->mu);
+  trace_request_wait_done(comm, traced);
   if (stale) /* The executor still owns the request: it stays valid (abort, then wait again). */
     return coll_error(COLL_ERR_TIMEOUT,
                       "rank %d: coll_request_wait: the executor showed no progress for %d ms",

@@ -5,6 +5,7 @@
  * Tracks (pid = rank; tid = a thread or a channel):
  *  - the thread that ran the executor (caller or progress thread, real tids): one "X"
  *    per collective, local copies and reductions, waits; user spans as B/E pairs;
+ *  - a caller's thread blocked in coll_request_wait: "request wait" slices;
  *  - one track per channel ("send to rank p", "recv from rank p"): one "X" per transfer.
  *    A channel moves its messages in order, so a transfer's span starts when it was
  *    posted or when the previous one on its channel finished, whichever is later
@@ -39,6 +40,7 @@ typedef enum {
   REC_COLL,
   REC_STEP,
   REC_WAIT,
+  REC_REQUEST_WAIT,
   REC_BEGIN,
   REC_END,
   REC_THREAD
@@ -50,6 +52,7 @@ typedef enum {
  *  COLL:   kind = coll kind, buf = dtype, src_buf = op, peer = root, step = algo,
  *          a = count, b = bytes, c = steps, d = ops, status
  *  STEP:   step, a = ops in the step
+ *  WAIT, REQUEST_WAIT: ts and end only
  *  BEGIN/END: a = span name index
  *  THREAD: peer = 1 for the progress thread */
 typedef struct {
@@ -185,10 +188,13 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
       return;
     }
     case REC_WAIT:
+    case REC_REQUEST_WAIT:
+      /* seq: the executor's collective at that time (a request wait may span several) */
       snprintf(out, cap,
-               "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+               "{\"name\":\"%s\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu}}",
-               rank, (int)r->tid, ts, dur, (unsigned long long)r->seq);
+               r->type == REC_WAIT ? "wait" : "request wait", rank, (int)r->tid, ts, dur,
+               (unsigned long long)r->seq);
       return;
     case REC_BEGIN:
     case REC_END:
@@ -484,6 +490,15 @@ void trace_wait_end_(trace_t *t) {
   pthread_mutex_lock(&t->mu);
   rec_t *r = append_locked(t, REC_WAIT, thread_tid_locked(t));
   r->ts = t->wait_t0;
+  r->end = end;
+  pthread_mutex_unlock(&t->mu);
+}
+
+void trace_request_wait_(trace_t *t, int64_t t0) {
+  int64_t end = coll_now_ns();
+  pthread_mutex_lock(&t->mu);
+  rec_t *r = append_locked(t, REC_REQUEST_WAIT, thread_tid_locked(t));
+  r->ts = t0;
   r->end = end;
   pthread_mutex_unlock(&t->mu);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "core/comm.h"
 
 typedef struct trace trace_t;
@@ -26,6 +27,7 @@ void trace_op_start_(trace_t *t, size_t op_index);
 void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t op_index);
 void trace_wait_begin_(trace_t *t);
 void trace_wait_end_(trace_t *t);
+void trace_request_wait_(trace_t *t, int64_t t0);
 
 #define TRACE_ON(comm) __builtin_expect((comm)->trace != NULL, 0)
 
@@ -51,6 +53,16 @@ static inline void trace_wait_begin(coll_comm_t *comm) {
 }
 static inline void trace_wait_end(coll_comm_t *comm) {
   if (TRACE_ON(comm)) trace_wait_end_(comm->trace);
+}
+
+/* A caller blocks in coll_request_wait: t0 = trace_request_wait_start(comm) before,
+ * trace_request_wait_done(comm, t0) after (a slice "request wait" on its thread). The
+ * progress thread may be tracing its own waits meanwhile, hence the caller keeps t0. */
+static inline int64_t trace_request_wait_start(coll_comm_t *comm) {
+  return TRACE_ON(comm) ? coll_now_ns() : 0;
+}
+static inline void trace_request_wait_done(coll_comm_t *comm, int64_t t0) {
+  if (TRACE_ON(comm) && t0 != 0) trace_request_wait_(comm->trace, t0);
 }
 
 #endif
