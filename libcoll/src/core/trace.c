@@ -104,12 +104,10 @@ static const char *const op_names[] = {
     [SCHED_LOCAL_REDUCE] = "local_reduce",
 };
 
-/* The kernel's thread id, cached per thread (gettid is a system call). */
-static int current_tid(void) {
-  static _Thread_local int tid;
-  if (tid == 0) tid = (int)gettid();
-  return tid;
-}
+/* The kernel's thread id. Not cached in a thread-local: a child forked by a traced
+ * process would inherit the parent's value. Transfers, the most frequent events, use
+ * channel tracks and do not ask. */
+static int current_tid(void) { return (int)gettid(); }
 
 /* ---- writing ---- */
 
