@@ -111,7 +111,9 @@ chmod +x "$guest"
 
 cd "$build" || exit 1
 out=$(mktemp)
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1500} bash "$vm" "bash $guest $build" 2>&1 | tee "$out"
+# The guest's summary line is held back and printed last, after anything the VM prints.
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1500} bash "$vm" "bash $guest $build" 2>&1 | tee "$out" |
+  grep --line-buffered -vE '^rdma: [0-9]+ passed, [0-9]+ failed$'
 rc=${PIPESTATUS[0]}
 summary=$(grep -E '^rdma: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 rm -f "$out" "$guest"
@@ -122,4 +124,5 @@ if [ -z "$summary" ]; then
     *) echo "rdma: the guest gave no summary (exit $rc)"; echo "rdma: 0 passed, 1 failed"; exit 1 ;;
   esac
 fi
+echo "$summary"
 exit "$rc"
