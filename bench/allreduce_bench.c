@@ -1,6 +1,9 @@
 /* allreduce_bench: all-reduce bandwidth and latency of libcoll, one process per rank
- * (collrun, mpirun or srun), with nccl-tests' all_reduce_perf options and columns. */
+ * (collrun, mpirun or srun), with nccl-tests' all_reduce_perf options and columns; -C
+ * runs another collective (broadcast, reduce, all_gather, reduce_scatter, all_to_all)
+ * with nccl-tests' size and bus-bandwidth conventions. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +55,54 @@ static int all_reduce_small(struct bench *b, void *buf, size_t count, coll_dtype
   return st == COLL_OK ? 0 : fail(b, what, st);
 }
 
+/* Elements per rank for a size of `elems` elements in nccl-tests' sense: all_gather's
+ * size is its output, reduce_scatter's its input, all_to_all's either: n blocks. */
+static size_t per_rank(const struct bench *b, size_t elems) {
+  int c = b->args.collective;
+  bool blocks = c == BENCH_ALL_GATHER || c == BENCH_REDUCE_SCATTER || c == BENCH_ALL_TO_ALL;
+  return blocks ? elems / (size_t)b->nranks : elems;
+}
+
+/* The collectives other than all-reduce; in-place as NCCL defines it (all_to_all has
+ * none: it runs out of place). */
+static int run_other(struct bench *b, const void *send, void *recv, size_t count, int dtype,
+                     int op) {
+  coll_dtype_t dt = (coll_dtype_t)dtype;
+  size_t block = count * coll_dtype_size(dt) * (size_t)b->rank;
+  bool in_place = send == recv;
+  coll_request_t *req = NULL, **rq = b->args.blocking ? NULL : &req;
+  coll_status_t st;
+  switch (b->args.collective) {
+  case BENCH_BROADCAST:
+    st = rq ? coll_broadcast_async(recv, count, dt, b->args.root, b->comm, rq)
+            : coll_broadcast(recv, count, dt, b->args.root, b->comm);
+    break;
+  case BENCH_REDUCE:
+    st = rq ? coll_reduce_async(send, recv, count, dt, (coll_op_t)op, b->args.root, b->comm, rq)
+            : coll_reduce(send, recv, count, dt, (coll_op_t)op, b->args.root, b->comm);
+    break;
+  case BENCH_ALL_GATHER:
+    if (in_place) send = (const char *)recv + block;
+    st = rq ? coll_all_gather_async(send, recv, count, dt, b->comm, rq)
+            : coll_all_gather(send, recv, count, dt, b->comm);
+    break;
+  case BENCH_REDUCE_SCATTER:
+    if (in_place) recv = (char *)recv + block;
+    st = rq ? coll_reduce_scatter_async(send, recv, count, dt, (coll_op_t)op, b->comm, rq)
+            : coll_reduce_scatter(send, recv, count, dt, (coll_op_t)op, b->comm);
+    break;
+  default:
+    st = rq ? coll_all_to_all_async(b->sendbuf, b->recvbuf, count, dt, b->comm, rq)
+            : coll_all_to_all(b->sendbuf, b->recvbuf, count, dt, b->comm);
+  }
+  if (st == COLL_OK && rq != NULL) st = coll_request_wait(rq);
+  return st == COLL_OK ? 0 : fail(b, bench_collective_name(b->args.collective), st);
+}
+
 static int run_once(struct bench *b, const void *send, void *recv, size_t count, int dtype,
                     int op) {
   coll_status_t st;
+  if (b->args.collective != BENCH_ALL_REDUCE) return run_other(b, send, recv, count, dtype, op);
   if (b->args.blocking) {
     st = coll_all_reduce(send, recv, count, (coll_dtype_t)dtype, (coll_op_t)op, b->comm);
     if (st != COLL_OK) return fail(b, "coll_all_reduce", st);
@@ -110,15 +158,19 @@ static int check_size(struct bench *b, size_t count, int dtype, int op, int in_p
 static int bench_size(struct bench *b, size_t bytes, int dtype, int op, uint64_t seed,
                       bench_row_t *row) {
   size_t elem = coll_dtype_size((coll_dtype_t)dtype);
-  size_t count = bytes / elem;
-  *row = (bench_row_t){.bytes = count * elem, .count = count, .dtype = dtype, .op = op};
+  size_t count = per_rank(b, bytes / elem), total = bytes / elem / count * count;
+  if (count == 0) total = 0;
+  *row = (bench_row_t){.bytes = total * elem, .count = total, .dtype = dtype, .op = op};
   for (int in_place = 0; in_place < 2; in_place++) {
     bench_result_t *r = in_place ? &row->ip : &row->oop;
     double median = 0.0;
     if (time_size(b, count, dtype, op, in_place, &median) != 0) return -1;
     bench_result_set(r, row->bytes, median, b->nranks);
+    r->busbw = r->algbw * bench_collective_busbw_factor(b->args.collective, b->nranks);
     r->wrong = -1;
-    if (b->args.check && check_size(b, count, dtype, op, in_place, seed, &r->wrong) != 0)
+    /* The reference data is all-reduce's: other collectives are checked by the tests. */
+    if (b->args.check && b->args.collective == BENCH_ALL_REDUCE &&
+        check_size(b, count, dtype, op, in_place, seed, &r->wrong) != 0)
       return -1;
   }
   return 0;
@@ -127,7 +179,7 @@ static int bench_size(struct bench *b, size_t bytes, int dtype, int op, uint64_t
 /* nccl-tests warms up at the largest size, then at the smallest. */
 static int warm_up(struct bench *b, int dtype, int op) {
   size_t elem = coll_dtype_size((coll_dtype_t)dtype);
-  size_t sizes[2] = {b->args.max_bytes / elem, b->args.min_bytes / elem};
+  size_t sizes[2] = {per_rank(b, b->args.max_bytes / elem), per_rank(b, b->args.min_bytes / elem)};
   for (int s = 0; s < 2; s++)
     for (int it = 0; it < b->args.warmup; it++)
       if (run_once(b, b->sendbuf, b->recvbuf, sizes[s], dtype, op) != 0) return -1;
@@ -192,9 +244,9 @@ static void print_ranks(const struct bench *b) {
 static void print_header(const struct bench *b) {
   const bench_args_t *a = &b->args;
   const bench_meta_t *m = &b->meta;
-  printf("# allreduce_bench (libcoll %s): coll_all_reduce, columns as nccl-tests' "
-         "all_reduce_perf\n",
-         COLL_VERSION);
+  printf("# allreduce_bench (libcoll %s): coll_%s, columns as nccl-tests' %s_perf\n",
+         COLL_VERSION, bench_collective_name(a->collective),
+         bench_collective_name(a->collective));
   printf("# nRanks %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
          "validation: %d blocking: %d\n",
          b->nranks, a->min_bytes, a->max_bytes,
@@ -204,9 +256,12 @@ static void print_header(const struct bench *b) {
   printf("# time: MEDIAN of the %d timed iterations (each timed alone, after a 4-byte "
          "all-reduce that aligns the ranks), max over ranks of the per-rank medians\n",
          a->iters);
-  printf("# bandwidth: algbw = size / time, busbw = algbw * 2(n-1)/n = algbw * %.3f "
+  printf("# bandwidth: algbw = size / time, busbw = algbw * %s = algbw * %.3f "
          "(GB/s = 1e9 B/s)\n",
-         bench_busbw_factor(b->nranks));
+         a->collective == BENCH_ALL_REDUCE                              ? "2(n-1)/n"
+         : a->collective == BENCH_BROADCAST || a->collective == BENCH_REDUCE ? "1"
+                                                                        : "(n-1)/n",
+         bench_collective_busbw_factor(a->collective, b->nranks));
   printf("# memory per rank: bench buffers %zu bytes (send %zu + recv %zu); libcoll staging "
          "%zu bytes after warm-up at maxBytes (max over ranks); peak RSS (VmHWM) %zu KiB "
          "(max over ranks, includes the bench buffers)\n",

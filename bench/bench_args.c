@@ -29,6 +29,7 @@ enum opt_id {
   OPT_CSV,
   OPT_JSON,
   OPT_MIN_BUSBW,
+  OPT_COLLECTIVE,
   OPT_HELP,
 };
 
@@ -59,6 +60,7 @@ static const struct opt_def opt_defs[] = {
   {.short_name = 0, .long_name = "csv", .takes_value = 1, .id = OPT_CSV},
   {.short_name = 0, .long_name = "json", .takes_value = 1, .id = OPT_JSON},
   {.short_name = 0, .long_name = "min-busbw", .takes_value = 1, .id = OPT_MIN_BUSBW},
+  {.short_name = 'C', .long_name = "collective", .takes_value = 1, .id = OPT_COLLECTIVE},
   {.short_name = 'h', .long_name = "help", .takes_value = 0, .id = OPT_HELP},
 };
 
@@ -272,12 +274,23 @@ static int apply(const struct opt_def *def, const char *shown, const char *value
                        shown);
     return 0;
   case OPT_ROOT:
-    /* all-reduce has no root; nccl-tests accepts -r for every test, so do we, but only
-     * the value that means nothing. */
-    if (parse_long(value, -1, 0, &n) != 0)
-      return set_error(err, err_len, "%s '%s': all-reduce has no root (only 0 or -1 accepted)",
-                       shown, value);
+    /* The root of broadcast and reduce (checked against the rank count at run time);
+     * all-reduce ignores it, as nccl-tests does. -1 means rank 0. */
+    if (parse_long(value, -1, 1 << 20, &n) != 0)
+      return set_error(err, err_len, "%s '%s': expected a rank (0, 1, ...)", shown, value);
+    args->root = n < 0 ? 0 : (int)n;
     return 0;
+  case OPT_COLLECTIVE:
+    for (int c = 0; c < BENCH_COLLECTIVE_COUNT; c++) {
+      if (strcmp(value, bench_collective_name(c)) == 0) {
+        args->collective = c;
+        return 0;
+      }
+    }
+    return set_error(err, err_len,
+                     "unknown collective '%s' for %s (expected all_reduce, broadcast, reduce, "
+                     "all_gather, reduce_scatter or all_to_all)",
+                     value, shown);
   case OPT_NTHREADS:
   case OPT_NGPUS:
     if (parse_long(value, 1, 1, &n) != 0)
@@ -397,12 +410,41 @@ void bench_args_usage(const char *prog, FILE *out) {
           "      --json FILE          also write the results as JSON (rank 0)\n"
           "      --min-busbw GB/S     fail (exit 1) when the largest size's out-of-place busbw\n"
           "                           is below this\n"
+          "  -C, --collective NAME    all_reduce (default), broadcast, reduce, all_gather,\n"
+          "                           reduce_scatter, all_to_all; SIZE is nccl-tests' (the\n"
+          "                           whole buffer: all ranks' blocks); only all_reduce is\n"
+          "                           checked (-c)\n"
+          "  -r, --root N             root of broadcast and reduce (default 0)\n"
           "  -h, --help               this text\n"
-          "Accepted for nccl-tests compatibility: -r 0, -t 1, -g 1.\n"
+          "Accepted for nccl-tests compatibility: -t 1, -g 1.\n"
           "Time per size: the median of the timed iterations, each timed on its own after a\n"
           "small all-reduce that lines the ranks up; the slowest rank's median is reported.\n"
-          "algbw = size / time; busbw = algbw * 2(n-1)/n (GB/s = 1e9 bytes/s).\n"
+          "algbw = size / time; busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n for\n"
+          "all_gather, reduce_scatter and all_to_all, 1 for broadcast and reduce (GB/s = 1e9\n"
+          "bytes/s).\n"
           "Exit status: 0 success; 1 wrong results, failed call or busbw below --min-busbw;\n"
           "2 bad options.\n",
           prog, prog);
+}
+
+const char *bench_collective_name(int collective) {
+  static const char *const names[BENCH_COLLECTIVE_COUNT] = {
+    [BENCH_ALL_REDUCE] = "all_reduce",         [BENCH_BROADCAST] = "broadcast",
+    [BENCH_REDUCE] = "reduce",                 [BENCH_ALL_GATHER] = "all_gather",
+    [BENCH_REDUCE_SCATTER] = "reduce_scatter", [BENCH_ALL_TO_ALL] = "all_to_all",
+  };
+  return collective >= 0 && collective < BENCH_COLLECTIVE_COUNT ? names[collective] : "?";
+}
+
+double bench_collective_busbw_factor(int collective, int nranks) {
+  if (nranks <= 0) return 0.0;
+  switch (collective) {
+  case BENCH_ALL_REDUCE:
+    return 2.0 * (nranks - 1) / nranks;
+  case BENCH_BROADCAST:
+  case BENCH_REDUCE:
+    return 1.0;
+  default:
+    return (double)(nranks - 1) / nranks;
+  }
 }

@@ -29,6 +29,8 @@ typedef struct {
   int dtype; /* -d: coll_dtype_t or BENCH_ALL */
   int op; /* -o: coll_op_t or BENCH_ALL */
   int algo; /* -A: coll_algo_t or BENCH_ALGO_UNSET */
+  int collective; /* -C: bench_collective_t (default all_reduce) */
+  int root; /* -r: root of broadcast and reduce (default 0) */
   const char *transport; /* -T: shm|tcp|ib, NULL: library default */
   const char *csv_path; /* --csv */
   const char *json_path; /* --json */
@@ -59,6 +61,21 @@ int bench_op_from_name(const char *name);
 const char *bench_op_name(int op);
 
 void bench_args_usage(const char *prog, FILE *out);
+
+/* The collectives -C selects (nccl-tests' test names without "_perf"). */
+typedef enum {
+  BENCH_ALL_REDUCE = 0,
+  BENCH_BROADCAST,
+  BENCH_REDUCE,
+  BENCH_ALL_GATHER,
+  BENCH_REDUCE_SCATTER,
+  BENCH_ALL_TO_ALL,
+  BENCH_COLLECTIVE_COUNT
+} bench_collective_t;
+const char *bench_collective_name(int collective);
+/* nccl-tests' bus-bandwidth factors: all_reduce 2(n-1)/n; all_gather, reduce_scatter and
+ * all_to_all (n-1)/n; broadcast and reduce 1. */
+double bench_collective_busbw_factor(int collective, int nranks);
 
 #ifdef __cplusplus
 }
