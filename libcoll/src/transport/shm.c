@@ -10,9 +10,11 @@
  * pinning (follow_page_pte, ~7% of samples) and its slower copy loop cost more than the
  * second copy saves, and with the FIFO both cores copy in parallel. So the FIFO is the
  * default while every rank of the host has a CPU of its own. With more ranks than CPUs
- * the CPU time is what counts, and single-copy spends less of it (4 ranks on 2 cores,
- * 16 MiB ring: 10-20% fewer CPU seconds per call): it is then on by default
- * (shm_setup.c; COLL_SHM_DIRECT=0/1 forces either way).
+ * the CPU time is what counts, and single-copy spends a little less of it (4 ranks on
+ * 2 cores, 16 MiB ring, marginal CPU per call: 81-87 ms against 85-89 ms, in 3 of 3
+ * interleaved pairs; the kernel's copy and page pinning eat most of what the saved copy
+ * is worth): it is then on by default (shm_setup.c; COLL_SHM_DIRECT=0/1 forces either
+ * way).
  *
  * Waiting: each rank has one doorbell word in its inbox; peers bump it after moving a
  * FIFO's head or tail and FUTEX_WAKE only when the owner says it sleeps. The owner may

@@ -53,7 +53,7 @@ static const char *host_name(const transport_setup_t *setup, int rank) {
 }
 
 /* More ranks on this host than CPUs this process may use: the cores, not the memory,
- * are the limit, and single-copy spends less CPU per byte. */
+ * are the limit, and single-copy spends a little less CPU per byte (shm.c). */
 static int crowded(uint32_t local_ranks) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
