@@ -14,6 +14,29 @@
 
 enum { TOKEN_BYTES = 16, EXIT_NOT_FOUND = 127, EXIT_USAGE = 2 };
 
+/* libcoll's rank 0 writes its hang report (after a deadline passed) to COLL_HANG_REPORT:
+ * point it at a file of ours, unless the user chose one, so the exit message can add it. */
+static void hang_report_path(char *path, size_t cap) {
+  const char *user = getenv("COLL_HANG_REPORT");
+  path[0] = '\0';
+  if (user != NULL && user[0] != '\0') return;
+  snprintf(path, cap, "/tmp/collrun-hang-%d.txt", (int)getpid());
+  unlink(path);
+  setenv("COLL_HANG_REPORT", path, 1);
+}
+
+static void print_hang_report(const char *path) {
+  if (path[0] == '\0') return;
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return;
+  char text[4096];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  unlink(path);
+  text[n] = '\0';
+  if (n > 0) fprintf(stderr, "collrun: rank 0's %s\n", text);
+}
+
 /* Closed 0, 1 or 2 would be reused by our pipes and break the ranks' dup2 onto them. */
 static void ensure_std_fds(void) {
   for (int fd = 0; fd <= 2; fd++) {
@@ -106,7 +129,10 @@ int main(int argc, char **argv) {
       .timeout_s = options.timeout_s,
       .nodes = nodes,
   };
+  char hang_path[64];
+  hang_report_path(hang_path, sizeof hang_path);
   exit_code = job_run(&plan, &job_options);
+  print_hang_report(hang_path);
   if (nodes != NULL) {
     nodes_report_done(nodes);
     /* The other nodes may still use the store. After a failure they only need it to see

@@ -327,7 +327,7 @@ static coll_status_t timed_out(run_t *run) {
                           .waiting_peer = -1};
   if (run->fp_active && !run->fp_checked) {
     state->waiting_peer = run->fp_prev;
-    state->waiting_what = "its fingerprint (it has not started this collective)";
+    state->waiting_what = "its fingerprint: it has not started this collective";
     return coll_error(COLL_ERR_TIMEOUT,
                       "no progress for %d ms, waiting for rank %d to start the collective",
                       run->comm->timeout_ms, run->fp_prev);

@@ -25,7 +25,10 @@ void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (dead_peer >= 0) {
     snprintf(key, sizeof key, "%sdead/%d", comm->key_prefix, dead_peer);
-    store_set(comm->store, key, "1", 1, quick_ms(comm));
+    if (store_set(comm->store, key, "1", 1, quick_ms(comm)) != COLL_OK) {
+      coll_error(st, "%s", saved); /* the store is gone too: nothing to learn there */
+      return;
+    }
   }
   snprintf(key, sizeof key, "%sfailure", comm->key_prefix);
   snprintf(mine, sizeof mine, "%d|%s", comm->rank, saved);

@@ -1,8 +1,10 @@
 /* The hang report: when an operation's deadline passes, each rank publishes through the
  * store where it is (collective, sequence number, step, the peer it waits on); rank 0
  * waits briefly for the others, names the ranks that are behind or silent, logs the
- * report at WARN, appends it to its error message and, when COLL_HANG_REPORT names a
- * file (collrun sets it), writes it there for the launcher's exit message. */
+ * report at WARN, appends it to its error message, publishes it for the others (which
+ * wait for it, briefly, so that no rank exits and makes a launcher stop the job before
+ * the report exists) and, when COLL_HANG_REPORT names a file (collrun sets it), writes it
+ * there for the launcher's exit message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +41,15 @@ static void write_file(const char *report) {
 }
 
 /* Rank 0: gather what the others published within a short grace period. */
+/* How long rank 0 waits for the others' states. */
+static int grace_ms(const coll_comm_t *comm) {
+  int grace = comm->timeout_ms / 2 < 2000 ? comm->timeout_ms / 2 : 2000;
+  return grace < 200 ? 200 : grace;
+}
+
 static void collect(coll_comm_t *comm, const char *saved, const char *mine) {
-  int n = comm->nranks, grace = comm->timeout_ms < 2000 ? comm->timeout_ms : 2000;
-  if (grace < 200) grace = 200;
-  int64_t deadline = coll_deadline_ns(grace);
+  int n = comm->nranks;
+  int64_t deadline = coll_deadline_ns(grace_ms(comm));
   char *report = malloc(REPORT_MAX);
   unsigned long long *seqs = calloc((size_t)n, sizeof *seqs);
   char *present = calloc((size_t)n, 1);
@@ -94,6 +101,9 @@ static void collect(coll_comm_t *comm, const char *saved, const char *mine) {
   }
   coll_log(COLL_LOG_WARN, "%s", report);
   write_file(report);
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "%shang/report", comm->key_prefix);
+  store_set(comm->store, key, report, strlen(report), 500);
   coll_error(COLL_ERR_TIMEOUT, "%s; %s", saved, report);
   free(report);
   report = NULL;
@@ -114,9 +124,21 @@ void hang_report(coll_comm_t *comm) {
   snprintf(value, sizeof value, "%llu|%s", (unsigned long long)comm->exec.state.seq, mine);
   snprintf(key, sizeof key, "%shang/%d", comm->key_prefix, comm->rank);
   int quick = comm->timeout_ms < 1000 ? comm->timeout_ms : 1000;
-  store_set(comm->store, key, value, strlen(value), quick);
-  if (comm->rank == 0)
+  if (store_set(comm->store, key, value, strlen(value), quick) != COLL_OK) {
+    coll_error(COLL_ERR_TIMEOUT, "%s (no hang report: the store is unreachable)", saved);
+    return;
+  }
+  if (comm->rank == 0) {
     collect(comm, saved, mine);
+    return;
+  }
+  /* Wait for rank 0's report (it may be the one that is stuck: then give up). */
+  snprintf(key, sizeof key, "%shang/report", comm->key_prefix);
+  void *report = NULL;
+  size_t len = 0;
+  if (store_get(comm->store, key, &report, &len, grace_ms(comm) + 1000) == COLL_OK)
+    coll_error(COLL_ERR_TIMEOUT, "%s; rank 0's %.*s", saved, (int)len, (const char *)report);
   else
     coll_error(COLL_ERR_TIMEOUT, "%s", saved);
+  free(report);
 }
