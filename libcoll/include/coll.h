@@ -1,5 +1,7 @@
-/* libcoll public API: communicators, all-reduce and broadcast over host memory,
- * status codes and error messages. The only header a user of the library includes. */
+/* libcoll public API: communicators (init, split, timeouts, async errors), the
+ * collectives (all-reduce, broadcast, reduce, all-gather, reduce-scatter, all-to-all,
+ * barrier), point to point and groups, status codes and error messages. The only header a
+ * user of the library includes. */
 #ifndef COLL_H
 #define COLL_H
 

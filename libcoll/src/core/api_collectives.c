@@ -56,12 +56,7 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
     call->algo =
         comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
   }
-  if (COLL_LOG_ENABLED(COLL_LOG_INFO))
-    coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s", what, call->count,
-             coll_dtype_name(call->dtype), call->kind == COLL_KIND_ALL_REDUCE ? " " : "",
-             call->kind == COLL_KIND_ALL_REDUCE ? coll_op_name(call->op) : "",
-             coll_algo_name(call->algo), comm->algo == COLL_ALGO_AUTO ? " (cost model)" : "",
-             exec_transport_name(comm));
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;
 }
 

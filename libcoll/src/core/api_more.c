@@ -11,9 +11,15 @@
 #include "common/log.h"
 #include "core/comm.h"
 
-/* The cost model's estimate of every algorithm that implements p, for the INFO line. */
-static void log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call,
-                       const sched_params_t *p) {
+void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
+  sched_params_t params = {.collective = call->kind,
+                           .count = call->count,
+                           .dtype = call->dtype,
+                           .rank = comm->rank,
+                           .nranks = comm->nranks,
+                           .root = call->root,
+                           .segment_bytes = comm->segment_bytes};
+  const sched_params_t *p = &params;
   char alts[256] = "";
   size_t len = 0;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
@@ -24,8 +30,11 @@ static void log_choice(coll_comm_t *comm, const char *what, const exec_call_t *c
     if (n < 0) break;
     len += (size_t)n;
   }
-  coll_log(COLL_LOG_INFO, "%s: %zu x %s, algo %s%s, transport %s (estimates: %s)", what,
-           call->count, coll_dtype_name(call->dtype), coll_algo_name(call->algo),
+  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
+                 call->kind == COLL_KIND_REDUCE_SCATTER;
+  coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
+           call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
+           reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
            comm->algo == COLL_ALGO_AUTO ? " (cost model)" : " (forced)", exec_transport_name(comm),
            alts[0] ? alts : "none");
 }
@@ -108,7 +117,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (call->algo == COLL_ALGO_AUTO)
     call->algo =
         comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
-  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) log_choice(comm, what, call, &p);
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;
 }
 

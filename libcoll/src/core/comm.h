@@ -257,6 +257,9 @@ void failure_linger(coll_comm_t *comm);
 /* Argument checks, algorithm choice and the INFO line for a collective call (all kinds
  * but P2P); on success *call is ready for the executor. */
 coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call);
+/* The INFO line of a call: algorithm and transport chosen, and why (the cost model's
+ * estimate of every algorithm that implements the collective). */
+void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call);
 /* Run a prepared call: recorded inside a group, else blocking or through *request. */
 coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
                          coll_request_t **request);
