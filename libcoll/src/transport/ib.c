@@ -14,7 +14,9 @@
  * nslots data chunks plus nslots credit messages can be outstanding.
  *
  * A send is complete once its last chunk is copied into the outbox: the user buffer may
- * be reused then, even before the RDMA write is acknowledged. */
+ * be reused then, even before the RDMA write is acknowledged. Messages of at least
+ * COLL_IB_ZCOPY_BYTES skip the rings where the receive is a plain copy (ib_zcopy.c); they
+ * complete when their write is acknowledged, and completions stay in posting order. */
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
