@@ -174,12 +174,24 @@ static int group_exchange(coll_comm_t *comm, int rank, int n, size_t count) {
           *rb = malloc(count * 4);
   for (size_t i = 0; i < count; i++) a[i] = rank * 100000 + (int32_t)i, b[i] = -a[i];
   int next = (rank + 1) % n, prev = (rank + n - 1) % n, bad = 0;
+  /* Nested groups; a collective recorded between the sends and the receives runs in
+   * its place, after the sends' batch. */
+  int32_t one = 1, total = 0;
   bad += status_ok("group_start", rank, coll_group_start(comm));
   bad += status_ok("send", rank, coll_send(a, count, COLL_INT32, next, comm));
-  bad += status_ok("send", rank, coll_send(b, count, COLL_INT32, prev, comm));
+  bad += status_ok("group_start", rank, coll_group_start(comm));
   bad += status_ok("recv", rank, coll_recv(ra, count, COLL_INT32, prev, comm));
+  bad += status_ok("group_end", rank, coll_group_end(comm));
+  bad += status_ok("all_reduce in a group", rank,
+                   coll_all_reduce(&one, &total, 1, COLL_INT32, COLL_SUM, comm));
+  if (total != 0) bad++; /* recorded, not run yet */
+  bad += status_ok("send", rank, coll_send(b, count, COLL_INT32, prev, comm));
   bad += status_ok("recv", rank, coll_recv(rb, count, COLL_INT32, next, comm));
   bad += status_ok("group_end", rank, coll_group_end(comm));
+  if (total != n) {
+    fprintf(stderr, "rank %d: the all-reduce in the group gave %d\n", rank, total);
+    bad++;
+  }
   for (size_t i = 0; i < count && !bad; i++)
     if (ra[i] != prev * 100000 + (int32_t)i || rb[i] != -(next * 100000 + (int32_t)i)) {
       fprintf(stderr, "rank %d: group exchange element %zu: %d %d\n", rank, i, ra[i], rb[i]);

@@ -63,6 +63,7 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
 static coll_status_t run_blocking(coll_comm_t *comm, const char *what, exec_call_t *call) {
   coll_status_t st = prepare(comm, what, call);
   if (st != COLL_OK) return st;
+  if (comm->group_depth > 0) return api_submit(comm, what, call, NULL); /* recorded */
   /* Device buffers of a plain call: what the legacy default stream holds comes first. */
   if (call->on_device) st = exec_cuda_wait_default_stream(comm);
   if (st == COLL_OK) st = progress_run_blocking(comm, call);
@@ -76,6 +77,7 @@ static coll_status_t run_async(coll_comm_t *comm, const char *what, exec_call_t 
   *request = NULL;
   coll_status_t st = prepare(comm, what, call);
   if (st != COLL_OK) return st;
+  if (comm->group_depth > 0) return api_submit(comm, what, call, request); /* refused */
   if (call->on_device) st = exec_cuda_wait_default_stream(comm);
   if (st == COLL_OK) st = progress_submit(comm, call, request);
   if (st == COLL_OK) coll_error_clear();

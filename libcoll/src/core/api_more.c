@@ -100,6 +100,11 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (call->count > 0) {
     st = check_buffers(comm, what, call, esz);
     if (st != COLL_OK) return st;
+    st = exec_cuda_classify(comm, what, call);
+    if (st != COLL_OK) return st;
+    if (call->on_device)
+      return coll_error(COLL_ERR_UNSUPPORTED,
+                        "%s: device buffers are supported by all_reduce and broadcast only", what);
   }
   if (comm->algo_check_pending) {
     st = rdv_check_algo(comm);
