@@ -9,12 +9,11 @@
  * jobs): FIFO copy 2.5-3.4 GB/s busbw, single-copy 1.9-2.7 GB/s. The kernel's per-page
  * pinning (follow_page_pte, ~7% of samples) and its slower copy loop cost more than the
  * second copy saves, and with the FIFO both cores copy in parallel. So the FIFO is the
- * default while every rank of the host has a CPU of its own. With more ranks than CPUs
- * the CPU time is what counts, and single-copy spends a little less of it (4 ranks on
- * 2 cores, 16 MiB ring, marginal CPU per call: 81-87 ms against 85-89 ms, in 3 of 3
- * interleaved pairs; the kernel's copy and page pinning eat most of what the saved copy
- * is worth): it is then on by default (shm_setup.c; COLL_SHM_DIRECT=0/1 forces either
- * way).
+ * default and single-copy is opt-in (COLL_SHM_DIRECT=1). With more ranks than cores
+ * (4 on 2) single-copy spends ~4% less CPU per 16 MiB all-reduce but its sends complete
+ * only when the receiver has run, and busbw was no better: equal in one set of 8
+ * interleaved pairs, 25% lower in another of 6 (bench/calibrate.md), so it stays opt-in
+ * there too.
  *
  * Waiting: each rank has one doorbell word in its inbox; peers bump it after moving a
  * FIFO's head or tail and FUTEX_WAKE only when the owner says it sleeps. The owner may

@@ -14,20 +14,13 @@
  *                        shrink (fewer slots, down to 4, then smaller slots, down to
  *                        16 KiB) so that /dev/shm holds ranks x inbox, not ranks^2 x 4 MiB
  *   COLL_SHM_DIRECT      1: single-copy (process_vm_readv) for large messages where the
- *                        kernel allows it; 0: always copy through the FIFO. Unset: on
- *                        when this host's ranks outnumber the CPUs a rank may run on
- *                        (sched_getaffinity), off otherwise (see shm.c: with a core per
- *                        rank the FIFO's two parallel copies win, with fewer cores the
- *                        copy single-copy saves is what counts). A pair goes single-copy
- *                        only when both ranks enabled it (the receiver probes the sender,
- *                        which must have allowed the read), so ranks that decide
- *                        differently (pinned to different CPU sets) stay correct
+ *                        kernel allows it; 0: always copy through the FIFO (0: measured
+ *                        slower here, also with more ranks than cores: see shm.c)
  *   COLL_SHM_DIRECT_MIN  smallest message sent single-copy, bytes (256 KiB)
  *   COLL_SHM_DIRECT_CHUNK staging for single-copy reductions, [4 KiB, 8 MiB] (128 KiB)
  *   COLL_SHM_SPIN_US     how long transport_set_wait spins before it sleeps, 0..1000 (0) */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,20 +45,12 @@ static const char *host_name(const transport_setup_t *setup, int rank) {
   return setup->host_ids != NULL ? setup->host_ids[rank] : "localhost";
 }
 
-/* More ranks on this host than CPUs this process may use: the cores, not the memory,
- * are the limit, and single-copy spends a little less CPU per byte (shm.c). */
-static int crowded(uint32_t local_ranks) {
-  cpu_set_t set;
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return (int64_t)local_ranks > cpus ? 1 : 0;
-}
-
 static coll_status_t read_config(transport_group_t *g, uint32_t nfifos, size_t *slot_bytes,
                                  uint32_t *nslots) {
   int64_t sb, ns, direct, dmin, dchunk, spin, inbox;
   coll_status_t st = coll_env_int("COLL_SHM_SLOT_BYTES", 4096, MAX_SLOT_BYTES, 256 << 10, &sb);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_NSLOTS", 2, 1024, 16, &ns);
-  if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, crowded(nfifos + 1), &direct);
+  if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT", 0, 1, 0, &direct);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_MIN", 0, INT64_MAX, 256 << 10, &dmin);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_DIRECT_CHUNK", 4096, 8 << 20, 128 << 10, &dchunk);
   if (st == COLL_OK) st = coll_env_int("COLL_SHM_SPIN_US", 0, 1000, 0, &spin);
