@@ -4,6 +4,7 @@
  * root: results are compared with a direct computation. Also: the cost model picks an
  * implemented algorithm for every collective. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,14 +62,17 @@ static int run_case(coll_kind_t kind, coll_algo_t algo, int n, size_t count, int
   sim_result_t res;
   coll_status_t st = sim_run_algo(algo, &p, &cfg, &res);
   int bad = 0;
-  if (st != COLL_OK) {
+  /* Unsupported (recursive halving at a rank count that is not a power of two): the
+   * executor falls back to the cost model's choice; nothing to check here. */
+  bool skip = st == COLL_ERR_UNSUPPORTED && algo == COLL_ALGO_HD && (n & (n - 1)) != 0;
+  if (!skip && st != COLL_OK) {
     fprintf(stderr, "%s/%s n=%d count=%zu root=%d: %s\n", sched_kind_name(kind),
             coll_algo_name(algo), n, count, root, coll_last_error());
     bad = 1;
-  } else {
+  } else if (st == COLL_OK) {
     sim_result_free(&res);
   }
-  for (int r = 0; r < n && !bad; r++)
+  for (int r = 0; r < n && !bad && !skip; r++)
     for (size_t i = 0; i < out_count && !bad; i++) {
       int32_t want;
       if (!expect(kind, n, r, root, count, i, &want)) continue;

@@ -75,6 +75,7 @@ coll_status_t algo_binomial_reduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_ring_allgather(const sched_params_t *p, sched_t *s);
 coll_status_t algo_bruck_allgather(const sched_params_t *p, sched_t *s);
 coll_status_t algo_ring_reduce_scatter(const sched_params_t *p, sched_t *s);
+coll_status_t algo_halving_reduce_scatter(const sched_params_t *p, sched_t *s);
 coll_status_t algo_pairwise_alltoall(const sched_params_t *p, sched_t *s);
 
 /* Double binary tree shape (tree.c), exported for the cost model and tests: for tree

@@ -31,7 +31,8 @@
  *   binomial (tree, hd) ceil(log2 n) steps of S sent and S reduced.
  *   all_gather: ring 1 + (n-1) nseg steps of one segment; Bruck (hd) ceil(log2 n) steps,
  *   (n-1) S sent, plus two copies of n S. reduce_scatter: ring (n-1) nseg steps, (n-1) S
- *   sent and reduced (S = one block). all_to_all: pairwise n-1 steps, (n-1) S sent.
+ *   sent and reduced (S = one block); recursive halving (hd, powers of two) log2 n
+ *   steps, the same bytes, not pipelined. all_to_all: pairwise n-1 steps, (n-1) S sent.
  *   barrier: a one-byte all-reduce.
  *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
@@ -155,6 +156,9 @@ static double block_cost(coll_algo_t algo, const sched_params_t *p, const algo_c
     return log2_ceil(n) * c->alpha + (n - 1) * S * c->beta + 2.0 * n * S * c->gamma;
   if (p->collective == COLL_KIND_REDUCE_SCATTER && algo == COLL_ALGO_RING)
     return (n - 1) * nseg * c->alpha + (n - 1) * S * (c->beta + c->gamma) + seg * c->gamma;
+  if (p->collective == COLL_KIND_REDUCE_SCATTER && algo == COLL_ALGO_HD)
+    return (n & (n - 1)) ? INFINITY /* powers of two only */
+                         : log2_ceil(n) * c->alpha + (n - 1) * S * (c->beta + c->gamma);
   if (p->collective == COLL_KIND_ALL_TO_ALL && algo == COLL_ALGO_RING)
     return (n - 1) * (c->alpha + S * c->beta);
   return INFINITY;
@@ -190,8 +194,10 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   } else if (p != NULL && p->collective == COLL_KIND_ALL_GATHER) {
     cand = allgather_candidates;
     ncand = 2;
-  } else if (p != NULL &&
-             (p->collective == COLL_KIND_REDUCE_SCATTER || p->collective == COLL_KIND_ALL_TO_ALL)) {
+  } else if (p != NULL && p->collective == COLL_KIND_REDUCE_SCATTER) {
+    cand = allgather_candidates; /* ring, recursive halving (hd) */
+    ncand = 2;
+  } else if (p != NULL && p->collective == COLL_KIND_ALL_TO_ALL) {
     cand = ring_only;
     ncand = 1;
   }

@@ -259,7 +259,8 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
         },
     /* The newer collectives: reduce is a pipelined
      * chain (ring) or a binomial tree (tree, hd); all_gather a ring or Bruck's
-     * log-step algorithm (hd); reduce_scatter a ring; all_to_all pairwise exchange;
+     * log-step algorithm (hd); reduce_scatter a ring or recursive halving (hd, powers
+     * of two); all_to_all pairwise exchange;
      * barrier a one-byte all-reduce (reduce.c, allgather.c, reduce_scatter.c, alltoall.c).
      * Missing pairs fall back to the cost model. */
     [COLL_KIND_REDUCE] =
@@ -273,7 +274,8 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_RING] = algo_ring_allgather,
             [COLL_ALGO_HD] = algo_bruck_allgather,
         },
-    [COLL_KIND_REDUCE_SCATTER] = {[COLL_ALGO_RING] = algo_ring_reduce_scatter},
+    [COLL_KIND_REDUCE_SCATTER] = {[COLL_ALGO_RING] = algo_ring_reduce_scatter,
+                                  [COLL_ALGO_HD] = algo_halving_reduce_scatter},
     [COLL_KIND_ALL_TO_ALL] = {[COLL_ALGO_RING] = algo_pairwise_alltoall},
     [COLL_KIND_BARRIER] =
         {
