@@ -44,19 +44,20 @@
 
 /* Defaults for this machine kind (2 vCPU Zen 2), measured with bench/calibrate.sh
  * (bench/calibrate under collrun -n 2, median of 3 runs per transport, each run after
- * waiting for a mostly idle machine; the machine was shared with other jobs all along,
- * load average 5-9, so single runs vary by 2x; see bench/calibrate.md):
+ * waiting for a mostly idle machine) during a quiet spell of the shared machine (load
+ * average below 1; under load 5-9 single runs came out up to 2x slower, the ratios
+ * between the constants about the same; see bench/calibrate.md):
  *  - alpha: ring all-reduce of one float per rank (2 steps), median of 201 calls, / 2
  *  - gamma: dst[i] = a[i] + b[i] over 16 MiB float buffers, seconds per byte of dst
  *  - beta: 64 MiB ring all-reduce, t = steps alpha + S beta + S/2 gamma solved for beta
  *    (S bytes sent per rank; for shm that is the sender's copy into the FIFO and the
  *    receiver's copy out, for tcp the kernel's two copies)
- * Runs (alpha us, 1/beta GB/s, 1/gamma GB/s): shm 7.51 3.46 3.77, 0.86 3.99 2.22,
- * 1.00 3.44 2.93; tcp 27.0 0.31 0.82, 17.4 1.16 2.18, 7.52 2.05 3.72. */
+ * Runs (alpha us, 1/beta GB/s, 1/gamma GB/s): shm 0.91 4.63 4.38, 0.97 4.79 3.96,
+ * 0.64 4.96 4.24; tcp 10.4 1.96 4.04, 10.7 2.58 4.43, 11.1 2.21 3.92. */
 const algo_cost_t algo_cost_shm_default = {
-    .alpha = 1.0e-6, .beta = 1.0 / 3.46e9, .gamma = 1.0 / 2.92e9};
+    .alpha = 0.91e-6, .beta = 1.0 / 4.78e9, .gamma = 1.0 / 4.24e9};
 const algo_cost_t algo_cost_tcp_default = {
-    .alpha = 17.4e-6, .beta = 1.0 / 1.16e9, .gamma = 1.0 / 2.18e9};
+    .alpha = 10.7e-6, .beta = 1.0 / 2.21e9, .gamma = 1.0 / 4.03e9};
 
 static double log2_ceil(int n) {
   int k = 0;
