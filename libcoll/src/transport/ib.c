@@ -48,27 +48,13 @@ bool ib_conn_has_work(const ib_conn_t *c) {
   return c->sends_done < c->sends_posted || c->recvs_done < c->recvs_posted;
 }
 
-/* Double a queue's capacity keeping every entry at (message number mod capacity). */
-static bool grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted, size_t size) {
-  uint64_t ncap = *cap == 0 ? 16 : *cap * 2;
-  unsigned char *fresh = malloc((size_t)ncap * size);
-  if (fresh == NULL) return false;
-  unsigned char *old = *queue;
-  for (uint64_t m = done; m < posted; m++)
-    memcpy(fresh + (m & (ncap - 1)) * size, old + (m & (*cap - 1)) * size, size);
-  free(old);
-  *queue = fresh;
-  *cap = ncap;
-  return true;
-}
-
 static coll_status_t ib_post_send(transport_conn_t *conn, const void *buf, size_t len) {
   ib_conn_t *c = (ib_conn_t *)conn;
   if (buf == NULL && len > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "ib send to rank %d: NULL buffer", c->base.peer);
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->sends_posted - c->sends_done == c->send_cap &&
-      !grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
+      !transport_queue_grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
     return coll_error(COLL_ERR_NO_MEMORY, "ib send to rank %d: out of memory", c->base.peer);
   c->sends[c->sends_posted & (c->send_cap - 1)] =
       (ib_send_t){.buf = buf, .len = len, .done = false};
@@ -91,7 +77,7 @@ static coll_status_t ib_post_recv(transport_conn_t *conn, const transport_recv_t
   }
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
-      !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
+      !transport_queue_grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
     return coll_error(COLL_ERR_NO_MEMORY, "ib receive from rank %d: out of memory", c->base.peer);
   c->recvs[c->recvs_posted & (c->recv_cap - 1)] = *recv;
   c->recvs_posted++;

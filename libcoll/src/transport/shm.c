@@ -76,26 +76,13 @@ static coll_status_t fail(shm_conn_t *c, coll_status_t st, const char *fmt, ...)
   return coll_error(c->failed, "%s", c->failure);
 }
 
-static bool grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted, size_t size) {
-  uint64_t ncap = *cap == 0 ? 16 : *cap * 2;
-  unsigned char *fresh = malloc((size_t)ncap * size);
-  if (fresh == NULL) return false;
-  unsigned char *old = *queue;
-  for (uint64_t m = done; m < posted; m++)
-    memcpy(fresh + (m & (ncap - 1)) * size, old + (m & (*cap - 1)) * size, size);
-  free(old);
-  *queue = fresh;
-  *cap = ncap;
-  return true;
-}
-
 static coll_status_t shm_post_send(transport_conn_t *conn, const void *buf, size_t len) {
   shm_conn_t *c = (shm_conn_t *)conn;
   if (buf == NULL && len > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "shm send to rank %d: NULL buffer", c->base.peer);
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->sends_posted - c->sends_done == c->send_cap &&
-      !grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
+      !transport_queue_grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
     return coll_error(COLL_ERR_NO_MEMORY, "shm send to rank %d: out of memory", c->base.peer);
   c->sends[c->sends_posted & (c->send_cap - 1)] = (shm_send_t){.buf = buf, .len = len};
   c->sends_posted++;
@@ -117,7 +104,7 @@ static coll_status_t shm_post_recv(transport_conn_t *conn, const transport_recv_
   }
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
-      !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
+      !transport_queue_grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
     return coll_error(COLL_ERR_NO_MEMORY, "shm receive from rank %d: out of memory", c->base.peer);
   c->recvs[c->recvs_posted & (c->recv_cap - 1)] = (shm_recv_t){.r = *recv};
   c->recvs_posted++;

@@ -69,27 +69,13 @@ static int streams_with_pieces(const tcp_conn_t *c, size_t len) {
   return p < (size_t)c->nsocks ? (int)p : c->nsocks;
 }
 
-/* Double a queue's capacity keeping every entry at (message number mod capacity). */
-static bool grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted, size_t size) {
-  uint64_t ncap = *cap == 0 ? 16 : *cap * 2;
-  unsigned char *fresh = malloc((size_t)ncap * size);
-  if (fresh == NULL) return false;
-  unsigned char *old = *queue;
-  for (uint64_t m = done; m < posted; m++)
-    memcpy(fresh + (m & (ncap - 1)) * size, old + (m & (*cap - 1)) * size, size);
-  free(old);
-  *queue = fresh;
-  *cap = ncap;
-  return true;
-}
-
 static coll_status_t tcp_post_send(transport_conn_t *conn, const void *buf, size_t len) {
   tcp_conn_t *c = (tcp_conn_t *)conn;
   if (buf == NULL && len > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "tcp send to rank %d: NULL buffer", c->base.peer);
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->sends_posted - c->sends_done == c->send_cap &&
-      !grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
+      !transport_queue_grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
     return coll_error(COLL_ERR_NO_MEMORY, "tcp send to rank %d: out of memory", c->base.peer);
   tcp_send_t *m = &c->sends[c->sends_posted & (c->send_cap - 1)];
   *m = (tcp_send_t){.buf = buf, .len = len, .streams_left = streams_with_pieces(c, len)};
@@ -112,7 +98,7 @@ static coll_status_t tcp_post_recv(transport_conn_t *conn, const transport_recv_
   }
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
-      !grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
+      !transport_queue_grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
     return coll_error(COLL_ERR_NO_MEMORY, "tcp receive from rank %d: out of memory", c->base.peer);
   tcp_recv_t *m = &c->recvs[c->recvs_posted & (c->recv_cap - 1)];
   *m = (tcp_recv_t){.r = *recv, .streams_left = streams_with_pieces(c, recv->len)};

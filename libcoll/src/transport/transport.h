@@ -65,6 +65,12 @@ static inline coll_status_t transport_progress(transport_conn_t *c, uint64_t *se
   return c->ops->progress(c, sends_done, recvs_done);
 }
 
+/* Pending sends or receives of a connection live in a ring indexed by message number mod
+ * capacity (a power of two). Double the ring's capacity, keeping entries done..posted-1
+ * at their new slots; false when out of memory (the old ring is kept). */
+bool transport_queue_grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted,
+                          size_t entry_size);
+
 /* What rendezvous knows when connecting. */
 typedef struct {
   store_client_t *store;
