@@ -12,8 +12,7 @@ bool transport_queue_grow(void **queue, uint64_t *cap, uint64_t done, uint64_t p
   if (fresh == NULL) return false;
   unsigned char *old = *queue;
   for (uint64_t m = done; m < posted; m++)
-    memcpy(fresh + (m & (ncap - 1)) * entry_size, old + (m & (*cap - 1)) * entry_size,
-           entry_size);
+    memcpy(fresh + (m & (ncap - 1)) * entry_size, old + (m & (*cap - 1)) * entry_size, entry_size);
   free(old);
   *queue = fresh;
   *cap = ncap;
