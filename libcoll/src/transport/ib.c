@@ -50,11 +50,10 @@ bool ib_conn_has_work(const ib_conn_t *c) {
 
 static coll_status_t ib_post_send(transport_conn_t *conn, const void *buf, size_t len) {
   ib_conn_t *c = (ib_conn_t *)conn;
-  if (buf == NULL && len > 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "ib send to rank %d: NULL buffer", c->base.peer);
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->sends_posted - c->sends_done == c->send_cap &&
-      !transport_queue_grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted, sizeof *c->sends))
+      !transport_queue_grow((void **)&c->sends, &c->send_cap, c->sends_done, c->sends_posted,
+                            sizeof *c->sends))
     return coll_error(COLL_ERR_NO_MEMORY, "ib send to rank %d: out of memory", c->base.peer);
   c->sends[c->sends_posted & (c->send_cap - 1)] =
       (ib_send_t){.buf = buf, .len = len, .done = false};
@@ -64,20 +63,10 @@ static coll_status_t ib_post_send(transport_conn_t *conn, const void *buf, size_
 
 static coll_status_t ib_post_recv(transport_conn_t *conn, const transport_recv_t *recv) {
   ib_conn_t *c = (ib_conn_t *)conn;
-  if (recv == NULL || (recv->dst == NULL && recv->len > 0))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "ib receive from rank %d: NULL destination",
-                      c->base.peer);
-  if (recv->operand != NULL) {
-    size_t es = recv->elem_size;
-    if (recv->reduce == NULL || es == 0 || es > 64 || (es & (es - 1)) != 0 || recv->len % es != 0)
-      return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                        "ib receive from rank %d: reduction needs a function and a "
-                        "power-of-two element size dividing the length (%zu bytes, elem %zu)",
-                        c->base.peer, recv->len, es);
-  }
   if (c->failed != COLL_OK) return coll_error(c->failed, "%s", c->failure);
   if (c->recvs_posted - c->recvs_done == c->recv_cap &&
-      !transport_queue_grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted, sizeof *c->recvs))
+      !transport_queue_grow((void **)&c->recvs, &c->recv_cap, c->recvs_done, c->recvs_posted,
+                            sizeof *c->recvs))
     return coll_error(COLL_ERR_NO_MEMORY, "ib receive from rank %d: out of memory", c->base.peer);
   c->recvs[c->recvs_posted & (c->recv_cap - 1)] = *recv;
   c->recvs_posted++;

@@ -54,10 +54,27 @@ struct transport_conn {
   int peer;
 };
 
-static inline coll_status_t transport_post_send(transport_conn_t *c, const void *buf, size_t len) {
+/* Argument errors of a post, reported once here for every transport (the post functions
+ * of the transports may assume valid arguments). */
+coll_status_t transport_bad_send(const transport_conn_t *c, const void *buf, size_t len);
+coll_status_t transport_bad_recv(const transport_conn_t *c, const transport_recv_t *r);
+
+/* A reduction needs a function and a power-of-two element size (at most 64 bytes) that
+ * divides the length, so a transport can hand reduce() whole elements. */
+static inline bool transport_recv_valid(const transport_recv_t *r) {
+  if (r == NULL || (r->dst == NULL && r->len > 0)) return false;
+  if (r->operand == NULL) return true;
+  size_t es = r->elem_size;
+  return r->reduce != NULL && es != 0 && es <= 64 && (es & (es - 1)) == 0 && r->len % es == 0;
+}
+
+static inline coll_status_t transport_post_send(transport_conn_t *c, const void *buf,
+                                                size_t len) {
+  if (buf == NULL && len > 0) return transport_bad_send(c, buf, len);
   return c->ops->post_send(c, buf, len);
 }
 static inline coll_status_t transport_post_recv(transport_conn_t *c, const transport_recv_t *r) {
+  if (!transport_recv_valid(r)) return transport_bad_recv(c, r);
   return c->ops->post_recv(c, r);
 }
 static inline coll_status_t transport_progress(transport_conn_t *c, uint64_t *sends_done,
