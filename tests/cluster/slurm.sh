@@ -82,7 +82,10 @@ timeout 120 srun -N 2 -n 4 -m cyclic -l env COLL_DEBUG=INFO "$bench" "${bench_ar
 bench_ok "srun -N 2 -n 4 -m cyclic, default host id" srun_cyclic.log 4 $?
 
 # 3. MASTER_PORT overrides the derived port (the log says which port the store used).
-port=$((40000 + RANDOM % 5000))
+# Below the kernel's ephemeral range (32768+), where outgoing connections of earlier tests
+# can hold a port, and outside the derived range (20000-31999); skip ports in use.
+port=$((12000 + RANDOM % 8000))
+while ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((12000 + RANDOM % 8000)); done
 MASTER_PORT=$port COLL_DEBUG=INFO timeout 120 srun -N 2 -n 4 --ntasks-per-node=2 -l \
   "$bench" -c 1 -b 1M -e 1M -n 2 -w 1 >srun_port.log 2>&1
 rc=$?
@@ -149,7 +152,10 @@ fi
 # over SLURM_PROCID, the host id still tells the nodes apart.
 collrun=$build/tools/collrun
 if [ -x "$collrun" ]; then
-  port=$((40000 + RANDOM % 5000))
+  # Below the kernel's ephemeral range (32768+), where outgoing connections of earlier tests
+# can hold a port, and outside the derived range (20000-31999); skip ports in use.
+port=$((12000 + RANDOM % 8000))
+while ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((12000 + RANDOM % 8000)); done
   timeout 120 srun -N 2 -n 2 --ntasks-per-node=1 bash -c \
     'exec "$0" -n 2 --nnodes 2 --node-rank "$SLURM_NODEID" --master-addr node1 \
       --master-port '"$port"' "$@"' "$collrun" env COLL_DEBUG=INFO "$bench" "${bench_args[@]}" \
