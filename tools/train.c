@@ -48,8 +48,10 @@ static void usage(FILE *out) {
           "  --quiet              no per-step progress (epoch summaries only)\n"
           "  --help               this text\n"
           "\n"
-          "Ranks come from RANK/WORLD_SIZE/LOCAL_RANK and MASTER_ADDR/MASTER_PORT (set by\n"
-          "collrun or torchrun); without WORLD_SIZE the trainer runs as a single rank.\n");
+          "Ranks come from the launcher: RANK/WORLD_SIZE/LOCAL_RANK with MASTER_ADDR/\n"
+          "MASTER_PORT (collrun, torchrun), or srun's SLURM_* and mpirun's OMPI_COMM_WORLD_*\n"
+          "(the store's address is then derived: see docs/cluster.md). With none of\n"
+          "WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE set, it runs as a single rank.\n");
 }
 
 enum {
