@@ -168,6 +168,22 @@ COLL_API coll_status_t coll_all_reduce_stream(const void *sendbuf, void *recvbuf
                                               coll_comm_t *comm, void *cuda_stream);
 COLL_API coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype,
                                              int root, coll_comm_t *comm, void *cuda_stream);
+/* The other collectives on a stream (buffers and counts as their blocking forms below).
+ * These four are refused inside a group. Point-to-point calls take host buffers only
+ * (a device buf is COLL_ERR_UNSUPPORTED). */
+COLL_API coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                          coll_dtype_t dtype, coll_op_t op, int root,
+                                          coll_comm_t *comm, void *cuda_stream);
+COLL_API coll_status_t coll_all_gather_stream(const void *sendbuf, void *recvbuf,
+                                              size_t sendcount, coll_dtype_t dtype,
+                                              coll_comm_t *comm, void *cuda_stream);
+COLL_API coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                                  size_t recvcount, coll_dtype_t dtype,
+                                                  coll_op_t op, coll_comm_t *comm,
+                                                  void *cuda_stream);
+COLL_API coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                              coll_dtype_t dtype, coll_comm_t *comm,
+                                              void *cuda_stream);
 
 /* Wait until the request completes (or the communicator's deadline passes), free it
  * and set *request to NULL. Returns the operation's status. */

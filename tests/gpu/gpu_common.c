@@ -21,7 +21,7 @@ int gpu_device_count(void) {
 }
 
 coll_comm_t *gpu_comm_open(int rank, int nranks, uint16_t port, int ndev) {
-  cudaError_t err = cudaSetDevice(rank % ndev);
+  cudaError_t err = ndev > 0 ? cudaSetDevice(rank % ndev) : cudaSuccess;
   if (err != cudaSuccess) {
     fprintf(stderr, "rank %d: cudaSetDevice(%d): %s\n", rank, rank % ndev, cudaGetErrorString(err));
     return NULL;

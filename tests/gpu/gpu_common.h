@@ -15,7 +15,8 @@
 /* CUDA devices visible, counted in a child process (the caller stays CUDA-free). */
 int gpu_device_count(void);
 /* Communicator of `rank` of `nranks` on the store at 127.0.0.1:port (rank 0 hosts it),
- * with this rank's GPU (rank % ndev) made current first. NULL after printing why. */
+ * with this rank's GPU (rank % ndev) made current first (none when ndev is 0: host
+ * buffers only). NULL after printing why. */
 coll_comm_t *gpu_comm_open(int rank, int nranks, uint16_t port, int ndev);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpu_common.h"
-#include "mem/memops.h"
+#include "gpu_values.h"
 #include "multiproc.h"
 
 typedef struct {
@@ -20,62 +20,6 @@ typedef struct {
 } args_t;
 
 static const size_t counts[] = {7, 300001};
-
-static bool is_unsigned(coll_dtype_t t) {
-  return t == COLL_UINT8 || t == COLL_UINT32 || t == COLL_UINT64;
-}
-
-static double value(int r, size_t i, coll_dtype_t t, coll_op_t op) {
-  if (op == COLL_PROD) return 1.0 + (double)((i + (size_t)r) % 2);
-  int v = (int)((i * 7 + (size_t)r * 3) % 9);
-  return is_unsigned(t) ? v : v - 4;
-}
-
-static void put(void *buf, size_t i, coll_dtype_t t, double v) {
-  switch (t) {
-    case COLL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case COLL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case COLL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case COLL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case COLL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case COLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case COLL_FLOAT16: ((uint16_t *)buf)[i] = mem_float_to_half((float)v); break;
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v); break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    default: ((double *)buf)[i] = v; break;
-  }
-}
-
-static double get(const void *buf, size_t i, coll_dtype_t t) {
-  switch (t) {
-    case COLL_INT8: return ((const int8_t *)buf)[i];
-    case COLL_UINT8: return ((const uint8_t *)buf)[i];
-    case COLL_INT32: return ((const int32_t *)buf)[i];
-    case COLL_UINT32: return ((const uint32_t *)buf)[i];
-    case COLL_INT64: return (double)((const int64_t *)buf)[i];
-    case COLL_UINT64: return (double)((const uint64_t *)buf)[i];
-    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32: return ((const float *)buf)[i];
-    default: return ((const double *)buf)[i];
-  }
-}
-
-static double expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
-  double acc = value(0, i, t, op);
-  for (int r = 1; r < n; r++) {
-    double v = value(r, i, t, op);
-    switch (op) {
-      case COLL_PROD: acc *= v; break;
-      case COLL_MIN: acc = v < acc ? v : acc; break;
-      case COLL_MAX: acc = v > acc ? v : acc; break;
-      default: acc += v; break;
-    }
-  }
-  if (op != COLL_AVG) return acc;
-  bool integer = t != COLL_FLOAT16 && t != COLL_BFLOAT16 && t != COLL_FLOAT32 && t != COLL_FLOAT64;
-  return integer ? (double)((long long)acc / n) : acc / n; /* C division truncates */
-}
 
 #define CUDA_OK(call)                                                                 \
   do {                                                                                \
@@ -98,15 +42,7 @@ static double expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
 
 static int check(int rank, int n, const void *host, size_t count, coll_dtype_t t, coll_op_t op,
                  const char *what) {
-  for (size_t i = 0; i < count; i++) {
-    double want = expected(n, i, t, op), got = get(host, i, t);
-    if (got != want) {
-      fprintf(stderr, "rank %d of %d: %s %s %s count %zu: element %zu is %g, expected %g\n", rank,
-              n, what, coll_dtype_name(t), coll_op_name(op), count, i, got, want);
-      return 1;
-    }
-  }
-  return 0;
+  return gpu_check(rank, n, host, 0, count, t, op, what);
 }
 
 /* Every dtype and op, out of place and in place, blocking calls on device pointers. */
@@ -121,7 +57,7 @@ static int all_types(coll_comm_t *comm, int rank, int n) {
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         size_t count = counts[c], bytes = count * coll_dtype_size((coll_dtype_t)t);
         for (size_t i = 0; i < count; i++)
-          put(host, i, (coll_dtype_t)t, value(rank, i, (coll_dtype_t)t, (coll_op_t)op));
+          gpu_put(host, i, (coll_dtype_t)t, gpu_value(rank, i, (coll_dtype_t)t, (coll_op_t)op));
         CUDA_OK(cudaMemcpy(dsend, host, bytes, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(drecv, 0, bytes));
         COLL_OK_OR_FAIL(coll_all_reduce(dsend, drecv, count, (coll_dtype_t)t, (coll_op_t)op, comm));

@@ -2,7 +2,7 @@
  * all_to_all, barrier): argument checks that know each one's buffer sizes and in-place
  * form, the algorithm choice (forced or cost model, identical on every rank) with an INFO
  * line giving the estimates of the alternatives, then the executor, blocking, through a
- * request, or recorded in an open group. */
+ * request, recorded in an open group, or queued on a CUDA stream (the _stream forms). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "mem/mem_cuda.h"
 
 void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
   sched_params_t params = {.collective = call->kind,
@@ -100,11 +101,11 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (call->count > 0) {
     st = check_buffers(comm, what, call, esz);
     if (st != COLL_OK) return st;
+    /* Device buffers (exec_cuda.c): the cuda_ipc connections are made at the first
+     * device call, which every rank makes alike. */
     st = exec_cuda_classify(comm, what, call);
+    if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
     if (st != COLL_OK) return st;
-    if (call->on_device)
-      return coll_error(COLL_ERR_UNSUPPORTED,
-                        "%s: device buffers are supported by all_reduce and broadcast only", what);
   }
   if (comm->algo_check_pending) {
     st = rdv_check_algo(comm);
@@ -152,7 +153,35 @@ static coll_status_t run(coll_comm_t *comm, const char *what, exec_call_t call,
   }
   coll_status_t st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
+  /* Device buffers of a plain or _async call: what the legacy default stream holds (the
+   * caller's last writes, as cudaMemcpy leaves them) comes first. */
+  if (call.on_device && comm->group_depth == 0) st = exec_cuda_wait_default_stream(comm);
+  if (st != COLL_OK) return st;
   return api_submit(comm, what, &call, async ? request : NULL);
+}
+
+/* The _stream forms: device buffers are queued on the caller's stream (exec_cuda.c);
+ * host buffers wait for the stream, then run like the blocking call. Not inside a group:
+ * a recorded call would run at coll_group_end, out of the stream's order. */
+static coll_status_t run_stream(coll_comm_t *comm, const char *what, exec_call_t call,
+                                void *stream) {
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  if (comm->group_depth > 0)
+    return coll_error(COLL_ERR_UNSUPPORTED,
+                      "%s: stream calls are not allowed inside a group (use the blocking form)",
+                      what);
+  st = api_prepare(comm, what, &call);
+  if (st != COLL_OK) return st;
+  if (call.on_device) {
+    call.stream = stream;
+    st = exec_cuda_submit_stream(comm, &call);
+  } else {
+    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->timeout_ms);
+    if (st == COLL_OK) st = progress_run_blocking(comm, &call);
+  }
+  if (st == COLL_OK) coll_error_clear();
+  return st;
 }
 
 static exec_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
@@ -216,6 +245,35 @@ coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t c
   return run(comm, "coll_all_to_all_async",
              make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), request,
              true);
+}
+
+coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                 coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
+                                 void *cuda_stream) {
+  return run_stream(comm, "coll_reduce_stream",
+                    make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), cuda_stream);
+}
+
+coll_status_t coll_all_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                     coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
+  return run_stream(comm, "coll_all_gather_stream",
+                    make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
+                    cuda_stream);
+}
+
+coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                         coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                         void *cuda_stream) {
+  return run_stream(comm, "coll_reduce_scatter_stream",
+                    make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0),
+                    cuda_stream);
+}
+
+coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
+  return run_stream(comm, "coll_all_to_all_stream",
+                    make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0),
+                    cuda_stream);
 }
 
 /* The barrier reduces one byte held by the communicator: every rank must have sent its

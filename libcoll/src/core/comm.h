@@ -222,6 +222,10 @@ coll_status_t exec_cuda_classify(coll_comm_t *comm, const char *what, exec_call_
 coll_status_t exec_cuda_prepare(coll_comm_t *comm, const exec_call_t *call);
 /* Run a device call (exec_run hands them over). */
 coll_status_t exec_cuda_run(coll_comm_t *comm, const exec_call_t *call);
+/* Device scratch of at least `bytes` for a cuda_ipc run, installed in comm->exec. */
+coll_status_t exec_cuda_scratch(coll_comm_t *comm, size_t bytes);
+/* COLL_ERR_UNSUPPORTED when buf is device memory (point-to-point calls). */
+coll_status_t exec_cuda_refuse_device(coll_comm_t *comm, const char *what, const void *buf);
 /* A local copy (reduce false) or reduction of a device run, done before returning. */
 coll_status_t exec_cuda_local(coll_comm_t *comm, const exec_call_t *call, void *dst,
                               const void *src, size_t count, bool reduce);

@@ -560,7 +560,9 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   if (st != COLL_OK)
     return coll_error_prefix(st, "rank %d: building the %s schedule of %s: ", comm->rank,
                              coll_algo_name(call->algo), kind_name(call->kind));
-  st = ensure_scratch(comm, e->sched.scratch_count * esz);
+  /* A cuda_ipc run (exec_cuda.c) has device scratch swapped in: exec_cuda sizes it. */
+  st = call->on_device ? exec_cuda_scratch(comm, e->sched.scratch_count * esz)
+                       : ensure_scratch(comm, e->sched.scratch_count * esz);
   if (st != COLL_OK) return st;
   char **op_base = NULL;
   if (call->kind == COLL_KIND_P2P) {

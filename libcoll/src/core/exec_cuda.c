@@ -3,11 +3,12 @@
  *  - every rank on this host (and COLL_TRANSPORT auto or cuda_ipc): the schedule runs on
  *    a second transport set of cuda_ipc connections, connected at the first device call,
  *    with local copies and reductions as kernels on the communicator's own stream;
- *  - otherwise (tcp or ib peers, or a forced host transport): the whole buffer is staged
- *    through pinned host memory and the host schedule runs on it.
- * Stream calls (coll_all_reduce_stream) are queued at once; a host callback enqueued on
- * the caller's stream opens the call's gate when the stream reaches it and holds the
- * stream until the collective has completed, so work queued later waits for it (the NCCL
+ *  - otherwise (tcp or ib peers, or a forced host transport): the whole INPUT is staged
+ *    into pinned host memory, the host schedule runs there, and OUTPUT is copied back
+ *    (sizes per collective from sched_buffer_counts; reduce copies back at the root only).
+ * Stream calls (coll_*_stream) are queued at once; a host callback enqueued on the
+ * caller's stream opens the call's gate when the stream reaches it and holds the stream
+ * until the collective has completed, so work queued later waits for it (the NCCL
  * contract). COLL_CUDA_STREAM_MODE=sync instead waits for the stream and runs the call
  * before returning. COLL_CUDA=0 never looks for device buffers (no CUDA context). */
 #include <sched.h>
@@ -24,6 +25,9 @@
 #include "mem/mem_cuda.h"
 
 enum { GATE_SPIN_NS = 20000, GATE_SLEEP_NS = 10000, HOLD_GRACE_MS = 5000, MAX_RETIRED = 16 };
+/* Scratch and pinned staging grow to powers of two from 1 MiB, so a run of growing calls
+ * retires few buffers (see `retired`). */
+#define MIN_STAGING_BYTES ((size_t)1 << 20)
 
 struct exec_cuda {
   bool probed;     /* devices counted (once per communicator) */
@@ -74,25 +78,50 @@ static coll_status_t state(coll_comm_t *comm, struct exec_cuda **out) {
   return COLL_OK;
 }
 
+/* The state, with the devices counted once (none when COLL_CUDA=0). */
+static coll_status_t probed_state(coll_comm_t *comm, struct exec_cuda **out) {
+  coll_status_t st = state(comm, out);
+  if (st != COLL_OK || (*out)->probed) return st;
+  int64_t enabled = 1;
+  st = coll_env_int("COLL_CUDA", 0, 1, 1, &enabled);
+  if (st != COLL_OK) return st;
+  (*out)->ndevices = enabled ? mem_cuda_device_count() : 0;
+  (*out)->probed = true;
+  return COLL_OK;
+}
+
+/* Point-to-point transfers stay on host memory: the cuda_ipc connections are made by
+ * every rank together at its first device collective, which a send between two ranks
+ * cannot start, and the host path would read device memory as host memory. */
+coll_status_t exec_cuda_refuse_device(coll_comm_t *comm, const char *what, const void *buf) {
+  struct exec_cuda *x = NULL;
+  coll_status_t st = probed_state(comm, &x);
+  if (st != COLL_OK || x->ndevices == 0 || buf == NULL) return st;
+  int dev = -1;
+  st = mem_cuda_ptr_device(buf, &dev);
+  if (st != COLL_OK || dev < 0) return st;
+  return coll_error(COLL_ERR_UNSUPPORTED,
+                    "%s: buf is GPU %d memory; point-to-point calls take host buffers only "
+                    "(copy through host memory, or use a collective such as all_to_all)",
+                    what, dev);
+}
+
 coll_status_t exec_cuda_classify(coll_comm_t *comm, const char *what, exec_call_t *call) {
   call->on_device = false;
   call->device = -1;
   if (call->count == 0) return COLL_OK;
   struct exec_cuda *x = NULL;
-  coll_status_t st = state(comm, &x);
+  coll_status_t st = probed_state(comm, &x);
   if (st != COLL_OK) return st;
-  if (!x->probed) {
-    int64_t enabled = 1;
-    st = coll_env_int("COLL_CUDA", 0, 1, 1, &enabled);
-    if (st != COLL_OK) return st;
-    x->ndevices = enabled ? mem_cuda_device_count() : 0;
-    x->probed = true;
-  }
   if (x->ndevices == 0) return COLL_OK;
   int sdev = -1, rdev = -1;
   st = mem_cuda_ptr_device(call->sendbuf, &sdev);
-  if (st == COLL_OK) st = mem_cuda_ptr_device(call->recvbuf, &rdev);
+  /* reduce ignores recvbuf away from the root (it may be NULL or anywhere): the call
+   * runs where sendbuf lives. */
+  bool ignores_recvbuf = call->kind == COLL_KIND_REDUCE && comm->rank != call->root;
+  if (st == COLL_OK && !ignores_recvbuf) st = mem_cuda_ptr_device(call->recvbuf, &rdev);
   if (st != COLL_OK) return st;
+  if (ignores_recvbuf) rdev = sdev;
   if (sdev != rdev)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "%s: sendbuf is in %s%.0d and recvbuf in %s%.0d memory: both must be on "
@@ -172,19 +201,30 @@ coll_status_t exec_cuda_prepare(coll_comm_t *comm, const exec_call_t *call) {
   return st;
 }
 
-/* Device scratch for the schedule: allocated on first need, kept (freeing would
- * synchronise the device while a caller's stream may be held by our callback). */
-static coll_status_t device_scratch(coll_comm_t *comm, size_t bytes, void **ptr) {
+static size_t staging_size(size_t bytes) {
+  size_t size = MIN_STAGING_BYTES;
+  while (size < bytes && size <= SIZE_MAX / 2) size *= 2;
+  return size < bytes ? bytes : size;
+}
+
+/* Device scratch for the schedule (exec_run asks with the schedule's scratch size while
+ * a cuda_ipc run has the device buffers swapped in): allocated on first need, grown,
+ * never freed before destroy (freeing would synchronise the device while a caller's
+ * stream may be held by our callback). */
+coll_status_t exec_cuda_scratch(coll_comm_t *comm, size_t bytes) {
   struct exec_cuda *x = comm->cuda;
+  if (x == NULL) return coll_error(COLL_ERR_INTERNAL, "device scratch without device state");
   if (bytes > x->scratch_bytes) {
     void *p = NULL;
-    coll_status_t st = mem_cuda_alloc(&p, bytes);
+    size_t size = staging_size(bytes);
+    coll_status_t st = mem_cuda_alloc(&p, size);
     if (st != COLL_OK) return st;
     retire(x, x->scratch, false);
     x->scratch = p;
-    x->scratch_bytes = bytes;
+    x->scratch_bytes = size;
   }
-  *ptr = x->scratch;
+  comm->exec.scratch = x->scratch;
+  comm->exec.scratch_bytes = x->scratch_bytes;
   return COLL_OK;
 }
 
@@ -214,43 +254,57 @@ static coll_status_t wait_gate(coll_comm_t *comm, const exec_call_t *call) {
   }
 }
 
-/* Whole-buffer staging through pinned host memory for host transports. */
-static coll_status_t run_staged(coll_comm_t *comm, struct exec_cuda *x, const exec_call_t *call,
-                                size_t bytes) {
+/* Collectives whose in-place form passes one pointer twice (INPUT and OUTPUT the same
+ * size): their staging is one pinned region used in place. The others (all_gather,
+ * reduce_scatter, all_to_all) get INPUT and OUTPUT side by side. */
+static bool stages_in_place(coll_kind_t kind) {
+  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE;
+}
+
+/* Whole-buffer staging through pinned host memory for host transports: the device INPUT
+ * is copied into pinned memory, the host schedule runs on it (AVG divides there), and
+ * the OUTPUT is copied back where the collective writes one. */
+static coll_status_t run_staged(coll_comm_t *comm, struct exec_cuda *x, const exec_call_t *call) {
+  size_t esz = coll_dtype_size(call->dtype), in_count, out_count;
+  sched_buffer_counts(call->kind, call->count, comm->nranks, &in_count, &out_count);
+  size_t in_bytes = in_count * esz, out_bytes = out_count * esz;
+  bool one_region = stages_in_place(call->kind);
+  size_t need = one_region ? (in_bytes > out_bytes ? in_bytes : out_bytes) : in_bytes + out_bytes;
   coll_status_t st = COLL_OK;
-  if (bytes > x->pinned_bytes) {
+  if (need > x->pinned_bytes) {
     retire(x, x->pinned, true);
     x->pinned = NULL;
     x->pinned_bytes = 0;
-    st = mem_cuda_host_alloc(&x->pinned, bytes);
+    size_t size = staging_size(need);
+    st = mem_cuda_host_alloc(&x->pinned, size);
     if (st != COLL_OK) return st;
-    x->pinned_bytes = bytes;
+    x->pinned_bytes = size;
   }
+  char *host_in = x->pinned, *host_out = one_region ? host_in : host_in + in_bytes;
   bool needs_input = call->kind != COLL_KIND_BROADCAST || comm->rank == call->root;
-  if (needs_input) st = mem_cuda_copy_async(x->pinned, call->sendbuf, bytes, x->stream);
+  bool writes_output = call->kind != COLL_KIND_REDUCE || comm->rank == call->root;
+  if (needs_input) st = mem_cuda_copy_async(host_in, call->sendbuf, in_bytes, x->stream);
   if (st == COLL_OK) st = mem_cuda_stream_wait(x->stream, comm->timeout_ms);
   if (st != COLL_OK) return st;
   exec_call_t host = *call;
-  host.sendbuf = x->pinned;
-  host.recvbuf = x->pinned;
+  host.sendbuf = host_in;
+  host.recvbuf = host_out;
   host.on_device = false;
   host.device_ready = false;
   host.device = -1;
   host.gate = NULL;
   st = exec_run(comm, &host);
-  if (st != COLL_OK) return st;
-  st = mem_cuda_copy_async(call->recvbuf, x->pinned, bytes, x->stream);
+  if (st != COLL_OK || !writes_output) return st;
+  st = mem_cuda_copy_async(call->recvbuf, host_out, out_bytes, x->stream);
   return st == COLL_OK ? mem_cuda_stream_wait(x->stream, comm->timeout_ms) : st;
 }
 
 /* On cuda_ipc: the executor runs the schedule as usual, with the communicator's
  * transports, per-peer counters and scratch swapped for the device ones for the run
- * (only the executing thread touches them). AVG sums, then divides on the device. */
-static coll_status_t run_ipc(coll_comm_t *comm, struct exec_cuda *x, const exec_call_t *call,
-                             size_t bytes) {
-  void *scratch = NULL;
-  coll_status_t st = device_scratch(comm, bytes, &scratch);
-  if (st != COLL_OK) return st;
+ * (only the executing thread touches them; exec_run sizes the device scratch through
+ * exec_cuda_scratch). AVG sums, then divides OUTPUT on the device where the host path
+ * would (exec_run: all_reduce, reduce_scatter, reduce at the root). */
+static coll_status_t run_ipc(coll_comm_t *comm, struct exec_cuda *x, const exec_call_t *call) {
   exec_call_t inner = *call;
   inner.device_ready = true;
   if (inner.op == COLL_AVG) inner.op = COLL_SUM;
@@ -260,14 +314,16 @@ static coll_status_t run_ipc(coll_comm_t *comm, struct exec_cuda *x, const exec_
   size_t host_scratch_bytes = comm->exec.scratch_bytes;
   comm->transports = x->set;
   comm->exec.peers = x->peers;
-  comm->exec.scratch = scratch;
+  comm->exec.scratch = x->scratch;
   comm->exec.scratch_bytes = x->scratch_bytes;
-  st = exec_run(comm, &inner);
+  coll_status_t st = exec_run(comm, &inner);
   comm->transports = host_set;
   comm->exec.peers = host_peers;
   comm->exec.scratch = host_scratch;
   comm->exec.scratch_bytes = host_scratch_bytes;
-  if (st == COLL_OK && call->kind == COLL_KIND_ALL_REDUCE && call->op == COLL_AVG) {
+  bool averaged = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER ||
+                  (call->kind == COLL_KIND_REDUCE && call->root == comm->rank);
+  if (st == COLL_OK && averaged && call->op == COLL_AVG) {
     st = mem_cuda_finish_avg_async(call->recvbuf, call->count, call->dtype, comm->nranks,
                                    x->stream);
     if (st == COLL_OK) st = mem_cuda_stream_wait(x->stream, comm->timeout_ms);
@@ -277,14 +333,16 @@ static coll_status_t run_ipc(coll_comm_t *comm, struct exec_cuda *x, const exec_
 
 static coll_status_t run_on_device(coll_comm_t *comm, const exec_call_t *call) {
   struct exec_cuda *x = comm->cuda;
-  size_t bytes = call->count * coll_dtype_size(call->dtype);
   coll_status_t st = wait_gate(comm, call);
   if (st != COLL_OK) return st;
   if (comm->nranks == 1) {
+    /* Every collective copies its one block (INPUT and OUTPUT both hold count elements;
+     * in place the copy is skipped). */
+    size_t bytes = call->count * coll_dtype_size(call->dtype);
     st = mem_cuda_copy_async(call->recvbuf, call->sendbuf, bytes, x->stream);
     return st == COLL_OK ? mem_cuda_stream_wait(x->stream, comm->timeout_ms) : st;
   }
-  return x->use_ipc ? run_ipc(comm, x, call, bytes) : run_staged(comm, x, call, bytes);
+  return x->use_ipc ? run_ipc(comm, x, call) : run_staged(comm, x, call);
 }
 
 coll_status_t exec_cuda_local(coll_comm_t *comm, const exec_call_t *call, void *dst,

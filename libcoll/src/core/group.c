@@ -52,6 +52,8 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
   if (count > (SIZE_MAX / 4) / esz)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", what, count);
   size_t bytes = count * esz;
+  if (bytes > 0) st = exec_cuda_refuse_device(comm, what, buf);
+  if (st != COLL_OK) return st;
   exec_call_t call = {.kind = COLL_KIND_P2P,
                       .count = bytes,
                       .dtype = COLL_UINT8,

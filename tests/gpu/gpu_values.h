@@ -1,0 +1,25 @@
+/* Test values of the GPU programs: small integers, exact in every dtype (float16 and
+ * bfloat16 included), so a reduction's result does not depend on its order and can be
+ * compared with ==; the expected result of a reduction over n ranks; checks that print
+ * the first wrong element. */
+#ifndef TESTS_GPU_GPU_VALUES_H
+#define TESTS_GPU_GPU_VALUES_H
+
+#include <stddef.h>
+
+#include "coll.h"
+
+/* Rank r's element i for a reduction with op (PROD: 1 or 2, else -4..4, 0..8 unsigned). */
+double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op);
+/* Element i of a buffer of dtype t, as a double (write and read). */
+void gpu_put(void *buf, size_t i, coll_dtype_t t, double v);
+double gpu_get(const void *buf, size_t i, coll_dtype_t t);
+/* Element i of the reduction of every rank's gpu_value over n ranks (AVG: C's truncating
+ * division for integers). */
+double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op);
+/* 0 when host[k] == gpu_expected(n, first + k) for k < count, else 1 after printing the
+ * first wrong element. */
+int gpu_check(int rank, int n, const void *host, size_t first, size_t count, coll_dtype_t t,
+              coll_op_t op, const char *what);
+
+#endif
