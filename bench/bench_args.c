@@ -93,7 +93,7 @@ static const struct {
 } algo_names[] = {
   {.name = "auto", .algo = COLL_ALGO_AUTO}, {.name = "ring", .algo = COLL_ALGO_RING},
   {.name = "tree", .algo = COLL_ALGO_TREE}, {.name = "hd", .algo = COLL_ALGO_HD},
-  {.name = "master", .algo = COLL_ALGO_MASTER},
+  {.name = "master", .algo = COLL_ALGO_MASTER}, {.name = "arena", .algo = COLL_ALGO_ARENA},
 };
 
 static const char *const transport_names[] = {"shm", "tcp", "ib"};
@@ -306,7 +306,7 @@ static int apply(const struct opt_def *def, const char *shown, const char *value
       }
     }
     return set_error(err, err_len,
-                     "unknown algorithm '%s' for %s (expected ring, tree, hd, master or auto)",
+                     "unknown algorithm '%s' for %s (expected ring, tree, hd, master, arena or auto)",
                      value, shown);
   case OPT_TRANSPORT:
     for (size_t i = 0; i < COUNT_OF(transport_names); i++) {
@@ -404,7 +404,7 @@ void bench_args_usage(const char *prog, FILE *out) {
           "  -o, --op OP              sum prod max min avg, or all (default sum)\n"
           "  -z, --blocking 0|1       0: coll_all_reduce_async + wait; 1: blocking call "
           "(default 0)\n"
-          "  -A, --algo ALGO          ring tree hd master auto (coll_comm_set_algo)\n"
+          "  -A, --algo ALGO          ring tree hd master arena auto (coll_comm_set_algo)\n"
           "  -T, --transport T        shm or tcp (sets COLL_TRANSPORT before init)\n"
           "      --csv FILE           also write the results as CSV (rank 0)\n"
           "      --json FILE          also write the results as JSON (rank 0)\n"

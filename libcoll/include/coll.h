@@ -96,10 +96,11 @@ typedef enum {
   COLL_ALGO_TREE,
   COLL_ALGO_HD, /* recursive halving-doubling (Rabenseifner) */
   COLL_ALGO_MASTER, /* gather to rank 0, reduce, broadcast: DataParallel's pattern */
+  COLL_ALGO_ARENA,  /* all-reduce through one shared-memory arena, all ranks on one host */
   COLL_ALGO_COUNT
 } coll_algo_t;
 
-/* "ring", "tree", "hd", "master", "auto"; NULL for unknown values. */
+/* "ring", "tree", "hd", "master", "arena", "auto"; NULL for unknown values. */
 COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 typedef struct coll_comm coll_comm_t;

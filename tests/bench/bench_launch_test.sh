@@ -122,7 +122,7 @@ case "$mode" in
     check_bad "minbytes" -b 2M -e 1M
     check_bad "unknown option '--frobnicate'" --frobnicate
     check_bad "invalid size '12Q'" -e 12Q
-    check_bad "expected ring, tree, hd, master or auto" -A star
+    check_bad "expected ring, tree, hd, master, arena or auto" -A star
     check_bad "needs a value" -n
     run "$bench" --help
     [ "$rc" -eq 0 ] || fail "--help exited $rc"

@@ -59,6 +59,10 @@ const algo_cost_t algo_cost_shm_default = {
 const algo_cost_t algo_cost_tcp_default = {
     .alpha = 10.7e-6, .beta = 1.0 / 2.21e9, .gamma = 1.0 / 4.03e9};
 
+/* The arena's default slot (core/arena_setup.c) and the smallest all-reduce it takes. */
+#define ARENA_MODEL_SLOT_BYTES (1024.0 * 1024.0)
+#define ARENA_MIN_BYTES (256.0 * 1024.0)
+
 static double log2_ceil(int n) {
   int k = 0;
   while ((1 << k) < n) k++;
@@ -102,6 +106,10 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
     case COLL_ALGO_MASTER: {
       double nseg = fmax(1.0, ceil(S / seg));
       return n * nseg * c->alpha + 2.0 * (n - 1) * S * c->beta + (n - 1) * S * c->gamma;
+    }
+    case COLL_ALGO_ARENA: {
+      double rounds = fmax(1.0, ceil(S / ARENA_MODEL_SLOT_BYTES));
+      return (rounds + 1.0) * n * c->alpha + (double)(n - 1) / n * S * c->beta + S * c->gamma;
     }
     default:
       return INFINITY;
@@ -175,6 +183,13 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
     return allreduce_cost(algo, p, c);
   if (p->collective == COLL_KIND_REDUCE) return reduce_cost(algo, p, c);
   return block_cost(algo, p, c);
+}
+
+bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c) {
+  if (p == NULL || p->collective != COLL_KIND_ALL_REDUCE || p->nranks < 2) return false;
+  double bytes = (double)p->count * (double)algo_elem_size(p->dtype);
+  if (bytes < ARENA_MIN_BYTES) return false;
+  return algo_predict(COLL_ALGO_ARENA, p, c) < algo_predict(algo_select(p, c), p, c);
 }
 
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {

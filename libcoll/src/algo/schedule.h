@@ -37,6 +37,7 @@
 #ifndef COLL_ALGO_SCHEDULE_H
 #define COLL_ALGO_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -161,5 +162,9 @@ extern const algo_cost_t algo_cost_tcp_default;
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
 /* The cheapest algorithm for p under cost c (depends only on values all ranks share). */
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c);
+/* Whether the arena all-reduce (COLL_ALGO_ARENA, core/arena.h) beats algo_select's
+ * choice for p, for a communicator that has an arena; algo_select never returns it,
+ * since only the core knows whether the ranks share one host. */
+bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c);
 
 #endif

@@ -45,6 +45,20 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
     comm->algo_check_pending = false;
   }
   call->algo = comm->algo;
+  /* The arena serves host all-reduces of a communicator that has one (all ranks on one
+   * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts
+   * are the same on every rank, so is the choice. */
+  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !call->on_device;
+  if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
+    if (call->kind == COLL_KIND_ALL_REDUCE)
+      coll_log(COLL_LOG_INFO,
+               "%s: algo arena is forced but cannot run here (%s); the cost model chooses",
+               what,
+               call->on_device      ? "device buffers"
+               : comm->nranks == 1 ? "one rank"
+                                    : "ranks on several hosts, or a transport other than shm");
+    call->algo = COLL_ALGO_AUTO;
+  }
   if (call->algo == COLL_ALGO_AUTO) {
     sched_params_t p = {.collective = call->kind,
                         .count = call->count,
@@ -55,6 +69,8 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
                         .segment_bytes = comm->segment_bytes};
     call->algo =
         comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
+    if (arena_ok && call->count > 0 && algo_arena_preferred(&p, &comm->cost))
+      call->algo = COLL_ALGO_ARENA;
   }
   if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;

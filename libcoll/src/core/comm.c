@@ -26,6 +26,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/arena.h"
 #include "core/comm.h"
 #include "core/trace.h"
 
@@ -62,7 +63,7 @@ void comm_mark_failed(coll_comm_t *comm, coll_status_t status) {
 
 static size_t staging_now(const coll_comm_t *comm) {
   size_t t = comm->transports ? transport_set_staging_bytes(comm->transports) : 0;
-  return t + exec_scratch_bytes(&comm->exec);
+  return t + exec_scratch_bytes(&comm->exec) + arena_staging_bytes(comm);
 }
 
 void comm_update_staging_peak(coll_comm_t *comm) {
@@ -98,6 +99,7 @@ static void comm_free(coll_comm_t *comm) {
   progress_stop(comm);
   group_free(comm);
   exec_cuda_free(comm);
+  arena_close(comm);
   transport_set_close(comm->transports);
   store_client_close(comm->store);
   store_server_stop(comm->server);

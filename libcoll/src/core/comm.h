@@ -179,6 +179,7 @@ struct coll_comm {
   uint8_t barrier_byte; /* coll_barrier's output */
   struct exec_cuda *cuda; /* device-buffer state (exec_cuda.c); NULL until used */
   struct trace *trace; /* COLL_TRACE (core/trace.h); NULL when off */
+  struct arena *arena; /* the arena all-reduce's segment (core/arena.h); NULL: none */
 };
 
 /* ---- comm.c ---- */
@@ -234,6 +235,9 @@ coll_status_t exec_cuda_submit_stream(coll_comm_t *comm, exec_call_t *call);
 /* Plain calls on device buffers: wait for the legacy default stream first. */
 coll_status_t exec_cuda_wait_default_stream(coll_comm_t *comm);
 void exec_cuda_free(coll_comm_t *comm);
+
+/* "all_reduce(float32, 1048576, sum)": a fingerprint for a mismatch message. */
+void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap);
 
 /* ---- exec_deps.c ---- */
 /* Fill e->deps for e->sched (op_step must be set). */

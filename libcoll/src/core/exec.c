@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/arena.h"
 #include "core/comm.h"
 #include "core/trace.h"
 #include "mem/memops.h"
@@ -180,7 +181,7 @@ static coll_status_t scan(run_t *run) {
 }
 
 /* "all_reduce(float32, 1048576, sum)" */
-static void fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
+void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
   coll_kind_t kind = (coll_kind_t)fp->kind;
   const char *dt = coll_dtype_name((coll_dtype_t)fp->dtype);
   int n = snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
@@ -201,8 +202,8 @@ static coll_status_t fp_check(run_t *run) {
   const exec_t *x = &run->comm->exec;
   if (memcmp(&x->fp_in, &x->fp_out, sizeof x->fp_in) == 0) return COLL_OK;
   char theirs[128], mine[128];
-  fp_describe(&x->fp_in, theirs, sizeof theirs);
-  fp_describe(&x->fp_out, mine, sizeof mine);
+  exec_fp_describe(&x->fp_in, theirs, sizeof theirs);
+  exec_fp_describe(&x->fp_out, mine, sizeof mine);
   return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu",
                     run->fp_prev, theirs, (unsigned long long)x->fp_in.seq, run->comm->rank, mine,
                     (unsigned long long)x->fp_out.seq);
@@ -555,6 +556,9 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
     if (call->sendbuf != call->recvbuf) memcpy(call->recvbuf, call->sendbuf, call->count * esz);
     return COLL_OK; /* AVG over one rank divides by 1 */
   }
+  /* The arena has its own loop (arena.c); api_collectives.c chose it only where it runs. */
+  if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
+    return arena_run(comm, call);
   exec_cache_entry_t *e;
   st = cache_get(comm, call, &e);
   if (st != COLL_OK)

@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/arena.h"
 #include "core/comm.h"
 
 enum { HOST_ID_MAX = 256, INFO_MAX = 1024, KEY_MAX = 160 };
@@ -211,6 +212,9 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
     coll_error_prefix(st, "rank %d: connecting transports: ", comm->rank);
     goto out;
   }
+  /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
+  st = arena_open(comm, one_host, forced);
+  if (st != COLL_OK) goto out;
   coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->key_prefix, n,
            one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
            comm->segment_bytes);

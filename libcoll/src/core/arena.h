@@ -1,0 +1,71 @@
+/* The arena all-reduce (COLL_ALGO_ARENA): one shared-memory segment per communicator
+ * whose ranks all live on one host, where every rank has a slot; each chunk is copied in
+ * once, reduced once by the rank that owns its slice, and copied out by everyone
+ * (docs/algorithms.md "The arena"). arena_setup.c makes and maps the segment at init;
+ * arena.c runs a call on the executor. */
+#ifndef COLL_CORE_ARENA_H
+#define COLL_CORE_ARENA_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/comm.h"
+
+#define ARENA_MAGIC 0x3161726e65726e41ull /* "Anrenra1" */
+/* Slot sets used round-robin: one is being filled, one reduced, one read out (arena.c
+ * explains why three let each round end with a single barrier). */
+#define ARENA_NSETS 3
+/* The reducing rank accumulates this many bytes at a time in private memory (fits L1). */
+#define ARENA_TILE_BYTES ((size_t)32 << 10)
+
+/* Shared header, first page of the segment. */
+typedef struct {
+  uint64_t magic;
+  uint32_t nranks;
+  uint32_t nsets;
+  uint64_t slot_bytes;
+  uint64_t data_offset;                 /* from the segment's start to set 0, slot 0 */
+  _Alignas(64) _Atomic uint32_t bell;   /* bumped at every arrival and failure */
+  _Alignas(64) _Atomic uint32_t sleepers; /* ranks blocked (or about to) on bell */
+  _Alignas(64) _Atomic int32_t failed;  /* 0, or 1 + the rank that failed first */
+  char failure[256];                    /* its message, written before `failed` */
+} arena_hdr_t;
+
+/* Per rank, one cache line each, after the header. */
+typedef struct {
+  _Alignas(64) _Atomic uint32_t arrived; /* barriers this rank has reached */
+  int32_t pid;
+  exec_fp_t fp; /* the call this rank is in (mismatch detection) */
+} arena_rank_t;
+
+typedef struct arena {
+  arena_hdr_t *hdr;
+  arena_rank_t *ranks;
+  unsigned char *data;
+  size_t map_len;
+  size_t slot_bytes;
+  int fd; /* kept open: this rank's byte-range lock on it says it is alive */
+  int rank, nranks;
+  uint32_t gen;    /* barriers this rank has passed */
+  uint64_t round;  /* rounds run so far: the slot set of the next one */
+  void *tile;      /* private accumulator of the reduction, ARENA_TILE_BYTES */
+} arena_t;
+
+/* At init, after the transports (collective over all ranks): when every rank is on one
+ * host and the pairs use shm, rank 0 creates the segment (COLL_ARENA_SLOT_BYTES per slot,
+ * rank 0's value), everyone maps it and locks its byte, rank 0 unlinks the name once all
+ * have mapped it. comm->arena stays NULL otherwise, or with COLL_ARENA=0 on rank 0. */
+coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_transport);
+void arena_close(coll_comm_t *comm);
+/* This rank's share of the segment (its size / nranks), counted as staging. */
+size_t arena_staging_bytes(const coll_comm_t *comm);
+/* false when the process of `rank` no longer exists (its lock is gone). */
+bool arena_rank_alive(const arena_t *a, int rank);
+
+/* Run an all-reduce of host buffers through the arena (exec_run hands such calls over);
+ * AVG is divided here. Errors mark the communicator failed, as the executor does. */
+coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call);
+
+#endif

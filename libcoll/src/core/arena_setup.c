@@ -1,0 +1,228 @@
+/* The arena's segment: made by rank 0 at init when every rank is on one host and the
+ * pairs use shm, mapped by all, unlinked as soon as all have mapped it (nothing stays in
+ * /dev/shm), and closed at destroy. Each rank holds a write lock on byte `rank` of the
+ * segment for its whole life: the others test it to learn whether it still exists.
+ *
+ * Environment (rank 0's values count; the others read the geometry from the header):
+ *   COLL_ARENA             0: no arena, the algorithm is then unavailable (1)
+ *   COLL_ARENA_SLOT_BYTES  bytes per slot, multiple of 4096 in [4 KiB, 64 MiB] (1 MiB);
+ *                          the segment holds 3 sets of one slot per rank, so a rank's
+ *                          share is 3 slots (3 MiB), counted in its staging memory */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "core/arena.h"
+
+enum { PAGE = 4096, KEY_MAX = 160, NAME_MAX_LEN = 96, TILE_ALIGN = 64 };
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static size_t ranks_offset(void) { return round_up(sizeof(arena_hdr_t), 64); }
+
+static size_t data_offset(int nranks) {
+  return round_up(ranks_offset() + (size_t)nranks * sizeof(arena_rank_t), PAGE);
+}
+
+/* Rank 0: create, size (allocated now: a full /dev/shm is an error here, not a SIGBUS
+ * in the middle of a collective) and initialise the segment. */
+static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, char *name, size_t cap,
+                                    int *fd_out, size_t *len_out) {
+  int n = comm->nranks;
+  size_t len = data_offset(n) + (size_t)ARENA_NSETS * (size_t)n * slot_bytes;
+  uint64_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
+  uint32_t key_hash = 2166136261u;
+  for (const char *p = comm->key_prefix; *p != '\0'; p++)
+    key_hash = (key_hash ^ (unsigned char)*p) * 16777619u;
+  snprintf(name, cap, "/coll-arena-%08x-p%d-%016llx", key_hash, (int)getpid(),
+           (unsigned long long)rnd);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: shm_open(%s)", name);
+  int err = ftruncate(fd, (off_t)len) == 0 ? posix_fallocate(fd, 0, (off_t)len) : errno;
+  if (err != 0) {
+    close(fd);
+    shm_unlink(name);
+    return coll_error_errno(COLL_ERR_SYSTEM, err,
+                            "arena: reserving %zu bytes of shared memory for %s (is /dev/shm "
+                            "large enough? lower COLL_ARENA_SLOT_BYTES or set COLL_ARENA=0)",
+                            len, name);
+  }
+  arena_hdr_t *hdr = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (hdr == MAP_FAILED) {
+    err = errno;
+    close(fd);
+    shm_unlink(name);
+    return coll_error_errno(COLL_ERR_SYSTEM, err, "arena: mmap of %s", name);
+  }
+  hdr->nranks = (uint32_t)n;
+  hdr->nsets = ARENA_NSETS;
+  hdr->slot_bytes = slot_bytes;
+  hdr->data_offset = data_offset(n);
+  atomic_thread_fence(memory_order_release);
+  hdr->magic = ARENA_MAGIC;
+  munmap(hdr, PAGE);
+  *fd_out = fd;
+  *len_out = len;
+  return COLL_OK;
+}
+
+/* Map the segment behind fd, check its header, lock this rank's byte. */
+static coll_status_t attach(coll_comm_t *comm, arena_t *a, const char *name) {
+  struct stat sb;
+  if (fstat(a->fd, &sb) != 0 || (size_t)sb.st_size < PAGE)
+    return coll_error(COLL_ERR_PROTOCOL, "arena: segment %s is too small", name);
+  a->map_len = (size_t)sb.st_size;
+  void *map = mmap(NULL, a->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+  if (map == MAP_FAILED) {
+    a->map_len = 0;
+    return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: mmap of %zu bytes of %s",
+                            (size_t)sb.st_size, name);
+  }
+  a->hdr = map;
+  arena_hdr_t *h = a->hdr;
+  if (h->magic != ARENA_MAGIC || h->nranks != (uint32_t)comm->nranks || h->nsets != ARENA_NSETS ||
+      h->data_offset != data_offset(comm->nranks) || h->slot_bytes == 0 ||
+      h->slot_bytes % PAGE != 0 ||
+      h->data_offset + (size_t)ARENA_NSETS * comm->nranks * h->slot_bytes > a->map_len)
+    return coll_error(COLL_ERR_PROTOCOL, "arena: segment %s has a bad header", name);
+  a->ranks = (arena_rank_t *)((unsigned char *)map + ranks_offset());
+  a->data = (unsigned char *)map + h->data_offset;
+  a->slot_bytes = h->slot_bytes;
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = comm->rank, .l_len = 1};
+  if (fcntl(a->fd, F_SETLK, &lock) != 0)
+    return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: locking byte %d of %s", comm->rank,
+                            name);
+  a->ranks[comm->rank].pid = (int32_t)getpid();
+  a->gen = atomic_load(&a->ranks[comm->rank].arrived);
+  return COLL_OK;
+}
+
+static coll_status_t get_text(coll_comm_t *comm, const char *key, char *out, size_t cap) {
+  void *value = NULL;
+  size_t len = 0;
+  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+  if (st != COLL_OK) return st;
+  snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
+  free(value);
+  return COLL_OK;
+}
+
+static void free_arena(arena_t *a) {
+  if (a == NULL) return;
+  if (a->hdr != NULL) munmap(a->hdr, a->map_len);
+  if (a->fd >= 0) close(a->fd); /* drops this rank's lock: peers see it gone */
+  free(a->tile);
+  free(a);
+}
+
+/* Every rank says whether it mapped the segment; the arena is used only if all did, so
+ * a local failure costs the algorithm, not the communicator. */
+static coll_status_t agree_all_mapped(coll_comm_t *comm, bool mine, bool *all) {
+  char key[KEY_MAX], v[8];
+  snprintf(key, sizeof key, "%sarena/ok/%d", comm->key_prefix, comm->rank);
+  coll_status_t st = store_set(comm->store, key, mine ? "1" : "0", 1, comm->timeout_ms);
+  *all = true;
+  for (int r = 0; r < comm->nranks && st == COLL_OK; r++) {
+    snprintf(key, sizeof key, "%sarena/ok/%d", comm->key_prefix, r);
+    st = get_text(comm, key, v, sizeof v);
+    if (st == COLL_OK && strcmp(v, "1") != 0) *all = false;
+  }
+  return st;
+}
+
+coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_transport) {
+  comm->arena = NULL;
+  bool shm = forced_transport == NULL || forced_transport[0] == '\0' ||
+             strcasecmp(forced_transport, "auto") == 0 || strcasecmp(forced_transport, "shm") == 0;
+  if (comm->nranks < 2 || !one_host || !shm) return COLL_OK; /* same facts on every rank */
+  char key[KEY_MAX], name[NAME_MAX_LEN] = "-";
+  snprintf(key, sizeof key, "%sarena/name", comm->key_prefix);
+  int fd = -1;
+  size_t len = 0;
+  coll_status_t st = COLL_OK;
+  if (comm->rank == 0) {
+    int64_t enabled, slot;
+    st = coll_env_int("COLL_ARENA", 0, 1, 1, &enabled);
+    if (st == COLL_OK)
+      st = coll_env_int("COLL_ARENA_SLOT_BYTES", PAGE, (int64_t)64 << 20, 1 << 20, &slot);
+    if (st == COLL_OK && slot % PAGE != 0)
+      st = coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "COLL_ARENA_SLOT_BYTES=%lld is not a multiple of %d", (long long)slot, PAGE);
+    if (st != COLL_OK) return st;
+    if (enabled && create_segment(comm, (size_t)slot, name, sizeof name, &fd, &len) != COLL_OK) {
+      coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
+               coll_last_error());
+      snprintf(name, sizeof name, "-");
+    }
+    st = store_set(comm->store, key, name, strlen(name), comm->timeout_ms);
+  } else {
+    st = get_text(comm, key, name, sizeof name);
+  }
+  if (st != COLL_OK) {
+    if (fd >= 0) {
+      close(fd);
+      shm_unlink(name);
+    }
+    return coll_error_prefix(st, "rank %d: arena setup: ", comm->rank);
+  }
+  if (strcmp(name, "-") == 0) return COLL_OK;
+
+  arena_t *a = calloc(1, sizeof *a);
+  bool mapped = false;
+  if (a != NULL) {
+    a->fd = comm->rank == 0 ? fd : shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    a->rank = comm->rank;
+    a->nranks = comm->nranks;
+    a->tile = aligned_alloc(TILE_ALIGN, ARENA_TILE_BYTES);
+    if (a->fd < 0)
+      coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: shm_open(%s)", name);
+    else if (a->tile == NULL)
+      coll_error(COLL_ERR_NO_MEMORY, "arena: out of memory");
+    else
+      mapped = attach(comm, a, name) == COLL_OK;
+    if (!mapped)
+      coll_log(COLL_LOG_WARN, "rank %d: %s; the arena all-reduce is off for this communicator",
+               comm->rank, coll_last_error());
+  } else if (comm->rank == 0) {
+    close(fd);
+  }
+  bool all = false;
+  st = agree_all_mapped(comm, mapped, &all);
+  if (comm->rank == 0) shm_unlink(name); /* everyone has mapped it or given up */
+  if (st != COLL_OK || !all) {
+    free_arena(a);
+    return st == COLL_OK ? COLL_OK : coll_error_prefix(st, "rank %d: arena setup: ", comm->rank);
+  }
+  comm->arena = a;
+  coll_log(COLL_LOG_INFO, "arena: %zu bytes shared by %d ranks, %d sets of %zu-byte slots",
+           a->map_len, comm->nranks, ARENA_NSETS, a->slot_bytes);
+  return COLL_OK;
+}
+
+void arena_close(coll_comm_t *comm) {
+  free_arena(comm->arena);
+  comm->arena = NULL;
+}
+
+size_t arena_staging_bytes(const coll_comm_t *comm) {
+  const arena_t *a = comm->arena;
+  return a != NULL ? a->map_len / (size_t)a->nranks : 0;
+}
+
+bool arena_rank_alive(const arena_t *a, int rank) {
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = rank, .l_len = 1};
+  if (fcntl(a->fd, F_GETLK, &lock) != 0) return true; /* cannot tell */
+  return lock.l_type != F_UNLCK;
+}

@@ -1,0 +1,428 @@
+/* The arena all-reduce (COLL_ALGO_ARENA) with real forked ranks, a real store and a real
+ * shared segment: results for every type and op over 1-8 ranks, counts around the slot
+ * and slice boundaries, in place and out of place, bit-identical ranks; ordering with
+ * other collectives through the progress thread; a killed rank, a late rank, an aborted
+ * rank and a mismatched call end in errors naming them, not hangs; forcing it where it
+ * cannot run falls back; the cost model's choice; COLL_TRACE names it. */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "algo/schedule.h"
+#include "coll.h"
+#include "coll_test_util.h"
+#include "core/comm.h"
+#include "multiproc.h"
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct {
+  ct_job_t job;
+  const char *slot_bytes; /* COLL_ARENA_SLOT_BYTES, NULL: default */
+  int variant;
+} arena_case_t;
+
+/* Init with the arena forced; fails unless the communicator has one (nranks > 1). */
+static int init_arena(const arena_case_t *c, int rank, int nranks, coll_comm_t **comm) {
+  unsetenv("COLL_ARENA");
+  if (c->slot_bytes != NULL)
+    setenv("COLL_ARENA_SLOT_BYTES", c->slot_bytes, 1);
+  else
+    unsetenv("COLL_ARENA_SLOT_BYTES");
+  if (ct_init(&c->job, rank, nranks, comm) != 0) return 1;
+  if (nranks > 1 && (*comm)->arena == NULL) {
+    fprintf(stderr, "rank %d: no arena on one host over shm\n", rank);
+    return 1;
+  }
+  /* set_algo is agreed through the store at the next call: do that call now, so that
+   * the tests' timings measure the arena alone. */
+  int32_t one = 1;
+  if (coll_comm_set_algo(*comm, COLL_ALGO_ARENA) != COLL_OK ||
+      coll_all_reduce(&one, &one, 1, COLL_INT32, COLL_SUM, *comm) != COLL_OK) {
+    fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+/* Every type and op, counts around slices (n), slots (1024 bytes of each type at a 4 KiB
+ * slot... measured in elements below) and zero; in place on odd calls. */
+static int rank_results(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  uint32_t salt = 1;
+  for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++) {
+    size_t esz = coll_dtype_size((coll_dtype_t)dt);
+    size_t slot = 4096 / esz; /* elements per round */
+    size_t counts[] = {0, 1, (size_t)nranks - 1, (size_t)nranks + 1, slot - 1, slot + 1,
+                       3 * slot + (size_t)nranks + 2};
+    for (int op = 0; op < COLL_OP_COUNT && !bad; op++) {
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !bad; k++, salt++) {
+        size_t count = counts[k];
+        unsigned char *in = malloc(count * esz + 1), *out = malloc(count * esz + 1);
+        ct_fill(in, count, (coll_dtype_t)dt, (coll_op_t)op, rank, salt);
+        bool in_place = (salt & 1) != 0;
+        coll_status_t st = coll_all_reduce(in, in_place ? in : out, count, (coll_dtype_t)dt,
+                                           (coll_op_t)op, comm);
+        char what[128];
+        snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank,
+                 coll_dtype_name((coll_dtype_t)dt), coll_op_name((coll_op_t)op), count,
+                 in_place ? "in place" : "out of place");
+        if (st != COLL_OK) {
+          fprintf(stderr, "%s: %s\n", what, coll_last_error());
+          bad = 1;
+        } else {
+          const void *res = in_place ? in : out;
+          bad = ct_check_all_reduce(res, count, (coll_dtype_t)dt, (coll_op_t)op, nranks, salt,
+                                    what) != 0;
+          if (!bad && (op == COLL_SUM || op == COLL_AVG)) bad = ct_agree(comm, res, count * esz, what);
+        }
+        free(in);
+        free(out);
+      }
+    }
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(results_for_every_type_and_op_over_1_to_8_ranks) {
+  static const int ranks[] = {1, 2, 3, 4, 5, 8};
+  arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "4096"};
+  c.job.port = mp_free_port();
+  ck_assert_int_eq(mp_run(ranks[_i], 60000, rank_results, &c), 0);
+}
+END_TEST
+
+/* The default slot (1 MiB): a float32 buffer of several rounds, AVG, repeated so the
+ * slot sets wrap around across calls, results identical on all ranks. */
+static int rank_default_slot(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  size_t count = (5u << 20) / 4 / 2 + 3; /* 2.5 MiB: three rounds */
+  float *x = malloc(count * sizeof *x);
+  int bad = 0;
+  for (uint32_t salt = 0; salt < 4 && !bad; salt++) {
+    ct_fill(x, count, COLL_FLOAT32, COLL_AVG, rank, salt);
+    coll_status_t st = coll_all_reduce(x, x, count, COLL_FLOAT32, COLL_AVG, comm);
+    if (st != COLL_OK) {
+      fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+      bad = 1;
+      break;
+    }
+    bad = ct_check_all_reduce(x, count, COLL_FLOAT32, COLL_AVG, nranks, salt, "default slot") != 0;
+    if (!bad) bad = ct_agree(comm, x, count * sizeof *x, "default slot");
+  }
+  free(x);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(default_slots_over_several_rounds_and_calls) {
+  arena_case_t c = {.job = {.port = mp_free_port()}};
+  ck_assert_int_eq(mp_run(3, 60000, rank_default_slot, &c), 0);
+}
+END_TEST
+
+/* Async arena all-reduces queued around a broadcast and a reduce_scatter (other
+ * algorithms, through the transports) on the same buffers: FIFO order holds. */
+static int rank_async_order(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  enum { N = 100003 };
+  int64_t *x = malloc(N * sizeof *x), *rs = malloc(N * sizeof *rs);
+  for (size_t i = 0; i < N; i++) x[i] = (int64_t)(i % 7) + rank;
+  coll_request_t *req[4];
+  int bad = 0;
+  /* x = sum_r (i%7 + r); then rank 1's x everywhere; then x * n; reduce_scatter of x. */
+  bad |= coll_all_reduce_async(x, x, N, COLL_INT64, COLL_SUM, comm, &req[0]) != COLL_OK;
+  bad |= coll_broadcast_async(x, N, COLL_INT64, 1, comm, &req[1]) != COLL_OK;
+  bad |= coll_all_reduce_async(x, x, N, COLL_INT64, COLL_SUM, comm, &req[2]) != COLL_OK;
+  size_t block = N / (size_t)nranks;
+  bad |= coll_reduce_scatter_async(x, rs, block, COLL_INT64, COLL_SUM, comm, &req[3]) != COLL_OK;
+  for (int k = 0; k < 4 && !bad; k++) {
+    if (coll_request_wait(&req[k]) != COLL_OK) {
+      fprintf(stderr, "rank %d: request %d: %s\n", rank, k, coll_last_error());
+      bad = 1;
+    }
+  }
+  int64_t tri = (int64_t)nranks * (nranks - 1) / 2;
+  for (size_t i = 0; i < N && !bad; i++) {
+    int64_t want = ((int64_t)(i % 7) * nranks + tri) * nranks;
+    if (x[i] != want) {
+      fprintf(stderr, "rank %d: x[%zu] = %lld, want %lld\n", rank, i, (long long)x[i],
+              (long long)want);
+      bad = 1;
+    }
+  }
+  for (size_t i = 0; i < block && !bad; i++) {
+    size_t j = (size_t)rank * block + i;
+    int64_t want = ((int64_t)(j % 7) * nranks + tri) * nranks * nranks;
+    if (rs[i] != want) {
+      fprintf(stderr, "rank %d: rs[%zu] = %lld, want %lld\n", rank, i, (long long)rs[i],
+              (long long)want);
+      bad = 1;
+    }
+  }
+  free(x);
+  free(rs);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(async_calls_keep_their_order_with_other_collectives) {
+  arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "65536"};
+  ck_assert_int_eq(mp_run(4, 60000, rank_async_order, &c), 0);
+}
+END_TEST
+
+enum { VICTIM = 2, BIG = 1 << 18 };
+
+/* The victim dies during an async arena all-reduce; the others must name it. */
+static int rank_killed(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  float *x = calloc(BIG, sizeof *x);
+  if (rank == VICTIM) {
+    coll_request_t *req = NULL;
+    for (int k = 0; k < c->variant % 3; k++) coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
+    coll_all_reduce_async(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm, &req);
+    usleep((useconds_t)(c->variant * 173 % 2000));
+    raise(SIGKILL);
+  }
+  coll_status_t st = COLL_OK;
+  int64_t took = 0;
+  for (int k = 0; k < 1000 && st == COLL_OK; k++) {
+    int64_t start = now_ms();
+    st = coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
+    took = now_ms() - start;
+  }
+  const char *msg = coll_last_error();
+  int bad = st == COLL_OK || took > c->job.timeout_ms || strstr(msg, "rank 2") == NULL ||
+            strstr(msg, "arena") == NULL;
+  if (bad)
+    fprintf(stderr, "rank %d: expected an error naming rank 2 in the arena within %d ms, got %s after "
+                    "%lld ms: %s\n",
+            rank, c->job.timeout_ms, coll_status_name(st), (long long)took, msg);
+  coll_status_t async_err = COLL_OK;
+  if (coll_comm_get_async_error(comm, &async_err) != COLL_OK || async_err != st) bad = 1;
+  coll_comm_destroy(comm);
+  free(x);
+  return bad;
+}
+
+START_TEST(a_killed_rank_is_named_by_the_others_quickly) {
+  for (int k = 0; k < 8; k++) {
+    /* A deadline far above the liveness check's period: the error must come from that. */
+    arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .variant = k};
+    ck_assert_msg(mp_run(4, 20000, rank_killed, &c) == 1, "repetition %d", k);
+  }
+}
+END_TEST
+
+/* Rank 2 arrives after the others' deadline: they time out naming it (rank 0 with the
+ * hang report); then it finds them gone or failed. */
+static int rank_late(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  int32_t v[64] = {0};
+  if (rank == VICTIM) usleep((useconds_t)(c->job.timeout_ms + 1500) * 1000);
+  int64_t start = now_ms();
+  coll_status_t st = coll_all_reduce(v, v, 64, COLL_INT32, COLL_SUM, comm);
+  int64_t took = now_ms() - start;
+  const char *msg = coll_last_error();
+  int bad;
+  if (rank == VICTIM)
+    bad = st == COLL_OK;
+  else
+    bad = st != COLL_ERR_TIMEOUT || strstr(msg, "rank 2") == NULL ||
+          took > c->job.timeout_ms + 3000 ||
+          (rank == 0 && strstr(msg, "hang report") == NULL);
+  if (bad)
+    fprintf(stderr, "rank %d: unexpected %s after %lld ms: %s\n", rank, coll_status_name(st),
+            (long long)took, msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_late_rank_times_the_others_out_with_a_hang_report) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 700}};
+  ck_assert_int_eq(mp_run(3, 20000, rank_late, &c), 0);
+}
+END_TEST
+
+static void *abort_soon(void *arg) {
+  usleep(200 * 1000);
+  coll_comm_abort(arg);
+  return NULL;
+}
+
+/* Rank 0 aborts while it waits alone in the arena; the others, arriving later, learn
+ * from the arena that rank 0 failed, at once rather than at their deadline. */
+static int rank_abort(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
+  float v[256] = {0};
+  int bad = 0;
+  if (rank == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, abort_soon, comm);
+    coll_status_t st = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm);
+    pthread_join(t, NULL);
+    bad = st != COLL_ERR_ABORTED;
+    usleep(1000 * 1000); /* keep the process (and its lock) while the others look */
+  } else {
+    usleep(600 * 1000);
+    int64_t start = now_ms();
+    coll_status_t st = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm);
+    int64_t took = now_ms() - start;
+    bad = st != COLL_ERR_REMOTE || strstr(coll_last_error(), "rank 0") == NULL || took > 300;
+  }
+  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(an_aborted_rank_fails_the_others_at_once) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 10000}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_abort, &c), 0);
+}
+END_TEST
+
+/* Rank 1 passes one more element: every rank fails with a mismatch naming both calls. */
+static int rank_mismatch(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
+  static float x[5000];
+  size_t count = rank == 1 ? 4001 : 4000;
+  coll_status_t st = coll_all_reduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm);
+  const char *msg = coll_last_error();
+  int bad = st != COLL_ERR_MISMATCH || strstr(msg, "all_reduce(float32, 4001, sum) #2") == NULL ||
+            strstr(msg, "all_reduce(float32, 4000, sum) #2") == NULL;
+  if (bad) fprintf(stderr, "rank %d: %s: %s\n", rank, coll_status_name(st), msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(mismatched_calls_fail_with_both_named) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
+  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+}
+END_TEST
+
+/* Forced where it cannot run (tcp forced; COLL_ARENA=0): no arena, the call falls back
+ * to the cost model's choice and is right. */
+static int rank_fallback(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  if (c->variant == 1) setenv("COLL_ARENA", "0", 1);
+  coll_comm_t *comm;
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  int bad = comm->arena != NULL;
+  bad |= coll_comm_set_algo(comm, COLL_ALGO_ARENA) != COLL_OK;
+  float x[1000];
+  ct_fill(x, 1000, COLL_FLOAT32, COLL_SUM, rank, 9);
+  bad |= coll_all_reduce(x, x, 1000, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  bad |= ct_check_all_reduce(x, 1000, COLL_FLOAT32, COLL_SUM, nranks, 9, "fallback") != 0;
+  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+  coll_comm_destroy(comm);
+  unsetenv("COLL_ARENA");
+  return bad;
+}
+
+START_TEST(forced_where_it_cannot_run_falls_back) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .transport = _i == 0 ? "tcp" : NULL},
+                    .variant = _i};
+  ck_assert_int_eq(mp_run(3, 30000, rank_fallback, &c), 0);
+}
+END_TEST
+
+/* COLL_TRACE names the algorithm and shows its phases. */
+static int rank_trace(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/arena-trace-%d.json", (int)getppid());
+  setenv("COLL_TRACE", path, 1);
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  static float x[100000];
+  int bad = coll_all_reduce(x, x, 100000, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  coll_comm_destroy(comm);
+  unsetenv("COLL_TRACE");
+  snprintf(path, sizeof path, "/tmp/arena-trace-%d.rank%d.json", (int)getppid(), rank);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 1;
+  static char text[1 << 20];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  text[len] = '\0';
+  fclose(f);
+  unlink(path);
+  if (strstr(text, "\"algo\":\"arena\"") == NULL || strstr(text, "local_reduce") == NULL) {
+    fprintf(stderr, "rank %d: the trace does not show the arena:\n%.2000s\n", rank, text);
+    bad = 1;
+  }
+  return bad;
+}
+
+START_TEST(the_trace_names_the_arena) {
+  arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "65536"};
+  ck_assert_int_eq(mp_run(3, 30000, rank_trace, &c), 0);
+}
+END_TEST
+
+/* The cost model: never for small buffers, and its choice depends on the call only. */
+START_TEST(the_cost_model_takes_it_for_large_buffers_only) {
+  sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE, .dtype = COLL_FLOAT32, .nranks = 4};
+  p.count = 16;
+  ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.count = 4u << 20;
+  ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.collective = COLL_KIND_BROADCAST;
+  ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
+  ck_assert(algo_select(&p, &algo_cost_shm_default) != COLL_ALGO_ARENA);
+}
+END_TEST
+
+static Suite *arena_suite(void) {
+  Suite *s = suite_create("arena");
+  TCase *tc = tcase_create("arena");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_8_ranks, 0, 6);
+  tcase_add_test(tc, default_slots_over_several_rounds_and_calls);
+  tcase_add_test(tc, async_calls_keep_their_order_with_other_collectives);
+  tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
+  tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
+  tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
+  tcase_add_test(tc, mismatched_calls_fail_with_both_named);
+  tcase_add_loop_test(tc, forced_where_it_cannot_run_falls_back, 0, 2);
+  tcase_add_test(tc, the_trace_names_the_arena);
+  tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(arena_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
