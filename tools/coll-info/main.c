@@ -28,6 +28,11 @@ static void summary(void) {
   printf("  shm  ranks on one host\n");
   if (COLL_HAVE_IBVERBS) printf("  ib   RDMA verbs, when both ranks have an active port\n");
   printf("  tcp  any two ranks\n");
+  printf("All-reduce algorithms (COLL_ALGO forces one; auto: the cost model):\n");
+  printf("  ring tree hd master  schedules over the transports (coll-sim runs them)\n");
+  printf("  arena                single-host shared memory: when every rank is on one host and\n"
+         "                       shm serves the pairs, one segment with a slot per rank, no\n"
+         "                       messages (COLL_ARENA=0: off); coll-sim does not model it\n");
   printf("RDMA:\n");
   info_ib(stdout, false);
   printf("COLL_* settings in the environment:\n");

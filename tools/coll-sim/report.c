@@ -225,15 +225,19 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
           trace_collective_name(t->req.collective));
   coll_algo_t best = COLL_ALGO_RING;
   double best_t = INFINITY;
-  for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT; a++) {
+  /* The arena (one host, shared memory, no schedule) is not simulated: named apart. */
+  for (int a = COLL_ALGO_RING; a < COLL_ALGO_ARENA; a++) {
     if (t->req.collective == COLL_KIND_BROADCAST && a == COLL_ALGO_HD) continue;
     double p = report_predict(t, (coll_algo_t)a);
     report_time(p, pt, sizeof pt);
     fprintf(out, " %s %s%s", trace_algo_name(t->req.collective, (coll_algo_t)a), pt,
-            a + 1 < COLL_ALGO_COUNT ? "," : "");
+            a + 1 < COLL_ALGO_ARENA ? "," : "");
     if (p < best_t) best_t = p, best = (coll_algo_t)a;
   }
   fprintf(out, "\n  cheapest here: %s\n", trace_algo_name(t->req.collective, best));
+  if (t->req.collective == COLL_KIND_ALL_REDUCE)
+    fprintf(out, "  (not simulated: arena, the single-host shared-memory all-reduce that the "
+                 "library picks for large buffers when all ranks share one host)\n");
 }
 
 static void print_explain(FILE *out, const trace_t *t) {

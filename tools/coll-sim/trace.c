@@ -15,7 +15,8 @@ const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
                                                          [COLL_ALGO_RING] = "ring",
                                                          [COLL_ALGO_TREE] = "tree",
                                                          [COLL_ALGO_HD] = "hd",
-                                                         [COLL_ALGO_MASTER] = "master"};
+                                                         [COLL_ALGO_MASTER] = "master",
+                                                         [COLL_ALGO_ARENA] = "arena"};
   /* Broadcast: the builders behind each algorithm id (see schedule.c). */
   static const char *const broadcast[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
                                                          [COLL_ALGO_RING] = "chain",
@@ -23,7 +24,8 @@ const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
                                                          [COLL_ALGO_HD] = "binomial",
                                                          [COLL_ALGO_MASTER] = "direct"};
   if ((unsigned)algo >= COLL_ALGO_COUNT) return "?";
-  return kind == COLL_KIND_BROADCAST ? broadcast[algo] : allreduce[algo];
+  const char *name = kind == COLL_KIND_BROADCAST ? broadcast[algo] : allreduce[algo];
+  return name != NULL ? name : "?";
 }
 
 const char *trace_collective_name(coll_kind_t kind) {
