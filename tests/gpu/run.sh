@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU check of libcoll's CUDA support, for a machine with a GPU, nvcc, meson and ninja (no
 # Check library or network needed). Configures a release build without the Check tests,
-# runs the GPU correctness test (every dtype x op on device buffers, 1, 2 and 4 ranks on
-# the GPU through cuda_ipc, stream calls), the device all-reduce benchmark for 2 and 4
+# runs the GPU correctness tests (all-reduce and broadcast: every dtype x op on device
+# buffers, 1, 2 and 4 ranks on the GPU through cuda_ipc, stream calls; reduce, all_gather,
+# reduce_scatter and all_to_all the same way, and through pinned host staging with
+# COLL_TRANSPORT=tcp), the device all-reduce benchmark for 2 and 4
 # ranks from 8 B to 256 MiB next to the device's own D2D copy bandwidth, and, when the
 # trainer was built (OpenBLAS, zlib), libtrain's CUDA backend against its CPU backend and,
 # when data is found, one epoch of 2-rank training with --device cuda. Logs go to $OUT
@@ -57,6 +59,13 @@ step "stream mode sync, 2 ranks" 120 "$logs/test_gpu_coll_sync.log" \
   env COLL_CUDA_STREAM_MODE=sync "$build/tests/gpu/test_gpu_coll" 2
 step "pinned staging (tcp), 2 ranks" 120 "$logs/test_gpu_coll_tcp.log" \
   env COLL_TRANSPORT=tcp "$build/tests/gpu/test_gpu_coll" 2
+# reduce, all_gather, reduce_scatter, all_to_all (and their _stream forms, send/recv refused)
+step "more colls 1,2,4 ranks (cuda_ipc)" 240 "$logs/test_gpu_more.log" \
+  "$build/tests/gpu/test_gpu_more" 1 2 4
+step "more colls staged (tcp), 2,4 ranks" 180 "$logs/test_gpu_more_tcp.log" \
+  env COLL_TRANSPORT=tcp "$build/tests/gpu/test_gpu_more" 2 4
+step "more colls sync mode, 2 ranks" 120 "$logs/test_gpu_more_sync.log" \
+  env COLL_CUDA_STREAM_MODE=sync "$build/tests/gpu/test_gpu_more" 2
 
 for n in 2 4; do
   step "bench $n ranks 8B..256MiB" 150 "$logs/bench_$n.log" \
