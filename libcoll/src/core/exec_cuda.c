@@ -158,8 +158,9 @@ static coll_status_t decide_path(coll_comm_t *comm, struct exec_cuda *x) {
   x->decided = true;
   x->use_ipc = comm->nranks > 1 && comm->local_count == comm->nranks && ipc_allowed;
   if (!x->use_ipc) {
-    coll_log(COLL_LOG_INFO, "device buffers go through pinned host memory (%s)",
-             comm->local_count != comm->nranks ? "ranks on several hosts" : "transport forced");
+    if (comm->nranks > 1) /* one rank only copies sendbuf to recvbuf on the device */
+      coll_log(COLL_LOG_INFO, "device buffers go through pinned host memory (%s)",
+               comm->local_count != comm->nranks ? "ranks on several hosts" : "transport forced");
     return COLL_OK;
   }
   x->peers = calloc((size_t)comm->nranks, sizeof *x->peers);
