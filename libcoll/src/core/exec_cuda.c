@@ -122,12 +122,15 @@ coll_status_t exec_cuda_classify(coll_comm_t *comm, const char *what, exec_call_
   if (st == COLL_OK && !ignores_recvbuf) st = mem_cuda_ptr_device(call->recvbuf, &rdev);
   if (st != COLL_OK) return st;
   if (ignores_recvbuf) rdev = sdev;
-  if (sdev != rdev)
+  if (sdev != rdev) {
+    char swhere[32] = "host", rwhere[32] = "host";
+    if (sdev >= 0) snprintf(swhere, sizeof swhere, "GPU %d", sdev);
+    if (rdev >= 0) snprintf(rwhere, sizeof rwhere, "GPU %d", rdev);
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "%s: sendbuf is in %s%.0d and recvbuf in %s%.0d memory: both must be on "
-                      "the same device, or both in host memory",
-                      what, sdev < 0 ? "host" : "GPU ", sdev < 0 ? 0 : sdev,
-                      rdev < 0 ? "host" : "GPU ", rdev < 0 ? 0 : rdev);
+                      "%s: sendbuf is in %s and recvbuf in %s memory: both must be on the same "
+                      "device, or both in host memory",
+                      what, swhere, rwhere);
+  }
   if (sdev < 0) return COLL_OK;
   if (x->device >= 0 && sdev != x->device)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
