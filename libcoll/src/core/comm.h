@@ -225,6 +225,8 @@ coll_status_t exec_cuda_prepare(coll_comm_t *comm, const exec_call_t *call);
 coll_status_t exec_cuda_run(coll_comm_t *comm, const exec_call_t *call);
 /* Device scratch of at least `bytes` for a cuda_ipc run, installed in comm->exec. */
 coll_status_t exec_cuda_scratch(coll_comm_t *comm, size_t bytes);
+/* How device calls move data, for logs: "cuda_ipc", "pinned staging", "device copy". */
+const char *exec_cuda_path_name(const coll_comm_t *comm);
 /* COLL_ERR_UNSUPPORTED when buf is device memory (point-to-point calls). */
 coll_status_t exec_cuda_refuse_device(coll_comm_t *comm, const char *what, const void *buf);
 /* A local copy (reduce false) or reduction of a device run, done before returning. */

@@ -453,6 +453,13 @@ void exec_cuda_free(coll_comm_t *comm) {
   comm->cuda = NULL;
 }
 
+const char *exec_cuda_path_name(const coll_comm_t *comm) {
+  const struct exec_cuda *x = comm->cuda;
+  if (comm->nranks == 1) return "device copy";
+  if (x == NULL || !x->decided) return "device (not set up)";
+  return x->use_ipc ? "cuda_ipc" : "pinned staging";
+}
+
 size_t exec_cuda_staging_bytes(const coll_comm_t *comm) {
   const struct exec_cuda *x = comm->cuda;
   if (x == NULL) return 0;
