@@ -395,6 +395,15 @@ START_TEST(the_cost_model_takes_it_for_large_buffers_only) {
   ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
   p.count = 4u << 20;
   ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.count = 16u << 10; /* 64 KiB: from there with 3 ranks or more */
+  p.nranks = 3;
+  ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.nranks = 2; /* from 1 MiB with 2 */
+  ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.count = 256u << 10;
+  ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
+  p.dtype = COLL_FLOAT16;
+  ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
   p.collective = COLL_KIND_BROADCAST;
   ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
   ck_assert(algo_select(&p, &algo_cost_shm_default) != COLL_ALGO_ARENA);

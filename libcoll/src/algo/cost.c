@@ -35,6 +35,11 @@
  *   steps, the same bytes, not pipelined. all_to_all: pairwise n-1 steps, (n-1) S sent.
  *   barrier: a one-byte all-reduce.
  *
+ *   arena all-reduce (one host, shared memory; core/arena.c): (R + 1) barriers of n
+ *   arrivals for R = S / slot rounds, (n-1)/n S copied in and out (each counted as half
+ *   of beta's two copies), S read and reduced. algo_select never returns it: only the
+ *   core knows whether the ranks share a host; algo_arena_preferred decides, by rule.
+ *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
  * COLL_ALGO=master). */
 #include <math.h>
@@ -59,9 +64,11 @@ const algo_cost_t algo_cost_shm_default = {
 const algo_cost_t algo_cost_tcp_default = {
     .alpha = 10.7e-6, .beta = 1.0 / 2.21e9, .gamma = 1.0 / 4.03e9};
 
-/* The arena's default slot (core/arena_setup.c) and the smallest all-reduce it takes. */
+/* The arena's default slot (core/arena_setup.c), and the smallest all-reduce it takes
+ * with two ranks and with more (measured, see algo_arena_preferred). */
 #define ARENA_MODEL_SLOT_BYTES (1024.0 * 1024.0)
-#define ARENA_MIN_BYTES (256.0 * 1024.0)
+#define ARENA_MIN_BYTES_2 (1024.0 * 1024.0)
+#define ARENA_MIN_BYTES_3 (64.0 * 1024.0)
 
 static double log2_ceil(int n) {
   int k = 0;
@@ -185,11 +192,17 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
   return block_cost(algo, p, c);
 }
 
+/* The additive model above cannot see what decides here: with more ranks than cores the
+ * time is the bytes all ranks move together (the arena moves about 4.5 S per rank at 4
+ * ranks, the FIFO ring 6.75 S), and the arena's rounds stay in cache. So the rule is the
+ * measurement's (bench/arena_compare.sh, docs/algorithms.md "Arena"): from 64 KiB with 3
+ * or more ranks (1.1-2.1x the cost model's other choice on 3 and 4 ranks, 2 cores), from
+ * 1 MiB with 2 (1.0-1.4x; below, the ring and hd are as fast or faster). */
 bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c) {
+  (void)c;
   if (p == NULL || p->collective != COLL_KIND_ALL_REDUCE || p->nranks < 2) return false;
   double bytes = (double)p->count * (double)algo_elem_size(p->dtype);
-  if (bytes < ARENA_MIN_BYTES) return false;
-  return algo_predict(COLL_ALGO_ARENA, p, c) < algo_predict(algo_select(p, c), p, c);
+  return bytes >= (p->nranks == 2 ? ARENA_MIN_BYTES_2 : ARENA_MIN_BYTES_3);
 }
 
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
