@@ -6,8 +6,9 @@
 #
 #   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 300 "1 2 4"
 #
-# Each figure is the best of REPEAT runs (default 3): on a shared machine the slow runs
-# measure the neighbours, not the trainer.
+# Each figure is the median of REPEAT runs (default 3; the runs are printed too, and
+# the host's steal time, which a busy host shows in a VM). Runs alternate between
+# PyTorch and ours so that a noisy spell hits both. TORCH=0 measures ours only.
 #
 # Needs Debian's python3-torch (apt-get install -y python3-torch), run with
 # /usr/bin/python3. Targets: ours >= 1.5x PyTorch at 1 rank, >= 2x at 2 and 4 ranks,
@@ -48,28 +49,47 @@ theirs() {
     --data "$data" | sed -n 's/.*samples_per_s=\([0-9][0-9]*\).*/\1/p'
 }
 
-# best FUNCTION RANKS: the largest figure of $repeat runs (empty if every run failed).
-best() {
-  b=""
-  i=0
-  while [ $i -lt "$repeat" ]; do
-    v=$("$1" "$2")
-    if [ -n "$v" ] && { [ -z "$b" ] || [ "$v" -gt "$b" ]; }; then b=$v; fi
-    i=$((i + 1))
-  done
-  echo "$b"
+# median VALUES...: "MEDIAN [v1 v2 ...]" of the numbers given (nothing if none).
+median() {
+  [ $# -gt 0 ] || return 0
+  printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1; all = all sep $1; sep = " " }
+    END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%d [%s]\n", m, all }'
 }
 
-printf '%-6s %14s %14s %8s\n' ranks "torch samples/s" "ours samples/s" ratio
+# Steal ticks of all CPUs so far (the 8th field of /proc/stat's cpu line).
+steal() { awk '/^cpu / { print $9 + 0 }' /proc/stat 2>/dev/null || echo 0; }
+
+printf '%-6s %16s %16s %8s   %s\n' ranks "torch samples/s" "ours samples/s" ratio "runs (ours; torch)"
 one=""
+s0=$(steal)
+t0=$(date +%s)
 for n in $ranks; do
-  t=$(best theirs "$n")
-  o=$(best ours "$n")
-  [ -n "$t" ] && [ -n "$o" ] || { echo "ddp_compare: a run at $n ranks failed" >&2; exit 1; }
-  awk -v n="$n" -v t="$t" -v o="$o" 'BEGIN { printf "%-6s %14s %14s %7.2fx\n", n, t, o, o / t }'
-  [ "$n" = 1 ] && one=$o
-  if [ "$n" = 2 ] && [ -n "$one" ]; then two=$o; fi
+  tv=""
+  ov=""
+  i=0
+  while [ $i -lt "$repeat" ]; do
+    if [ "${TORCH:-1}" != 0 ]; then tv="$tv $(theirs "$n")"; fi
+    ov="$ov $(ours "$n")"
+    i=$((i + 1))
+  done
+  # shellcheck disable=SC2086 # word splitting of the lists is wanted
+  t=$(median $tv)
+  # shellcheck disable=SC2086
+  o=$(median $ov)
+  if [ "${TORCH:-1}" != 0 ] && [ -z "$t" ]; then
+    echo "ddp_compare: every PyTorch run at $n ranks failed" >&2
+    exit 1
+  fi
+  [ -n "$o" ] || { echo "ddp_compare: every run at $n ranks failed" >&2; exit 1; }
+  awk -v n="$n" -v t="${t%% *}" -v o="${o%% *}" -v ro="${o#* }" -v rt="${t#* }" 'BEGIN {
+    if (t != "") printf "%-6s %16s %16s %7.2fx   %s; %s\n", n, t, o, o / t, ro, rt
+    else printf "%-6s %16s %16s %8s   %s\n", n, "-", o, "-", ro }'
+  [ "$n" = 1 ] && one=${o%% *}
+  if [ "$n" = 2 ] && [ -n "$one" ]; then two=${o%% *}; fi
 done
 if [ -n "$one" ] && [ -n "${two:-}" ]; then
   awk -v a="$two" -v b="$one" 'BEGIN { printf "ours, 2 ranks vs 1 rank: %.2fx\n", a / b }'
 fi
+# USER_HZ ticks per CPU per second: 100 on Linux.
+awk -v s="$(($(steal) - s0))" -v t="$(($(date +%s) - t0))" -v c="$(nproc)" 'BEGIN {
+  if (t > 0) printf "host steal time during the runs: %.0f%% of CPU time\n", 100 * s / (100 * t * c) }'

@@ -155,6 +155,12 @@ train_status_t train_optimizer_create(train_backend_t *be, const train_opt_confi
                                       size_t n_params, train_optimizer_t **opt);
 void train_optimizer_destroy(train_optimizer_t *opt);
 train_status_t train_optimizer_step(train_optimizer_t *opt, float *params, const float *grads);
+/* The same step in pieces: each call updates parameters [begin, end) of the flat
+ * buffers (element-wise, so pieces in any order give the same result as one call);
+ * once every element had its piece, train_optimizer_step_done counts the step. */
+train_status_t train_optimizer_step_range(train_optimizer_t *opt, float *params, const float *grads,
+                                          size_t begin, size_t end);
+void train_optimizer_step_done(train_optimizer_t *opt);
 /* The state as flat float arrays, for checkpoints: SGD one (momentum), Adam two (m, v);
  * plus the step count. */
 int train_optimizer_state_count(const train_optimizer_t *opt);
@@ -254,6 +260,13 @@ void train_ddp_begin_sync(train_ddp_t *ddp);
 train_status_t train_ddp_grad_ready(void *ddp, size_t grad_end);
 /* Wait for every bucket's all-reduce; adds the time spent waiting to *wait_s. */
 train_status_t train_ddp_finish_sync(train_ddp_t *ddp, double *wait_s);
+/* The same, calling done(ctx, begin, end) for each bucket's range of the flat buffer,
+ * in bucket order, as soon as that bucket is reduced (the optimizer step of a bucket
+ * then runs while later buckets are still being reduced). Stops at the first error;
+ * *wait_s gets only the time spent waiting. */
+typedef train_status_t (*train_bucket_done_fn)(void *ctx, size_t begin, size_t end);
+train_status_t train_ddp_finish_sync_each(train_ddp_t *ddp, double *wait_s,
+                                          train_bucket_done_fn done, void *ctx);
 /* Blocking helpers over the same communicator (no-ops on one rank): broadcast from
  * rank 0, and an in-place sum of doubles (evaluation counts). */
 train_status_t train_ddp_broadcast(train_ddp_t *ddp, void *buf, size_t count, coll_dtype_t dtype);

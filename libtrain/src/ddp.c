@@ -113,20 +113,31 @@ train_status_t train_ddp_grad_ready(void *ctx, size_t grad_end) {
   return TRAIN_OK;
 }
 
-train_status_t train_ddp_finish_sync(train_ddp_t *d, double *wait_s) {
-  double t0 = now_s();
+train_status_t train_ddp_finish_sync_each(train_ddp_t *d, double *wait_s, train_bucket_done_fn done,
+                                          void *ctx) {
+  double waited = 0.0;
   train_status_t st = TRAIN_OK;
-  if (d->armed && d->next != d->n_buckets && st == TRAIN_OK)
+  if (d->armed && d->next != d->n_buckets)
     st = train_error(TRAIN_ERR_INVALID, "DDP: backward announced %d of %d buckets", d->next,
                      d->n_buckets);
+  /* Every request is waited for, even after an error: none may outlive its buffer. */
   for (int b = 0; b < d->n_buckets; b++) {
-    if (d->req[b] == NULL) continue;
-    coll_status_t cs = coll_request_wait(&d->req[b]);
-    if (cs != COLL_OK && st == TRAIN_OK) st = train_comm_error(cs, "waiting for a gradient bucket");
+    if (d->req[b] != NULL) {
+      double t0 = now_s();
+      coll_status_t cs = coll_request_wait(&d->req[b]);
+      waited += now_s() - t0;
+      if (cs != COLL_OK && st == TRAIN_OK)
+        st = train_comm_error(cs, "waiting for a gradient bucket");
+    }
+    if (st == TRAIN_OK && done != NULL) st = done(ctx, d->begin[b], d->end[b]);
   }
   d->armed = false;
-  if (wait_s != NULL) *wait_s += now_s() - t0;
+  if (wait_s != NULL) *wait_s += waited;
   return st;
+}
+
+train_status_t train_ddp_finish_sync(train_ddp_t *d, double *wait_s) {
+  return train_ddp_finish_sync_each(d, wait_s, NULL, NULL);
 }
 
 uint64_t train_params_hash(const float *params, size_t n) {

@@ -64,24 +64,35 @@ void train_optimizer_destroy(train_optimizer_t *opt) {
   free(opt);
 }
 
-train_status_t train_optimizer_step(train_optimizer_t *opt, float *params, const float *grads) {
+train_status_t train_optimizer_step_range(train_optimizer_t *opt, float *params, const float *grads,
+                                          size_t begin, size_t end) {
   train_backend_t *be = opt->be;
   const train_opt_config_t *c = &opt->cfg;
-  train_status_t st;
+  if (begin > end || end > opt->n)
+    return train_error(TRAIN_ERR_INVALID, "optimizer range %zu..%zu outside 0..%zu", begin, end,
+                       opt->n);
+  if (begin == end) return TRAIN_OK;
+  size_t n = end - begin;
+  params += begin;
+  grads += begin;
   if (c->kind == TRAIN_OPT_SGD) {
     if (be->sgd_step == NULL)
       return train_error(TRAIN_ERR_UNSUPPORTED, "SGD on device '%s' is not yet supported",
                          be->name);
-    st = be->sgd_step(be, params, grads, opt->state[0].data, opt->n, c->lr, c->momentum,
-                      c->weight_decay, opt->steps == 0);
-  } else {
-    if (be->adam_step == NULL)
-      return train_error(TRAIN_ERR_UNSUPPORTED, "Adam on device '%s' is not yet supported",
-                         be->name);
-    st = be->adam_step(be, params, grads, opt->state[0].data, opt->state[1].data, opt->n, c->lr,
-                       c->beta1, c->beta2, c->eps, c->weight_decay, opt->steps + 1);
+    return be->sgd_step(be, params, grads, opt->state[0].data + begin, n, c->lr, c->momentum,
+                        c->weight_decay, opt->steps == 0);
   }
-  if (st == TRAIN_OK) opt->steps++;
+  if (be->adam_step == NULL)
+    return train_error(TRAIN_ERR_UNSUPPORTED, "Adam on device '%s' is not yet supported", be->name);
+  return be->adam_step(be, params, grads, opt->state[0].data + begin, opt->state[1].data + begin, n,
+                       c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, opt->steps + 1);
+}
+
+void train_optimizer_step_done(train_optimizer_t *opt) { opt->steps++; }
+
+train_status_t train_optimizer_step(train_optimizer_t *opt, float *params, const float *grads) {
+  train_status_t st = train_optimizer_step_range(opt, params, grads, 0, opt->n);
+  if (st == TRAIN_OK) train_optimizer_step_done(opt);
   return st;
 }
 

@@ -3,9 +3,11 @@
  * checkpoints and the result. */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -38,6 +40,21 @@ void train_config_defaults(train_config_t *cfg) {
   };
 }
 
+/* The phases of a training step, timed on every rank and printed by rank 0 at the end
+ * so that a slow step can be taken apart without a profiler. */
+typedef enum {
+  PHASE_DATA,
+  PHASE_FORWARD,
+  PHASE_BACKWARD,
+  PHASE_WAIT,
+  PHASE_OPTIM,
+  PHASE_COUNT
+} phase_t;
+static const char *const phase_names[PHASE_COUNT] = {
+    [PHASE_DATA] = "data",      [PHASE_FORWARD] = "forward", [PHASE_BACKWARD] = "backward",
+    [PHASE_WAIT] = "comm wait", [PHASE_OPTIM] = "optimizer",
+};
+
 /* Everything one run owns; released in one place. */
 typedef struct {
   const train_config_t *cfg;
@@ -61,6 +78,10 @@ typedef struct {
   size_t max_batch;
   /* Position: the next step to run. */
   uint64_t epoch, step_in_epoch, global_step;
+  /* Seconds this rank spent in each phase of the training steps (see phase_t). */
+  double phase_s[PHASE_COUNT];
+  double cpu_s; /* CPU time of the whole process (all threads) during the steps */
+  uint64_t steps_timed;
 } run_t;
 
 static int env_int(const char *name, int fallback) {
@@ -78,6 +99,20 @@ static int launcher_world(void) {
   return 0;
 }
 
+/* A DDP rank waits for the others once per step, for as long as the slowest one's
+ * backward runs late: often hundreds of microseconds. When every rank of this host has a
+ * core of its own, the waiting core has nothing else to do, while going to sleep puts a
+ * wake-up (in a VM, a halted virtual CPU) on every step's critical path. So ask libcoll
+ * to poll for up to 2 ms (COLL_SPIN_US, unless the user set it) rather than its 50 us.
+ * With more ranks than cores (or an unknown count) libcoll's own short spin stays, so
+ * that a waiting rank gives its core to the rank it waits for. */
+static void prefer_polling(void) {
+  int local = env_int("LOCAL_WORLD_SIZE", 0);
+  cpu_set_t set;
+  if (local <= 0 || sched_getaffinity(0, sizeof set, &set) != 0) return;
+  if (local <= CPU_COUNT(&set)) setenv("COLL_SPIN_US", "2000", 0);
+}
+
 static train_status_t setup_comm(run_t *r) {
   r->comm = r->cfg->comm;
   r->rank = 0;
@@ -85,6 +120,7 @@ static train_status_t setup_comm(run_t *r) {
   /* Without a launcher (or with a world of one) there is nobody to talk to: run alone
    * without a store, like `python train.py` next to `torchrun train.py`. */
   if (r->comm == NULL && launcher_world() > 1) {
+    prefer_polling();
     coll_status_t cs = coll_comm_init_env(&r->comm);
     if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
     r->own_comm = true;
@@ -331,6 +367,13 @@ static void span(const run_t *r, const char *name, bool begin) {
   (void)(begin ? coll_trace_span_begin(r->comm, name) : coll_trace_span_end(r->comm, name));
 }
 
+/* The optimizer's step on one reduced bucket [begin, end) of the flat buffers. */
+static train_status_t bucket_step(void *ctx, size_t begin, size_t end) {
+  run_t *r = ctx;
+  return train_optimizer_step_range(r->opt, train_model_params(r->model),
+                                    train_model_grads(r->model), begin, end);
+}
+
 /* One optimizer step: `accumulate` micro-batches, communication only during the last
  * one's backward. The loss gradient is scaled by 1 / (samples of the step on all ranks)
  * so that the summed gradients are the mean over the global batch. */
@@ -339,36 +382,74 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   const train_config_t *c = r->cfg;
   float scale = 1.0f / (float)(count * (size_t)r->world);
   train_status_t st = TRAIN_OK;
+  double *ph = r->phase_s;
   span(r, "step", true);
+  double t = progress_now(), t1;
   for (size_t done = 0; done < count && st == TRAIN_OK;) {
     size_t nb = count - done < c->batch ? count - done : c->batch;
     bool last = done + nb == count;
     st = load_batch(r, &r->train, r->sampler.indices + first + done, nb);
     if (st != TRAIN_OK) break;
+    t1 = progress_now();
+    ph[PHASE_DATA] += t1 - t;
+    t = t1;
     span(r, "forward", true);
     st = train_model_forward(r->model, r->dev_x, nb);
     if (st == TRAIN_OK) st = train_model_loss(r->model, r->dev_labels, nb, scale, loss, NULL);
     span(r, "forward", false);
+    t1 = progress_now();
+    ph[PHASE_FORWARD] += t1 - t;
+    t = t1;
     if (st == TRAIN_OK && last) train_ddp_begin_sync(r->ddp);
     span(r, "backward", true);
     if (st == TRAIN_OK)
       st = train_model_backward(r->model, r->dev_x, nb, done > 0,
                                 last ? train_ddp_grad_ready : NULL, r->ddp);
     span(r, "backward", false);
+    t1 = progress_now();
+    ph[PHASE_BACKWARD] += t1 - t;
+    t = t1;
     done += nb;
   }
-  span(r, "ddp wait", true);
-  train_status_t fst = train_ddp_finish_sync(r->ddp, wait_s);
-  span(r, "ddp wait", false);
-  if (st == TRAIN_OK) st = fst;
+  /* The optimizer steps each bucket as soon as its all-reduce is done, while the
+   * later buckets are still being reduced. */
   train_optimizer_set_lr(r->opt,
                          train_lr_at(c->lr_schedule, c->opt.lr, r->global_step, total_steps));
-  span(r, "optimizer", true);
-  if (st == TRAIN_OK)
-    st = train_optimizer_step(r->opt, train_model_params(r->model), train_model_grads(r->model));
-  span(r, "optimizer", false);
+  span(r, "ddp wait + optimizer", true);
+  double waited = 0.0;
+  train_status_t fst =
+      train_ddp_finish_sync_each(r->ddp, &waited, st == TRAIN_OK ? bucket_step : NULL, r);
+  if (st == TRAIN_OK) st = fst;
+  if (st == TRAIN_OK) train_optimizer_step_done(r->opt);
+  span(r, "ddp wait + optimizer", false);
   span(r, "step", false);
+  t1 = progress_now();
+  *wait_s += waited;
+  ph[PHASE_WAIT] += waited;
+  ph[PHASE_OPTIM] += t1 - t - waited;
+  r->steps_timed++;
   return st;
+}
+
+/* CPU seconds used by this process so far, all threads (the progress thread's
+ * communication included). */
+static double cpu_now(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0.0;
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+         1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* Rank 0's breakdown of its mean step time by phase. */
+static void print_phases(const run_t *r) {
+  if (r->rank != 0 || r->steps_timed == 0) return;
+  double steps = (double)r->steps_timed;
+  double total = 0.0;
+  for (int i = 0; i < PHASE_COUNT; i++) total += r->phase_s[i];
+  printf("step time on rank 0: %.3f ms =", 1e3 * total / steps);
+  for (int i = 0; i < PHASE_COUNT; i++)
+    printf("%s %s %.3f", i > 0 ? "," : "", phase_names[i], 1e3 * r->phase_s[i] / steps);
+  printf("; CPU %.3f ms per step\n", 1e3 * r->cpu_s / steps);
 }
 
 static train_status_t train_loop(run_t *r, train_result_t *res) {
@@ -397,9 +478,10 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       }
       size_t first = r->step_in_epoch * per_step;
       size_t count = shard - first < per_step ? shard - first : per_step;
-      double t0 = progress_now();
+      double t0 = progress_now(), c0 = cpu_now();
       st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &wait_epoch);
       t_epoch += progress_now() - t0;
+      r->cpu_s += cpu_now() - c0;
       if (st != TRAIN_OK) break;
       samples += (double)count;
       r->global_step++;
@@ -459,6 +541,7 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
         "of step time\n",
         (unsigned long long)r->global_step, r->world, r->world > 1 ? "s" : "", res->samples_per_s,
         100.0 * res->comm_share);
+  print_phases(r);
   /* The final state, so that --resume after the end (or after --max-steps) continues. */
   return save_checkpoint(r);
 }

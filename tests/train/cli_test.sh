@@ -28,6 +28,8 @@ grep -q "$tmp: no train-images-idx3-ubyte" "$tmp/err" || fail "missing data mess
 "$collrun" -n 2 "$train" --max-steps 20 --epochs 1 --no-eval --check-sync --bucket-mb 0.3 \
   --checkpoint "$tmp/ck" --checkpoint-every 7 >"$tmp/out" 2>&1 || fail "2-rank run: $(cat "$tmp/out")"
 grep -q "done: 20 steps on 2 ranks" "$tmp/out" || fail "no summary: $(cat "$tmp/out")"
+grep -Eq "step time on rank 0: [0-9.]+ ms = data [0-9.]+, forward [0-9.]+, backward [0-9.]+, comm wait [0-9.]+, optimizer [0-9.]+; CPU [0-9.]+ ms per step" \
+  "$tmp/out" || fail "no step time breakdown: $(cat "$tmp/out")"
 [ -s "$tmp/ck" ] && [ ! -e "$tmp/ck.tmp" ] || fail "checkpoint not written atomically"
 "$collrun" -n 2 "$train" --max-steps 30 --epochs 1 --no-eval --checkpoint "$tmp/ck" --resume \
   >"$tmp/out" 2>&1 || fail "resume: $(cat "$tmp/out")"

@@ -262,6 +262,21 @@ START_TEST(check_sync_fails_loudly_when_ranks_diverge) {
 }
 END_TEST
 
+/* finish_sync_each's callback: each bucket's range once, in order, stopping at an error. */
+typedef struct {
+  size_t begin[4], end[4];
+  int calls, fail_at;
+} ranges_t;
+
+static train_status_t record_range(void *ctx, size_t begin, size_t end) {
+  ranges_t *r = ctx;
+  if (r->calls < 4) {
+    r->begin[r->calls] = begin;
+    r->end[r->calls] = end;
+  }
+  return ++r->calls == r->fail_at ? TRAIN_ERR_INVALID : TRAIN_OK;
+}
+
 /* Bucket layout: whole layers, last layer first, closed at the size limit. */
 START_TEST(buckets_hold_whole_layers_in_reverse_order) {
   train_backend_t *be;
@@ -291,6 +306,27 @@ START_TEST(buckets_hold_whole_layers_in_reverse_order) {
   ck_assert_int_eq(train_ddp_grad_ready(ddp, 10 * 257), 0);
   double wait = 0.0;
   ck_assert_int_eq(train_ddp_finish_sync(ddp, &wait), TRAIN_ERR_INVALID);
+  /* A whole step: the callback sees the three layers' ranges, last layer first. */
+  train_ddp_begin_sync(ddp);
+  for (int i = 2; i >= 0; i--) {
+    const train_layer_t *l = train_model_linear(m, i);
+    size_t end = (size_t)(l->w - train_model_params(m)) + l->in * l->out + l->out;
+    ck_assert_int_eq(train_ddp_grad_ready(ddp, end), 0);
+  }
+  ranges_t seen = {.fail_at = 0};
+  ck_assert_int_eq(train_ddp_finish_sync_each(ddp, &wait, record_range, &seen), 0);
+  ck_assert_int_eq(seen.calls, 3);
+  size_t expect[4] = {0, 10 * 257, 10 * 257 + 256 * 257, train_model_param_count(m)};
+  for (int b = 0; b < 3; b++) {
+    ck_assert_uint_eq(seen.begin[b], expect[b]);
+    ck_assert_uint_eq(seen.end[b], expect[b + 1]);
+  }
+  /* The callback's error ends the calls and is returned. */
+  train_ddp_begin_sync(ddp);
+  ck_assert_int_eq(train_ddp_grad_ready(ddp, train_model_param_count(m)), 0);
+  seen = (ranges_t){.fail_at = 2};
+  ck_assert_int_eq(train_ddp_finish_sync_each(ddp, &wait, record_range, &seen), TRAIN_ERR_INVALID);
+  ck_assert_int_eq(seen.calls, 2);
   train_ddp_destroy(ddp);
   ck_assert_int_eq(train_ddp_create(NULL, m, 0, &ddp), TRAIN_ERR_INVALID);
   train_model_destroy(m);

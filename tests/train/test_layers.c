@@ -313,6 +313,50 @@ START_TEST(adam_steps_follow_pytorch) {
 }
 END_TEST
 
+/* DDP steps each bucket as soon as it is reduced: the step in pieces (any order) must
+ * give the very bits of one whole step, for both optimizers, on odd sizes that leave
+ * vector remainders. */
+START_TEST(optimizer_step_in_pieces_is_bit_identical_to_one_step) {
+  enum { N = 1003 };
+  static const size_t cuts[][2] = {{500, N}, {0, 17}, {17, 500}};
+  train_opt_kind_t kinds[2] = {TRAIN_OPT_SGD, TRAIN_OPT_ADAM};
+  for (int k = 0; k < 2; k++) {
+    train_opt_config_t cfg = {.kind = kinds[k],
+                              .lr = 0.05f,
+                              .momentum = 0.9f,
+                              .weight_decay = 0.01f,
+                              .beta1 = 0.9f,
+                              .beta2 = 0.999f,
+                              .eps = 1e-8f};
+    train_optimizer_t *whole, *pieces;
+    ck_assert_int_eq(train_optimizer_create(be, &cfg, N, &whole), 0);
+    ck_assert_int_eq(train_optimizer_create(be, &cfg, N, &pieces), 0);
+    static float p1[N], p2[N], g[N];
+    train_rng_t rng;
+    train_rng_seed(&rng, 7);
+    fill(&rng, p1, N, 1.0f);
+    memcpy(p2, p1, sizeof p1);
+    for (int step = 0; step < 3; step++) {
+      fill(&rng, g, N, 0.5f);
+      ck_assert_int_eq(train_optimizer_step(whole, p1, g), 0);
+      for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++)
+        ck_assert_int_eq(train_optimizer_step_range(pieces, p2, g, cuts[c][0], cuts[c][1]), 0);
+      train_optimizer_step_done(pieces);
+    }
+    ck_assert_int_eq(memcmp(p1, p2, sizeof p1), 0);
+    for (int i = 0; i < train_optimizer_state_count(whole); i++)
+      ck_assert_int_eq(memcmp(train_optimizer_state(whole, i), train_optimizer_state(pieces, i),
+                              N * sizeof(float)),
+                       0);
+    ck_assert_uint_eq(*train_optimizer_steps(pieces), 3);
+    ck_assert_int_eq(train_optimizer_step_range(pieces, p2, g, 10, N + 1), TRAIN_ERR_INVALID);
+    ck_assert_int_eq(train_optimizer_step_range(pieces, p2, g, 20, 10), TRAIN_ERR_INVALID);
+    train_optimizer_destroy(whole);
+    train_optimizer_destroy(pieces);
+  }
+}
+END_TEST
+
 START_TEST(cosine_schedule_falls_from_lr_to_zero) {
   ck_assert_float_eq(train_lr_at(TRAIN_LR_COSINE, 0.1f, 0, 100), 0.1f);
   ck_assert_float_eq_tol(train_lr_at(TRAIN_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-7f);
@@ -363,6 +407,7 @@ static Suite *layers_suite(void) {
   tcase_add_test(tc, same_seed_gives_same_initialisation_within_pytorch_bounds);
   tcase_add_test(tc, sgd_with_momentum_and_weight_decay_follows_pytorch);
   tcase_add_test(tc, adam_steps_follow_pytorch);
+  tcase_add_test(tc, optimizer_step_in_pieces_is_bit_identical_to_one_step);
   tcase_add_test(tc, cosine_schedule_falls_from_lr_to_zero);
   tcase_add_test(tc, cuda_device_fails_clearly_without_a_usable_gpu);
   suite_add_tcase(s, tc);
