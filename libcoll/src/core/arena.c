@@ -4,35 +4,43 @@
  *
  *        rank 0 input   rank 1 input   rank 2 input          (round t: elements [tC, tC+C))
  *        [s0|s1|s2]     [s0|s1|s2]     [s0|s1|s2]
- *   A_t     │ copy in (all slices but its own)
- *           ▼              ▼              ▼
- *   set t%3 slot 0        slot 1         slot 2        ── barrier ──
- *   B_t  rank i: acc = x0[si] OP x1[si] OP ... OP x(n-1)[si] (fixed rank order; its own
- *        xi read from its input), [AVG: / n], written to slot i's slice si and to its
- *        output's slice si                                ── barrier ──
- *   C_t  every rank copies slice sj of slot j, j != itself, into its output
+ *   A_t     | copy in (all slices but its own)
+ *           v              v              v
+ *   set t%4 slot 0        slot 1         slot 2         --> "filled t"
+ *   B_t  rank i, once every rank filled t: acc = x0[si] OP x1[si] OP ... OP x(n-1)[si]
+ *        (fixed rank order; its own xi read from its input), [AVG: / n], written to slot
+ *        i's slice si and to its output's slice si       --> "reduced t"
+ *   C_t  rank i copies slice sj of slot j into its output as soon as rank j reduced t,
+ *        for every j != i                                 --> "drained t"
  *
  * Bytes per rank for S bytes: A reads and writes (n-1)/n S, B reads S and writes 2 S/n,
- * C reads and writes (n-1)/n S: about 5 S of memory traffic at any n (the FIFO ring moves
- * 9 (n-1)/n S), each element reduced once, by one rank, so every rank gets the same bits.
+ * C reads and writes (n-1)/n S: about 4.5 S of memory traffic at n = 4 and at most 5 S
+ * at any n (the FIFO ring moves 9 (n-1)/n S); each element is reduced once, by one rank,
+ * in a fixed order, so every rank gets the same bits.
  *
- * One barrier per round: with three slot sets the phases of consecutive rounds overlap as
- *   A_0 | B_0 A_1 | C_0 B_1 A_2 | C_1 B_2 A_3 | ... | C_{R-2} B_{R-1} | C_{R-1}
- * with a barrier at each '|' (R + 1 in all). Between two barriers A_{t+1} writes set
- * (t+1)%3, B_t reads and writes set t%3 (rank i writes only slice si of its own slot,
- * which nobody else reads before the next barrier) and C_{t-1} reads set (t-1)%3, so no
- * set is written while another rank reads it. The set index runs on across calls (the
- * next call's A_0 writes set R%3 while a slow rank may still be in C_{R-1}).
+ * No barriers: each rank publishes, in its own cache line, the last round it filled,
+ * reduced and drained, and waits only for what the next step reads. Rank i runs
+ *   A_0 | A_1 B_0 | A_2 B_1 C_0 | ... | A_t B_(t-1) C_(t-2) | ... | C_(R-1)
+ * where A_t first waits until every rank drained round t-4 (the set is free again: all
+ * B and C reads of round t-4 are done), B_t until every rank filled round t, C_t (per
+ * slice) until its owner reduced round t. Each of these is work the others do in their
+ * previous step at the latest, A_t's even two steps back, so a rank that was descheduled
+ * (more ranks than cores) delays the others by part of a step, not by a barrier's worth.
+ * Rank i writes only its own slot: all of it in A_t but slice i, slice i in B_t, after
+ * every reader of round t-4 in that set is done; nobody reads slot i's slice i of round
+ * t before "reduced t". Round numbers run on across calls (a uint32 that wraps; set =
+ * round % 4), so a call's first rounds wait for the previous call's stragglers only
+ * where they share a set, and no rank waits at the end of a call.
  *
- * Barrier: each rank publishes how many barriers it reached (its own cache line); a
- * waiter spins (COLL_PURE_SPIN_US, then yielding up to COLL_SPIN_US: with more ranks
- * than cores the rank we wait for needs this core), then sleeps on a futex word that the
- * rank completing a barrier bumps, in 10 ms slices so abort is seen; it checks every
- * 100 ms that the ranks it waits for still exist (their locks, arena_setup.c). A failing
- * rank (dead peer, abort) publishes its message in the header so the others stop at once;
- * a timeout is left to each rank, so that every one of them writes its hang report.
- * Fingerprints: each rank writes its call's exec_fp_t before the first barrier and
- * compares all of them after it. */
+ * Waiting: spin (COLL_PURE_SPIN_US), then yield up to COLL_SPIN_US (with more ranks than
+ * cores the rank we wait for needs this core), then sleep on the futex word `bell` that
+ * every publication bumps (waking sleepers only when there are some), in 10 ms slices so
+ * abort is seen; every 100 ms check that the awaited rank still holds its lock on the
+ * segment (arena_setup.c). A failing rank (dead peer, abort) publishes its message in
+ * the header so the others stop at once; a timeout is left to each rank, so that every
+ * one of them writes its hang report. Fingerprints: each rank writes its call's exec_fp_t
+ * before A_0 and compares all of them once every rank filled round 0 (before any B, so
+ * no rank has left the call, nor written its next fingerprint). */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -63,7 +71,7 @@ typedef struct {
   size_t esz;
   size_t chunk; /* elements per round */
   size_t rounds;
-  uint64_t round0; /* the arena's round count when this call began */
+  uint32_t round0; /* the arena's round count when this call began */
   mem_reduce_fn reduce;
   int dead; /* a rank found gone, -1: none */
   exec_cache_entry_t *trace_entry; /* NULL when not tracing */
@@ -75,15 +83,8 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static inline bool reached(uint32_t arrived, uint32_t target) {
-  return (int32_t)(arrived - target) >= 0;
-}
-
-/* The first rank that has not reached barrier `target`, -1 when all have. */
-static int laggard(const arena_t *a, uint32_t target) {
-  for (int r = 0; r < a->nranks; r++)
-    if (!reached(atomic_load(&a->ranks[r].arrived), target)) return r;
-  return -1;
+static inline bool reached(uint32_t value, uint32_t target) {
+  return (int32_t)(value - target) >= 0;
 }
 
 static void wake_all(arena_hdr_t *h) {
@@ -103,46 +104,49 @@ static void publish_failure(arena_t *a, const char *message) {
   wake_all(h);
 }
 
-/* This rank reached the next barrier. Stores and loads are sequentially consistent: of
- * ranks arriving together at least one sees the barrier complete and rings (see the
- * waiter's side in wait_barrier). */
-static void arrive(arena_t *a) {
-  a->gen++;
-  atomic_store(&a->ranks[a->rank].arrived, a->gen);
-  if (laggard(a, a->gen) < 0) {
-    atomic_fetch_add(&a->hdr->bell, 1);
-    if (atomic_load(&a->hdr->sleepers) != 0) wake_all(a->hdr);
-  }
+/* Publish this rank's progress. Sequentially consistent with the waiter's side (see
+ * wait_for): either the waiter sees the new value, or we see it counted in sleepers. */
+static void publish(arena_t *a, _Atomic uint32_t *counter, uint32_t round) {
+  atomic_store(counter, round);
+  atomic_fetch_add(&a->hdr->bell, 1);
+  if (atomic_load(&a->hdr->sleepers) != 0) wake_all(a->hdr);
 }
 
-static coll_status_t timed_out(arun_t *x, int lag, size_t step) {
+static const char *const phase_names[PH_COUNT] = {
+    [PH_IN] = "its input in the arena", [PH_REDUCE] = "its reduced slice", [PH_OUT] = "its copy-out"};
+
+static _Atomic uint32_t *counter_of(arena_t *a, int rank, int phase) {
+  arena_rank_t *r = &a->ranks[rank];
+  return phase == PH_IN ? &r->filled : phase == PH_REDUCE ? &r->reduced : &r->drained;
+}
+
+static coll_status_t timed_out(arun_t *x, int peer, int phase, size_t step) {
   coll_comm_t *comm = x->comm;
   comm->exec.state = (exec_state_t){.kind = x->call->kind,
                                     .seq = comm->exec.fp_out.seq,
                                     .count = x->call->count,
                                     .dtype = x->call->dtype,
                                     .step = step,
-                                    .nsteps = x->rounds + 1,
-                                    .waiting_peer = lag,
-                                    .waiting_what = "arena barrier"};
+                                    .nsteps = x->rounds + 2,
+                                    .waiting_peer = peer,
+                                    .waiting_what = phase_names[phase]};
   return coll_error(COLL_ERR_TIMEOUT,
-                    "no progress for %d ms, waiting for rank %d at arena barrier %zu of %zu",
-                    comm->timeout_ms, lag, step, x->rounds + 1);
+                    "no progress for %d ms, waiting for rank %d (%s, arena step %zu of %zu)",
+                    comm->timeout_ms, peer, phase_names[phase], step, x->rounds + 2);
 }
 
-/* Wait until every rank reached barrier a->gen; `step` is the barrier's index within
- * this call (for the hang report). */
-static coll_status_t wait_barrier(arun_t *x, size_t step) {
+/* Wait until rank `peer` finished `phase` of round `target` (or a later one). */
+static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, size_t step) {
   coll_comm_t *comm = x->comm;
   arena_t *a = x->a;
   arena_hdr_t *h = a->hdr;
-  uint32_t target = a->gen;
+  _Atomic uint32_t *counter = counter_of(a, peer, phase);
+  if (reached(atomic_load(counter), target)) return COLL_OK;
   int64_t start = coll_now_ns(), last_change = start, last_alive_check = start;
   int64_t timeout_ns = (int64_t)comm->timeout_ms * 1000000LL;
-  int missing_before = a->nranks;
+  uint32_t last_bell = atomic_load(&h->bell);
   for (;;) {
-    int lag = laggard(a, target);
-    if (lag < 0) return COLL_OK;
+    if (reached(atomic_load(counter), target)) return COLL_OK;
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
       return coll_error(COLL_ERR_ABORTED, "the communicator was aborted");
     int32_t failed = atomic_load(&h->failed);
@@ -158,22 +162,21 @@ static coll_status_t wait_barrier(arun_t *x, size_t step) {
       sched_yield();
       continue;
     }
-    int missing = 0;
-    for (int r = 0; r < a->nranks; r++) missing += !reached(atomic_load(&a->ranks[r].arrived), target);
-    if (missing < missing_before) {
-      missing_before = missing;
+    uint32_t bell = atomic_load(&h->bell);
+    if (bell != last_bell) { /* some rank moved on: the job is alive */
+      last_bell = bell;
       last_change = now;
       atomic_store_explicit(&comm->heartbeat_ns, now, memory_order_relaxed);
     }
-    if (now - last_change > timeout_ns) return timed_out(x, lag, step);
+    if (now - last_change > timeout_ns) return timed_out(x, peer, phase, step);
     if (now - last_alive_check > (int64_t)ALIVE_CHECK_MS * 1000000LL) {
       last_alive_check = now;
-      for (int r = 0; r < a->nranks; r++) {
-        if (r == a->rank || reached(atomic_load(&a->ranks[r].arrived), target)) continue;
-        if (arena_rank_alive(a, r)) continue;
-        x->dead = r;
-        return coll_error(COLL_ERR_REMOTE, "rank %d (pid %d) is gone: its process exited or it destroyed the communicator during the collective", r,
-                            (int)a->ranks[r].pid);
+      if (!arena_rank_alive(a, peer)) {
+        x->dead = peer;
+        return coll_error(COLL_ERR_REMOTE,
+                          "rank %d (pid %d) is gone: its process exited or it destroyed the "
+                          "communicator during the collective",
+                          peer, (int)a->ranks[peer].pid);
       }
     }
     int64_t left_ms = (timeout_ns - (now - last_change)) / 1000000LL + 1;
@@ -181,7 +184,7 @@ static coll_status_t wait_barrier(arun_t *x, size_t step) {
                           .tv_nsec = (left_ms < WAIT_SLICE_MS ? left_ms : WAIT_SLICE_MS) * 1000000L};
     atomic_fetch_add(&h->sleepers, 1);
     uint32_t seen = atomic_load(&h->bell);
-    if (laggard(a, target) >= 0 && atomic_load(&h->failed) == 0) {
+    if (!reached(atomic_load(counter), target) && atomic_load(&h->failed) == 0) {
       trace_wait_begin(comm);
       syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
       trace_wait_end(comm);
@@ -190,9 +193,12 @@ static coll_status_t wait_barrier(arun_t *x, size_t step) {
   }
 }
 
-static coll_status_t barrier(arun_t *x, size_t step) {
-  arrive(x->a);
-  return wait_barrier(x, step);
+/* Every rank but this one finished `phase` of round `target`. */
+static coll_status_t wait_all(arun_t *x, int phase, uint32_t target, size_t step) {
+  coll_status_t st = COLL_OK;
+  for (int k = 1; k < x->a->nranks && st == COLL_OK; k++)
+    st = wait_for(x, (x->a->rank + k) % x->a->nranks, phase, target, step);
+  return st;
 }
 
 /* Round t: elements [t*chunk, t*chunk + len) of the buffer; slice i of it. */
@@ -202,8 +208,11 @@ static size_t round_len(const arun_t *x, size_t t) {
   return c - s < x->chunk ? c - s : x->chunk;
 }
 
+/* The round number of this call's round t, as published (1-based, wrapping). */
+static uint32_t round_id(const arun_t *x, size_t t) { return x->round0 + (uint32_t)t + 1u; }
+
 static unsigned char *slot(const arun_t *x, size_t t, int r) {
-  size_t set = (size_t)((x->round0 + t) % ARENA_NSETS);
+  size_t set = (size_t)((x->round0 + (uint32_t)t) % ARENA_NSETS);
   return x->a->data + (set * (size_t)x->a->nranks + (size_t)r) * x->a->slot_bytes;
 }
 
@@ -216,8 +225,11 @@ static void trace_phase(arun_t *x, int phase, size_t t) {
   trace_op_done(x->comm, x->trace_entry, (size_t)phase);
 }
 
-/* A_t: this round's input, every slice but our own, into our slot. */
-static void phase_in(arun_t *x, size_t t) {
+/* A_t: this round's input, every slice but our own, into our slot, once every rank is
+ * done with round t-4 of this set. */
+static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
+  coll_status_t st = wait_all(x, PH_OUT, round_id(x, t) - ARENA_NSETS, step);
+  if (st != COLL_OK) return st;
   if (x->trace_entry) trace_op_start(x->comm, PH_IN);
   int n = x->a->nranks, r = x->a->rank;
   size_t len = round_len(x, t), esz = x->esz;
@@ -228,10 +240,18 @@ static void phase_in(arun_t *x, size_t t) {
   if (mine > 0) memcpy(dst, src, mine * esz);
   if (len > mine_end) memcpy(dst + mine_end * esz, src + mine_end * esz, (len - mine_end) * esz);
   trace_phase(x, PH_IN, t);
+  publish(x->a, &x->a->ranks[r].filled, round_id(x, t));
+  return COLL_OK;
 }
 
-/* B_t: our slice, reduced over all ranks in rank order, one tile at a time. */
-static void phase_reduce(arun_t *x, size_t t) {
+/* B_t: our slice, reduced over all ranks in rank order, one tile at a time, once every
+ * rank filled round t (the first time in a call, check the fingerprints then). */
+static coll_status_t check_fingerprints(arun_t *x);
+
+static coll_status_t phase_reduce(arun_t *x, size_t t, size_t step) {
+  coll_status_t st = wait_all(x, PH_IN, round_id(x, t), step);
+  if (st == COLL_OK && t == 0) st = check_fingerprints(x);
+  if (st != COLL_OK) return st;
   if (x->trace_entry) trace_op_start(x->comm, PH_REDUCE);
   int n = x->a->nranks, r = x->a->rank;
   size_t len = round_len(x, t), esz = x->esz;
@@ -254,21 +274,27 @@ static void phase_reduce(arun_t *x, size_t t) {
     memcpy(out + done, acc, b); /* after its input was read: in place is fine */
   }
   trace_phase(x, PH_REDUCE, t);
+  publish(x->a, &x->a->ranks[r].reduced, round_id(x, t));
+  return COLL_OK;
 }
 
-/* C_t: the other ranks' reduced slices into our output. */
-static void phase_out(arun_t *x, size_t t) {
-  if (x->trace_entry) trace_op_start(x->comm, PH_OUT);
+/* C_t: the other ranks' reduced slices into our output, each once its owner is done. */
+static coll_status_t phase_out(arun_t *x, size_t t, size_t step) {
   int n = x->a->nranks, r = x->a->rank;
   size_t len = round_len(x, t), esz = x->esz;
   unsigned char *dst = x->out + round_start(x, t) * esz;
-  for (int k = 0; k < n; k++) {
-    if (k == r) continue;
+  if (x->trace_entry) trace_op_start(x->comm, PH_OUT);
+  for (int i = 1; i < n; i++) {
+    int k = (r + i) % n;
+    coll_status_t st = wait_for(x, k, PH_REDUCE, round_id(x, t), step);
+    if (st != COLL_OK) return st;
     size_t s = algo_part_start(len, (size_t)n, (size_t)k) * esz;
     size_t b = algo_part_len(len, (size_t)n, (size_t)k) * esz;
     if (b > 0) memcpy(dst + s, slot(x, t, k) + s, b);
   }
   trace_phase(x, PH_OUT, t);
+  publish(x->a, &x->a->ranks[r].drained, round_id(x, t));
+  return COLL_OK;
 }
 
 static coll_status_t check_fingerprints(arun_t *x) {
@@ -286,17 +312,14 @@ static coll_status_t check_fingerprints(arun_t *x) {
   return COLL_OK;
 }
 
+/* Step s: A_s, B_(s-1), C_(s-2), where they exist (see the top of the file). */
 static coll_status_t run_rounds(arun_t *x) {
-  phase_in(x, 0);
-  coll_status_t st = barrier(x, 0);
-  if (st == COLL_OK) st = check_fingerprints(x);
-  for (size_t t = 0; t < x->rounds && st == COLL_OK; t++) {
-    if (t > 0) phase_out(x, t - 1);
-    phase_reduce(x, t);
-    if (t + 1 < x->rounds) phase_in(x, t + 1);
-    st = barrier(x, t + 1);
+  coll_status_t st = COLL_OK;
+  for (size_t s = 0; s < x->rounds + 2 && st == COLL_OK; s++) {
+    if (s < x->rounds) st = phase_in(x, s, s);
+    if (st == COLL_OK && s >= 1 && s <= x->rounds) st = phase_reduce(x, s - 1, s);
+    if (st == COLL_OK && s >= 2) st = phase_out(x, s - 2, s);
   }
-  if (st == COLL_OK) phase_out(x, x->rounds - 1);
   return st;
 }
 
@@ -367,7 +390,7 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
       .dead = -1,
   };
   x.rounds = algo_div_up(call->count, x.chunk);
-  a->round += x.rounds;
+  a->round += (uint32_t)x.rounds;
   trace_sched_t ts;
   if (TRACE_ON(comm)) {
     trace_sched_init(&ts, comm, call);

@@ -14,9 +14,10 @@
 #include "core/comm.h"
 
 #define ARENA_MAGIC 0x3161726e65726e41ull /* "Anrenra1" */
-/* Slot sets used round-robin: one is being filled, one reduced, one read out (arena.c
- * explains why three let each round end with a single barrier). */
-#define ARENA_NSETS 3
+/* Slot sets used round-robin: a rank may fill round t+1 and reduce round t while the
+ * others still copy out round t-1 and t-2 (arena.c explains why four let every wait be
+ * on work the others do early in their previous round). */
+#define ARENA_NSETS 4
 /* The reducing rank accumulates this many bytes at a time in private memory (fits L1). */
 #define ARENA_TILE_BYTES ((size_t)32 << 10)
 
@@ -26,16 +27,19 @@ typedef struct {
   uint32_t nranks;
   uint32_t nsets;
   uint64_t slot_bytes;
-  uint64_t data_offset;                 /* from the segment's start to set 0, slot 0 */
-  _Alignas(64) _Atomic uint32_t bell;   /* bumped at every arrival and failure */
+  uint64_t data_offset;                   /* from the segment's start to set 0, slot 0 */
+  _Alignas(64) _Atomic uint32_t bell;     /* bumped at every published step and failure */
   _Alignas(64) _Atomic uint32_t sleepers; /* ranks blocked (or about to) on bell */
-  _Alignas(64) _Atomic int32_t failed;  /* 0, or 1 + the rank that failed first */
-  char failure[256];                    /* its message, written before `failed` */
+  _Alignas(64) _Atomic int32_t failed;    /* 0, or 1 + the rank that failed first */
+  char failure[256];                      /* its message, written before `failed` */
 } arena_hdr_t;
 
-/* Per rank, one cache line each, after the header. */
+/* Per rank, one cache line, after the header: the last round (a count that runs on
+ * across calls, wrapping) whose phase this rank has finished. */
 typedef struct {
-  _Alignas(64) _Atomic uint32_t arrived; /* barriers this rank has reached */
+  _Alignas(64) _Atomic uint32_t filled; /* its input is in its slot (A) */
+  _Atomic uint32_t reduced;             /* its slice is reduced, in its slot (B) */
+  _Atomic uint32_t drained;             /* it copied every slice out (C): the set is free */
   int32_t pid;
   exec_fp_t fp; /* the call this rank is in (mismatch detection) */
 } arena_rank_t;
@@ -48,8 +52,7 @@ typedef struct arena {
   size_t slot_bytes;
   int fd; /* kept open: this rank's byte-range lock on it says it is alive */
   int rank, nranks;
-  uint32_t gen;    /* barriers this rank has passed */
-  uint64_t round;  /* rounds run so far: the slot set of the next one */
+  uint32_t round;  /* rounds run so far: names the next one and its slot set */
   void *tile;      /* private accumulator of the reduction, ARENA_TILE_BYTES */
 } arena_t;
 

@@ -6,8 +6,8 @@
  * Environment (rank 0's values count; the others read the geometry from the header):
  *   COLL_ARENA             0: no arena, the algorithm is then unavailable (1)
  *   COLL_ARENA_SLOT_BYTES  bytes per slot, multiple of 4096 in [4 KiB, 64 MiB] (1 MiB);
- *                          the segment holds 3 sets of one slot per rank, so a rank's
- *                          share is 3 slots (3 MiB), counted in its staging memory */
+ *                          the segment holds 4 sets of one slot per rank, so a rank's
+ *                          share is 4 slots (4 MiB), counted in its staging memory */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -105,7 +105,6 @@ static coll_status_t attach(coll_comm_t *comm, arena_t *a, const char *name) {
     return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: locking byte %d of %s", comm->rank,
                             name);
   a->ranks[comm->rank].pid = (int32_t)getpid();
-  a->gen = atomic_load(&a->ranks[comm->rank].arrived);
   return COLL_OK;
 }
 
