@@ -69,6 +69,12 @@ typedef struct {
   train_sampler_t sampler;
   float *x; /* one micro-batch of inputs */
   uint8_t *labels;
+  /* The next step's first micro-batch, gathered while this step's gradients are being
+   * reduced (next_ready); it is swapped with x and labels when that step starts. */
+  float *next_x;
+  uint8_t *next_labels;
+  const uint32_t *next_indices;
+  bool next_ready;
   /* The same in the backend's memory (x and labels themselves on the CPU). */
   float *dev_x;
   uint8_t *dev_labels;
@@ -175,7 +181,9 @@ static train_status_t setup(run_t *r) {
   if (st != TRAIN_OK) return st;
   r->x = malloc(r->max_batch * inputs * sizeof *r->x);
   r->labels = malloc(r->max_batch);
-  if (r->x == NULL || r->labels == NULL)
+  r->next_x = malloc(r->max_batch * inputs * sizeof *r->x); /* swapped with x */
+  r->next_labels = malloc(r->max_batch);
+  if (r->x == NULL || r->labels == NULL || r->next_x == NULL || r->next_labels == NULL)
     return train_error(TRAIN_ERR_NO_MEMORY, "cannot allocate the input batch");
   r->dev_x = r->x;
   r->dev_labels = r->labels;
@@ -193,10 +201,25 @@ static train_status_t setup(run_t *r) {
   return TRAIN_OK;
 }
 
-/* Gather rows of `ds` into the host batch and copy them to the backend's memory. */
+/* Gather rows of `ds` into the host batch (or take the prefetched one, when it holds
+ * these rows) and copy them to the backend's memory. */
 static train_status_t load_batch(run_t *r, const train_dataset_t *ds, const uint32_t *indices,
                                  size_t n) {
-  train_dataset_gather(ds, indices, n, r->x, r->labels);
+  if (r->next_ready && ds == &r->train && indices == r->next_indices) {
+    float *x = r->x;
+    uint8_t *labels = r->labels;
+    r->x = r->next_x;
+    r->labels = r->next_labels;
+    r->next_x = x;
+    r->next_labels = labels;
+    if (backend_is_host(r->be)) {
+      r->dev_x = r->x;
+      r->dev_labels = r->labels;
+    }
+  } else {
+    train_dataset_gather(ds, indices, n, r->x, r->labels);
+  }
+  r->next_ready = false;
   size_t inputs = ds->rows * ds->cols;
   train_status_t st = backend_upload(r->be, r->dev_x, r->x, n * inputs * sizeof *r->x);
   if (st == TRAIN_OK) st = backend_upload(r->be, r->dev_labels, r->labels, n);
@@ -242,6 +265,8 @@ static void teardown(run_t *r) {
   free(r->host_state);
   free(r->x);
   free(r->labels);
+  free(r->next_x);
+  free(r->next_labels);
   train_sampler_free(&r->sampler);
   train_ddp_destroy(r->ddp);
   train_optimizer_destroy(r->opt);
@@ -410,6 +435,19 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
     ph[PHASE_BACKWARD] += t1 - t;
     t = t1;
     done += nb;
+  }
+  /* While the buckets are being reduced: gather the next step's first micro-batch, when
+   * that step is in this epoch (the next epoch's order is drawn when it starts). */
+  size_t next_first = first + c->batch * (size_t)c->accumulate;
+  if (st == TRAIN_OK && next_first < r->sampler.num_samples) {
+    size_t left = r->sampler.num_samples - next_first;
+    r->next_indices = r->sampler.indices + next_first;
+    train_dataset_gather(&r->train, r->next_indices, left < c->batch ? left : c->batch, r->next_x,
+                         r->next_labels);
+    r->next_ready = true;
+    t1 = progress_now();
+    ph[PHASE_DATA] += t1 - t;
+    t = t1;
   }
   /* The optimizer steps each bucket as soon as its all-reduce is done, while the
    * later buckets are still being reduced. */
