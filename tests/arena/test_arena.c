@@ -398,9 +398,9 @@ START_TEST(the_cost_model_takes_it_for_large_buffers_only) {
   p.count = 16u << 10; /* 64 KiB: from there with 3 ranks or more */
   p.nranks = 3;
   ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
-  p.nranks = 2; /* from 1 MiB with 2 */
+  p.nranks = 2; /* from 16 MiB with 2 */
   ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));
-  p.count = 256u << 10;
+  p.count = 4u << 20;
   ck_assert(algo_arena_preferred(&p, &algo_cost_shm_default));
   p.dtype = COLL_FLOAT16;
   ck_assert(!algo_arena_preferred(&p, &algo_cost_shm_default));

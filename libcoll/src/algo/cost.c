@@ -67,7 +67,7 @@ const algo_cost_t algo_cost_tcp_default = {
 /* The arena's default slot (core/arena_setup.c), and the smallest all-reduce it takes
  * with two ranks and with more (measured, see algo_arena_preferred). */
 #define ARENA_MODEL_SLOT_BYTES (1024.0 * 1024.0)
-#define ARENA_MIN_BYTES_2 (1024.0 * 1024.0)
+#define ARENA_MIN_BYTES_2 (16.0 * 1024.0 * 1024.0)
 #define ARENA_MIN_BYTES_3 (64.0 * 1024.0)
 
 static double log2_ceil(int n) {
@@ -195,9 +195,10 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
 /* The additive model above cannot see what decides here: with more ranks than cores the
  * time is the bytes all ranks move together (the arena moves about 4.5 S per rank at 4
  * ranks, the FIFO ring 6.75 S), and the arena's rounds stay in cache. So the rule is the
- * measurement's (bench/arena_compare.sh, docs/algorithms.md "Arena"): from 64 KiB with 3
- * or more ranks (1.1-2.1x the cost model's other choice on 3 and 4 ranks, 2 cores), from
- * 1 MiB with 2 (1.0-1.4x; below, the ring and hd are as fast or faster). */
+ * measurement's (bench/arena_compare.sh, docs/algorithms.md "Arena"; 2 cores): from
+ * 64 KiB with 3 or more ranks (1.1-2.5x the cost model's other choice at 64 KiB-64 MiB
+ * on 3 and 4 ranks), from 16 MiB with 2 (even with the ring at 16 MiB, about 1.1x at
+ * 64 MiB; from 64 KiB to 4 MiB halving-doubling or the ring is as fast or faster). */
 bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c) {
   (void)c;
   if (p == NULL || p->collective != COLL_KIND_ALL_REDUCE || p->nranks < 2) return false;

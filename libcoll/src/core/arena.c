@@ -244,10 +244,23 @@ static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
   return COLL_OK;
 }
 
+static coll_status_t check_fingerprints(arun_t *x) {
+  const arena_t *a = x->a;
+  const exec_fp_t *mine = &a->ranks[a->rank].fp;
+  for (int k = 0; k < a->nranks; k++) {
+    exec_fp_t theirs = a->ranks[k].fp;
+    if (memcmp(&theirs, mine, sizeof theirs) == 0) continue;
+    char t[128], m[128];
+    exec_fp_describe(&theirs, t, sizeof t);
+    exec_fp_describe(mine, m, sizeof m);
+    return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu", k, t,
+                      (unsigned long long)theirs.seq, a->rank, m, (unsigned long long)mine->seq);
+  }
+  return COLL_OK;
+}
+
 /* B_t: our slice, reduced over all ranks in rank order, one tile at a time, once every
  * rank filled round t (the first time in a call, check the fingerprints then). */
-static coll_status_t check_fingerprints(arun_t *x);
-
 static coll_status_t phase_reduce(arun_t *x, size_t t, size_t step) {
   coll_status_t st = wait_all(x, PH_IN, round_id(x, t), step);
   if (st == COLL_OK && t == 0) st = check_fingerprints(x);
@@ -294,21 +307,6 @@ static coll_status_t phase_out(arun_t *x, size_t t, size_t step) {
   }
   trace_phase(x, PH_OUT, t);
   publish(x->a, &x->a->ranks[r].drained, round_id(x, t));
-  return COLL_OK;
-}
-
-static coll_status_t check_fingerprints(arun_t *x) {
-  const arena_t *a = x->a;
-  const exec_fp_t *mine = &a->ranks[a->rank].fp;
-  for (int k = 0; k < a->nranks; k++) {
-    exec_fp_t theirs = a->ranks[k].fp;
-    if (memcmp(&theirs, mine, sizeof theirs) == 0) continue;
-    char t[128], m[128];
-    exec_fp_describe(&theirs, t, sizeof t);
-    exec_fp_describe(mine, m, sizeof m);
-    return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu", k, t,
-                      (unsigned long long)theirs.seq, a->rank, m, (unsigned long long)mine->seq);
-  }
   return COLL_OK;
 }
 
