@@ -2,8 +2,9 @@
  * shared segment: results for every type and op over 1-8 ranks, counts around the slot
  * and slice boundaries, in place and out of place, bit-identical ranks; ordering with
  * other collectives through the progress thread; a killed rank, a late rank, an aborted
- * rank and a mismatched call end in errors naming them, not hangs; forcing it where it
- * cannot run falls back; the cost model's choice; COLL_TRACE names it. */
+ * rank and a mismatched call (also one that runs a schedule against the arena) end in
+ * errors naming them, not hangs; forcing it where it cannot run falls back; the cost
+ * model's choice; COLL_TRACE names it. */
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
@@ -329,6 +330,39 @@ START_TEST(mismatched_calls_fail_with_both_named) {
 }
 END_TEST
 
+/* Auto choice: rank 1's count is below the arena's threshold, so it runs a schedule over
+ * the transports while the others use the arena. The arena ranks see rank 1's
+ * fingerprint in the segment and fail at once naming both calls; rank 1 fails too (it
+ * learns of the failure when they leave), long before the deadline. */
+static int rank_cross_mismatch(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  (void)nranks;
+  unsetenv("COLL_ARENA_SLOT_BYTES");
+  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  static float x[100000];
+  size_t count = rank == 1 ? 1000 : 100000;
+  int64_t start = now_ms();
+  coll_status_t st = coll_all_reduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = now_ms() - start;
+  const char *msg = coll_last_error();
+  int bad = st == COLL_OK || took > c->job.timeout_ms / 2 ||
+            strstr(msg, "all_reduce(float32, 1000, sum) #1") == NULL;
+  if (rank != 1)
+    bad |= st != COLL_ERR_MISMATCH || strstr(msg, "all_reduce(float32, 100000, sum) #1") == NULL;
+  if (bad)
+    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st),
+            (long long)took, msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_mismatch_between_the_arena_and_a_schedule_fails_at_once) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_cross_mismatch, &c), 0);
+}
+END_TEST
+
 /* Forced where it cannot run (tcp forced; COLL_ARENA=0): no arena, the call falls back
  * to the cost model's choice and is right. */
 static int rank_fallback(int rank, int nranks, void *arg) {
@@ -421,6 +455,7 @@ static Suite *arena_suite(void) {
   tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
   tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
   tcase_add_test(tc, mismatched_calls_fail_with_both_named);
+  tcase_add_test(tc, a_mismatch_between_the_arena_and_a_schedule_fails_at_once);
   tcase_add_loop_test(tc, forced_where_it_cannot_run_falls_back, 0, 2);
   tcase_add_test(tc, the_trace_names_the_arena);
   tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);

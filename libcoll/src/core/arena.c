@@ -40,7 +40,9 @@
  * the header so the others stop at once; a timeout is left to each rank, so that every
  * one of them writes its hang report. Fingerprints: each rank writes its call's exec_fp_t
  * before A_0 and compares all of them once every rank filled round 0 (before any B, so
- * no rank has left the call, nor written its next fingerprint). */
+ * no rank has left the call, nor written its next fingerprint); every other collective
+ * writes its fingerprint there too (exec.c), and a waiter compares the awaited rank's,
+ * so a rank that started something else is a mismatch at once, not a timeout. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -120,6 +122,54 @@ static _Atomic uint32_t *counter_of(arena_t *a, int rank, int phase) {
   return phase == PH_IN ? &r->filled : phase == PH_REDUCE ? &r->reduced : &r->drained;
 }
 
+void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp) {
+  arena_t *a = comm->arena;
+  if (a == NULL) return;
+  arena_rank_t *me = &a->ranks[a->rank];
+  atomic_store(&me->fp_stamp, 2 * fp->seq + 1);
+  me->fp = *fp;
+  atomic_store(&me->fp_stamp, 2 * fp->seq);
+}
+
+/* Rank k's fingerprint, when it can be read whole right now. */
+static bool read_fp(const arena_t *a, int k, exec_fp_t *out) {
+  arena_rank_t *r = &a->ranks[k];
+  uint64_t before = atomic_load(&r->fp_stamp);
+  if (before & 1) return false;
+  *out = r->fp;
+  return atomic_load(&r->fp_stamp) == before;
+}
+
+static coll_status_t mismatch(const arena_t *a, int k, const exec_fp_t *theirs) {
+  const exec_fp_t *mine = &a->ranks[a->rank].fp;
+  char t[128], m[128];
+  exec_fp_describe(theirs, t, sizeof t);
+  exec_fp_describe(mine, m, sizeof m);
+  return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu", k, t,
+                    (unsigned long long)theirs->seq, a->rank, m, (unsigned long long)mine->seq);
+}
+
+/* Rank k is in this call's collective number, or an earlier one, and if it is in this
+ * one it called the same (while waiting for it). */
+static coll_status_t check_peer_call(const arena_t *a, int k) {
+  exec_fp_t theirs;
+  const exec_fp_t *mine = &a->ranks[a->rank].fp;
+  if (!read_fp(a, k, &theirs) || theirs.seq != mine->seq) return COLL_OK;
+  return memcmp(&theirs, mine, sizeof theirs) == 0 ? COLL_OK : mismatch(a, k, &theirs);
+}
+
+/* Once every rank filled round 0 all have written this call's fingerprint (before
+ * their first copy), and none can write its next one before we reduce: compare all. */
+static coll_status_t check_fingerprints(arun_t *x) {
+  const arena_t *a = x->a;
+  const exec_fp_t *mine = &a->ranks[a->rank].fp;
+  for (int k = 0; k < a->nranks; k++) {
+    exec_fp_t theirs = a->ranks[k].fp;
+    if (memcmp(&theirs, mine, sizeof theirs) != 0) return mismatch(a, k, &theirs);
+  }
+  return COLL_OK;
+}
+
 static coll_status_t timed_out(arun_t *x, int peer, int phase, size_t step) {
   coll_comm_t *comm = x->comm;
   comm->exec.state = (exec_state_t){.kind = x->call->kind,
@@ -169,6 +219,8 @@ static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, s
       atomic_store_explicit(&comm->heartbeat_ns, now, memory_order_relaxed);
     }
     if (now - last_change > timeout_ns) return timed_out(x, peer, phase, step);
+    coll_status_t st = check_peer_call(a, peer);
+    if (st != COLL_OK) return st;
     if (now - last_alive_check > (int64_t)ALIVE_CHECK_MS * 1000000LL) {
       last_alive_check = now;
       if (!arena_rank_alive(a, peer)) {
@@ -241,21 +293,6 @@ static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
   if (len > mine_end) memcpy(dst + mine_end * esz, src + mine_end * esz, (len - mine_end) * esz);
   trace_phase(x, PH_IN, t);
   publish(x->a, &x->a->ranks[r].filled, round_id(x, t));
-  return COLL_OK;
-}
-
-static coll_status_t check_fingerprints(arun_t *x) {
-  const arena_t *a = x->a;
-  const exec_fp_t *mine = &a->ranks[a->rank].fp;
-  for (int k = 0; k < a->nranks; k++) {
-    exec_fp_t theirs = a->ranks[k].fp;
-    if (memcmp(&theirs, mine, sizeof theirs) == 0) continue;
-    char t[128], m[128];
-    exec_fp_describe(&theirs, t, sizeof t);
-    exec_fp_describe(mine, m, sizeof m);
-    return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu", k, t,
-                      (unsigned long long)theirs.seq, a->rank, m, (unsigned long long)mine->seq);
-  }
   return COLL_OK;
 }
 
@@ -373,7 +410,7 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
                            .dtype = (uint32_t)call->dtype,
                            .op = (uint32_t)call->op,
                            .root = call->root};
-  a->ranks[a->rank].fp = ex->fp_out;
+  arena_note_call(comm, &ex->fp_out);
   size_t esz = coll_dtype_size(call->dtype);
   arun_t x = {
       .comm = comm,

@@ -41,7 +41,10 @@ typedef struct {
   _Atomic uint32_t reduced;             /* its slice is reduced, in its slot (B) */
   _Atomic uint32_t drained;             /* it copied every slice out (C): the set is free */
   int32_t pid;
-  exec_fp_t fp; /* the call this rank is in (mismatch detection) */
+  /* The collective this rank is in, arena or not (mismatch detection): fp is valid when
+   * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written). */
+  _Atomic uint64_t fp_stamp;
+  exec_fp_t fp;
 } arena_rank_t;
 
 typedef struct arena {
@@ -66,6 +69,11 @@ void arena_close(coll_comm_t *comm);
 size_t arena_staging_bytes(const coll_comm_t *comm);
 /* false when the process of `rank` no longer exists (its lock is gone). */
 bool arena_rank_alive(const arena_t *a, int rank);
+
+/* Every collective of a communicator with an arena records its fingerprint there
+ * (exec.c for schedules, arena_run for itself): an arena call waiting for a rank that
+ * started a different collective fails at once with COLL_ERR_MISMATCH. */
+void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp);
 
 /* Run an all-reduce of host buffers through the arena (exec_run hands such calls over);
  * AVG is divided here. Errors mark the communicator failed, as the executor does. */

@@ -224,6 +224,7 @@ static coll_status_t fp_post(run_t *run) {
                           .op = (uint32_t)c->op,
                           .root = c->root};
   memset(&x->fp_in, 0, sizeof x->fp_in);
+  arena_note_call(comm, &x->fp_out); /* an arena call waiting for us can compare */
   run->fp_next = (comm->rank + 1) % n;
   run->fp_prev = (comm->rank + n - 1) % n;
   exec_peer_t *pn = &x->peers[run->fp_next], *pp = &x->peers[run->fp_prev];
