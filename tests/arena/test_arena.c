@@ -389,6 +389,36 @@ START_TEST(forced_where_it_cannot_run_falls_back) {
 }
 END_TEST
 
+/* A bad COLL_ARENA_SLOT_BYTES on rank 0 (whose value counts) fails init on every rank
+ * at once, naming the variable, instead of leaving the others waiting. */
+static int rank_bad_slot(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  if (rank == 0)
+    setenv("COLL_ARENA_SLOT_BYTES", "5000", 1);
+  else
+    unsetenv("COLL_ARENA_SLOT_BYTES");
+  coll_comm_t *comm = NULL;
+  coll_config_t cfg = {.rank = rank, .size = nranks, .local_rank = rank,
+                       .master_addr = "127.0.0.1", .master_port = c->job.port,
+                       .host_store = -1, .timeout_ms = c->job.timeout_ms};
+  ct_clean_env();
+  int64_t start = now_ms();
+  coll_status_t st = coll_comm_init_config(&cfg, &comm);
+  int64_t took = now_ms() - start;
+  int bad = st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "COLL_ARENA_SLOT_BYTES") == NULL ||
+            took > 3000;
+  if (bad) fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took, coll_last_error());
+  if (st == COLL_OK) coll_comm_destroy(comm);
+  unsetenv("COLL_ARENA_SLOT_BYTES");
+  return bad;
+}
+
+START_TEST(a_bad_slot_size_on_rank_0_fails_every_rank_at_init) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_bad_slot, &c), 0);
+}
+END_TEST
+
 /* COLL_TRACE names the algorithm and shows its phases. */
 static int rank_trace(int rank, int nranks, void *arg) {
   const arena_case_t *c = arg;
@@ -458,6 +488,7 @@ static Suite *arena_suite(void) {
   tcase_add_test(tc, a_mismatch_between_the_arena_and_a_schedule_fails_at_once);
   tcase_add_loop_test(tc, forced_where_it_cannot_run_falls_back, 0, 2);
   tcase_add_test(tc, the_trace_names_the_arena);
+  tcase_add_test(tc, a_bad_slot_size_on_rank_0_fails_every_rank_at_init);
   tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);
   suite_add_tcase(s, tc);
   return s;

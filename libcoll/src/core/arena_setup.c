@@ -141,12 +141,29 @@ static coll_status_t agree_all_mapped(coll_comm_t *comm, bool mine, bool *all) {
   return st;
 }
 
+/* Rank 0, hosting the store, after publishing an error: wait (bounded) until every other
+ * rank has read it. */
+static void wait_seen(coll_comm_t *comm) {
+  int n = comm->nranks;
+  char **keys = calloc((size_t)n, sizeof *keys);
+  char *storage = calloc((size_t)n, KEY_MAX);
+  if (keys != NULL && storage != NULL) {
+    for (int r = 1; r < n; r++) {
+      keys[r - 1] = storage + (size_t)r * KEY_MAX;
+      snprintf(keys[r - 1], KEY_MAX, "%sarena/seen/%d", comm->key_prefix, r);
+    }
+    store_wait(comm->store, (const char *const *)keys, (size_t)n - 1, comm->timeout_ms);
+  }
+  free(keys);
+  free(storage);
+}
+
 coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_transport) {
   comm->arena = NULL;
   bool shm = forced_transport == NULL || forced_transport[0] == '\0' ||
              strcasecmp(forced_transport, "auto") == 0 || strcasecmp(forced_transport, "shm") == 0;
   if (comm->nranks < 2 || !one_host || !shm) return COLL_OK; /* same facts on every rank */
-  char key[KEY_MAX], name[NAME_MAX_LEN] = "-";
+  char key[KEY_MAX], name[NAME_MAX_LEN + 160] = "-";
   snprintf(key, sizeof key, "%sarena/name", comm->key_prefix);
   int fd = -1;
   size_t len = 0;
@@ -159,7 +176,15 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
     if (st == COLL_OK && slot % PAGE != 0)
       st = coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "COLL_ARENA_SLOT_BYTES=%lld is not a multiple of %d", (long long)slot, PAGE);
-    if (st != COLL_OK) return st;
+    if (st != COLL_OK) {
+      /* Tell the others, which wait for the name: every rank fails init now. */
+      char bad[NAME_MAX_LEN + 160];
+      snprintf(bad, sizeof bad, "!%s", coll_last_error());
+      if (store_set(comm->store, key, bad, strlen(bad), comm->timeout_ms) == COLL_OK &&
+          comm->server != NULL)
+        wait_seen(comm); /* the store must outlive their reading of it */
+      return coll_error(st, "rank 0: %s", bad + 1);
+    }
     if (enabled && create_segment(comm, (size_t)slot, name, sizeof name, &fd, &len) != COLL_OK) {
       coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
                coll_last_error());
@@ -177,6 +202,12 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
     return coll_error_prefix(st, "rank %d: arena setup: ", comm->rank);
   }
   if (strcmp(name, "-") == 0) return COLL_OK;
+  if (name[0] == '!') {
+    snprintf(key, sizeof key, "%sarena/seen/%d", comm->key_prefix, comm->rank);
+    store_set(comm->store, key, "1", 1, comm->timeout_ms);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: arena setup: rank 0 failed: %s",
+                      comm->rank, name + 1);
+  }
 
   arena_t *a = calloc(1, sizeof *a);
   bool mapped = false;
