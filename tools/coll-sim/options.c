@@ -299,7 +299,7 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
     return bad("'arena' is the single-host shared-memory all-reduce: the ranks copy into one "
                "shared segment and reduce there, no messages, no schedule; this simulator does "
                "not model it (force it in a real run with COLL_ALGO=arena or allreduce_bench -A "
-               "arena; see docs/algorithms.md, 'The arena')");
+               "arena; see docs/algorithms.md, 'Arena')");
   int rc = parse_algo(algo_name, cli->req.collective, &cli->req.algo);
   if (rc == -2) return bad("'%s' is a broadcast algorithm; add --collective broadcast", algo_name);
   if (rc != 0) return bad("unknown ALGO '%s'", algo_name);

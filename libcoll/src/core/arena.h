@@ -1,7 +1,7 @@
 /* The arena all-reduce (COLL_ALGO_ARENA): one shared-memory segment per communicator
  * whose ranks all live on one host, where every rank has a slot; each chunk is copied in
  * once, reduced once by the rank that owns its slice, and copied out by everyone
- * (docs/algorithms.md "The arena"). arena_setup.c makes and maps the segment at init;
+ * (docs/algorithms.md, "Arena"). arena_setup.c makes and maps the segment at init;
  * arena.c runs a call on the executor. */
 #ifndef COLL_CORE_ARENA_H
 #define COLL_CORE_ARENA_H
