@@ -622,7 +622,7 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
     char path[320], pid[32];
     snprintf(path, sizeof path, "%s/t.rank%d.json", j.dir, r);
     snprintf(pid, sizeof pid, "\"pid\":%d,", r);
-    static const char *const spans[] = {"forward", "backward", "ddp wait", "optimizer", "step"};
+    static const char *const spans[] = {"forward", "backward", "ddp wait + optimizer", "step"};
     for (size_t k = 0; k < sizeof spans / sizeof spans[0]; k++) {
       char name[64];
       snprintf(name, sizeof name, "{\"name\":\"%s\",\"cat\":\"user\"", spans[k]);
