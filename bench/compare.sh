@@ -176,7 +176,7 @@ ceiling() { # ceiling NRANKS BYTES: prints the ceiling busbw in GB/s
   [ -x "$build/bench/tcp_ceiling" ] || return 1
   timeout 300 "$build/bench/tcp_ceiling" -n "$1" -b "$2" -i "$iters" >"$logs/ceiling-$1-$2.log" \
     2>&1 || return 1
-  awk '{ for (i = 1; i < NF; i++) if ($i == "ceiling") print $(i + 2) }' "$logs/ceiling-$1-$2.log"
+  awk '{ for (i = 1; i < NF; i++) if ($i == "ceiling") print $(i + 1) }' "$logs/ceiling-$1-$2.log"
 }
 for n in 2 4; do
   for size in 16M 64M; do
