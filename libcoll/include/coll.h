@@ -194,12 +194,26 @@ COLL_API coll_status_t coll_request_wait(coll_request_t **request);
 COLL_API coll_status_t coll_request_test(coll_request_t **request);
 
 /* Library statistics for benchmarks: bytes of staging memory this rank allocated for
- * its transports and schedules (current, and the most at once). */
+ * its transports and schedules (current, and the most at once), and of this rank's
+ * shared windows (coll_mem_alloc). */
 typedef struct {
   size_t staging_bytes;
   size_t staging_bytes_peak;
+  size_t window_bytes;
 } coll_mem_stats_t;
 COLL_API coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *stats);
+
+/* Registered memory (like ncclMemAlloc + ncclCommRegister). COLLECTIVE: every rank calls
+ * coll_mem_alloc with the same bytes, in the same order as its other calls on comm.
+ * *ptr receives zeroed, page-aligned host memory of at least `bytes`. On a communicator
+ * whose ranks all share one host over shm (with the arena, COLL_WINDOW=1), it is a
+ * shared segment every peer has mapped: an all-reduce whose sendbuf and recvbuf lie in
+ * such windows at the same offsets on every rank then reads and writes the peers'
+ * buffers directly (zero-copy, no staging). Elsewhere it is plain memory, so callers need
+ * one code path. coll_mem_free (collective too) releases it; every window still
+ * allocated is released by coll_comm_destroy. No call may be using it then. */
+COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr);
+COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 
 /* Force an algorithm for this communicator's later all-reduces (COLL_ALGO_AUTO restores
  * the cost model). Every rank must choose the same; a disagreement fails the next call

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "core/window.h"
 #include "mem/mem_cuda.h"
 
 /* Checks shared by every collective; on success *call is ready for the executor. */
@@ -72,6 +73,10 @@ static coll_status_t prepare(coll_comm_t *comm, const char *what, exec_call_t *c
     if (arena_ok && call->count > 0 && algo_arena_preferred(&p, &comm->cost))
       call->algo = COLL_ALGO_ARENA;
   }
+  /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
+   * another algorithm is forced. */
+  if (arena_ok && call->count > 0 && (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
+    window_prepare_call(comm, call);
   if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;
 }

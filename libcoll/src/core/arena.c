@@ -62,11 +62,12 @@
 
 enum { WAIT_SLICE_MS = 10, ALIVE_CHECK_MS = 100 };
 /* Trace ops of one round: A, B and C. */
-enum { PH_IN = 0, PH_REDUCE, PH_OUT, PH_COUNT };
+enum { PH_IN = ARENA_PH_IN, PH_REDUCE = ARENA_PH_REDUCE, PH_OUT = ARENA_PH_OUT, PH_COUNT };
 
 typedef struct {
   coll_comm_t *comm;
   arena_t *a;
+  arena_waiter_t w;
   const exec_call_t *call;
   const unsigned char *in;
   unsigned char *out;
@@ -75,7 +76,6 @@ typedef struct {
   size_t rounds;
   uint32_t round0; /* the arena's round count when this call began */
   mem_reduce_fn reduce;
-  int dead; /* a rank found gone, -1: none */
   exec_cache_entry_t *trace_entry; /* NULL when not tracing */
 } arun_t;
 
@@ -108,7 +108,7 @@ static void publish_failure(arena_t *a, const char *message) {
 
 /* Publish this rank's progress. Sequentially consistent with the waiter's side (see
  * wait_for): either the waiter sees the new value, or we see it counted in sleepers. */
-static void publish(arena_t *a, _Atomic uint32_t *counter, uint32_t round) {
+void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t round) {
   atomic_store(counter, round);
   atomic_fetch_add(&a->hdr->bell, 1);
   if (atomic_load(&a->hdr->sleepers) != 0) wake_all(a->hdr);
@@ -160,8 +160,7 @@ static coll_status_t check_peer_call(const arena_t *a, int k) {
 
 /* Once every rank filled round 0 all have written this call's fingerprint (before
  * their first copy), and none can write its next one before we reduce: compare all. */
-static coll_status_t check_fingerprints(arun_t *x) {
-  const arena_t *a = x->a;
+coll_status_t arena_check_fingerprints(const arena_t *a) {
   const exec_fp_t *mine = &a->ranks[a->rank].fp;
   for (int k = 0; k < a->nranks; k++) {
     exec_fp_t theirs = a->ranks[k].fp;
@@ -170,27 +169,26 @@ static coll_status_t check_fingerprints(arun_t *x) {
   return COLL_OK;
 }
 
-static coll_status_t timed_out(arun_t *x, int peer, int phase, size_t step) {
-  coll_comm_t *comm = x->comm;
-  comm->exec.state = (exec_state_t){.kind = x->call->kind,
+static coll_status_t timed_out(arena_waiter_t *w, int peer, const char *what, size_t step) {
+  coll_comm_t *comm = w->comm;
+  comm->exec.state = (exec_state_t){.kind = w->call->kind,
                                     .seq = comm->exec.fp_out.seq,
-                                    .count = x->call->count,
-                                    .dtype = x->call->dtype,
+                                    .count = w->call->count,
+                                    .dtype = w->call->dtype,
                                     .step = step,
-                                    .nsteps = x->rounds + 2,
+                                    .nsteps = w->nsteps,
                                     .waiting_peer = peer,
-                                    .waiting_what = phase_names[phase]};
+                                    .waiting_what = what};
   return coll_error(COLL_ERR_TIMEOUT,
                     "no progress for %d ms, waiting for rank %d (%s, arena step %zu of %zu)",
-                    comm->timeout_ms, peer, phase_names[phase], step, x->rounds + 2);
+                    comm->timeout_ms, peer, what, step, w->nsteps);
 }
 
-/* Wait until rank `peer` finished `phase` of round `target` (or a later one). */
-static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, size_t step) {
-  coll_comm_t *comm = x->comm;
-  arena_t *a = x->a;
+coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter, uint32_t target,
+                         const char *what, size_t step) {
+  coll_comm_t *comm = w->comm;
+  arena_t *a = comm->arena;
   arena_hdr_t *h = a->hdr;
-  _Atomic uint32_t *counter = counter_of(a, peer, phase);
   if (reached(atomic_load(counter), target)) return COLL_OK;
   int64_t start = coll_now_ns(), last_change = start, last_alive_check = start;
   int64_t timeout_ns = (int64_t)comm->timeout_ms * 1000000LL;
@@ -218,13 +216,13 @@ static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, s
       last_change = now;
       atomic_store_explicit(&comm->heartbeat_ns, now, memory_order_relaxed);
     }
-    if (now - last_change > timeout_ns) return timed_out(x, peer, phase, step);
+    if (now - last_change > timeout_ns) return timed_out(w, peer, what, step);
     coll_status_t st = check_peer_call(a, peer);
     if (st != COLL_OK) return st;
     if (now - last_alive_check > (int64_t)ALIVE_CHECK_MS * 1000000LL) {
       last_alive_check = now;
       if (!arena_rank_alive(a, peer)) {
-        x->dead = peer;
+        w->dead = peer;
         return coll_error(COLL_ERR_REMOTE,
                           "rank %d (pid %d) is gone: its process exited or it destroyed the "
                           "communicator during the collective",
@@ -243,6 +241,11 @@ static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, s
     }
     atomic_fetch_sub(&h->sleepers, 1);
   }
+}
+
+/* Wait until rank `peer` finished `phase` of round `target` (or a later one). */
+static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, size_t step) {
+  return arena_wait(&x->w, peer, counter_of(x->a, peer, phase), target, phase_names[phase], step);
 }
 
 /* Every rank but this one finished `phase` of round `target`. */
@@ -292,7 +295,7 @@ static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
   if (mine > 0) memcpy(dst, src, mine * esz);
   if (len > mine_end) memcpy(dst + mine_end * esz, src + mine_end * esz, (len - mine_end) * esz);
   trace_phase(x, PH_IN, t);
-  publish(x->a, &x->a->ranks[r].filled, round_id(x, t));
+  arena_publish(x->a, &x->a->ranks[r].filled, round_id(x, t));
   return COLL_OK;
 }
 
@@ -300,7 +303,7 @@ static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
  * rank filled round t (the first time in a call, check the fingerprints then). */
 static coll_status_t phase_reduce(arun_t *x, size_t t, size_t step) {
   coll_status_t st = wait_all(x, PH_IN, round_id(x, t), step);
-  if (st == COLL_OK && t == 0) st = check_fingerprints(x);
+  if (st == COLL_OK && t == 0) st = arena_check_fingerprints(x->a);
   if (st != COLL_OK) return st;
   if (x->trace_entry) trace_op_start(x->comm, PH_REDUCE);
   int n = x->a->nranks, r = x->a->rank;
@@ -324,7 +327,7 @@ static coll_status_t phase_reduce(arun_t *x, size_t t, size_t step) {
     memcpy(out + done, acc, b); /* after its input was read: in place is fine */
   }
   trace_phase(x, PH_REDUCE, t);
-  publish(x->a, &x->a->ranks[r].reduced, round_id(x, t));
+  arena_publish(x->a, &x->a->ranks[r].reduced, round_id(x, t));
   return COLL_OK;
 }
 
@@ -343,7 +346,7 @@ static coll_status_t phase_out(arun_t *x, size_t t, size_t step) {
     if (b > 0) memcpy(dst + s, slot(x, t, k) + s, b);
   }
   trace_phase(x, PH_OUT, t);
-  publish(x->a, &x->a->ranks[r].drained, round_id(x, t));
+  arena_publish(x->a, &x->a->ranks[r].drained, round_id(x, t));
   return COLL_OK;
 }
 
@@ -360,14 +363,7 @@ static coll_status_t run_rounds(arun_t *x) {
 
 /* A three-op stand-in schedule for COLL_TRACE: the phases show as local ops (copy in:
  * INPUT -> SCRATCH, i.e. the slot; reduce; copy out), one record per round. */
-typedef struct {
-  exec_cache_entry_t entry;
-  sched_op_t ops[PH_COUNT];
-  sched_step_t steps[PH_COUNT];
-  uint32_t op_step[PH_COUNT];
-} trace_sched_t;
-
-static void trace_sched_init(trace_sched_t *ts, const coll_comm_t *comm, const exec_call_t *call) {
+void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call) {
   memset(ts, 0, sizeof *ts);
   static const uint8_t kinds[PH_COUNT] = {SCHED_LOCAL_COPY, SCHED_LOCAL_REDUCE, SCHED_LOCAL_COPY};
   static const uint8_t bufs[PH_COUNT] = {SCHED_BUF_SCRATCH, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT};
@@ -402,15 +398,7 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
   if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->on_device)
     return coll_error(COLL_ERR_INTERNAL, "rank %d: %s: the arena cannot run this call", comm->rank,
                       kind);
-  exec_t *ex = &comm->exec;
-  ex->seq++;
-  ex->fp_out = (exec_fp_t){.seq = ex->seq,
-                           .count = call->count,
-                           .kind = (uint32_t)call->kind,
-                           .dtype = (uint32_t)call->dtype,
-                           .op = (uint32_t)call->op,
-                           .root = call->root};
-  arena_note_call(comm, &ex->fp_out);
+  arena_begin_call(comm, call);
   size_t esz = coll_dtype_size(call->dtype);
   arun_t x = {
       .comm = comm,
@@ -422,30 +410,50 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
       .chunk = a->slot_bytes / esz,
       .round0 = a->round,
       .reduce = mem_host_reduce_fn(call->dtype, call->op),
-      .dead = -1,
   };
   x.rounds = algo_div_up(call->count, x.chunk);
+  x.w = (arena_waiter_t){.comm = comm, .call = call, .nsteps = x.rounds + 2, .dead = -1};
   a->round += (uint32_t)x.rounds;
-  trace_sched_t ts;
+  arena_trace_t ts;
   if (TRACE_ON(comm)) {
-    trace_sched_init(&ts, comm, call);
+    arena_trace_init(&ts, comm, call);
     x.trace_entry = &ts.entry;
   }
   trace_coll_begin(comm, call, x.trace_entry);
   coll_status_t st = run_rounds(&x);
   trace_coll_end(comm, call, x.trace_entry, st);
-  if (st == COLL_OK) return COLL_OK;
+  return st == COLL_OK ? COLL_OK : arena_fail(comm, call, st, x.w.dead, "arena");
+}
+
+void arena_begin_call(coll_comm_t *comm, const exec_call_t *call) {
+  exec_t *ex = &comm->exec;
+  ex->seq++;
+  ex->fp_out = (exec_fp_t){.seq = ex->seq,
+                           .count = call->count,
+                           .kind = (uint32_t)call->kind,
+                           .dtype = (uint32_t)call->dtype,
+                           .op = (uint32_t)call->op,
+                           .root = call->root,
+                           .win_send = call->win_send_id,
+                           .win_send_off = call->win_send_off,
+                           .win_recv = call->win_recv_id,
+                           .win_recv_off = call->win_recv_off};
+  arena_note_call(comm, &ex->fp_out);
+}
+
+coll_status_t arena_fail(coll_comm_t *comm, const exec_call_t *call, coll_status_t st, int dead,
+                         const char *label) {
   if (st != COLL_ERR_TIMEOUT && st != COLL_ERR_MISMATCH) {
     /* The others stop at once instead of waiting for their deadline. */
     char message[COMM_MESSAGE_MAX];
     snprintf(message, sizeof message, "rank %d: %s", comm->rank, coll_last_error());
-    publish_failure(a, message);
+    publish_failure(comm->arena, message);
   }
-  coll_error_prefix(st, "rank %d: %s of %zu %s (arena): ", comm->rank, kind, call->count,
-                    coll_dtype_name(call->dtype));
+  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", comm->rank,
+                    sched_kind_name(call->kind), call->count, coll_dtype_name(call->dtype), label);
   if (st == COLL_ERR_TIMEOUT) hang_report(comm);
   if (st == COLL_ERR_ABORTED) return st;
   comm_mark_failed(comm, st);
-  failure_record(comm, st, x.dead);
+  failure_record(comm, st, dead);
   return st;
 }

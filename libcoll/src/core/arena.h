@@ -31,6 +31,7 @@ typedef struct {
   _Alignas(64) _Atomic uint32_t bell;     /* bumped at every published step and failure */
   _Alignas(64) _Atomic uint32_t sleepers; /* ranks blocked (or about to) on bell */
   _Alignas(64) _Atomic int32_t failed;    /* 0, or 1 + the rank that failed first */
+  uint32_t window_ok;                     /* rank 0's COLL_WINDOW: zero-copy windows */
   char failure[256];                      /* its message, written before `failed` */
 } arena_hdr_t;
 
@@ -41,6 +42,9 @@ typedef struct {
   _Atomic uint32_t reduced;             /* its slice is reduced, in its slot (B) */
   _Atomic uint32_t drained;             /* it copied every slice out (C): the set is free */
   int32_t pid;
+  /* The zero-copy window all-reduce's rounds (window_run.c): input ready, own slice
+   * reduced, every slice copied out (peers may then be done reading this rank). */
+  _Atomic uint32_t win_ready, win_reduced, win_done;
   /* The collective this rank is in, arena or not (mismatch detection): fp is valid when
    * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written). */
   _Atomic uint64_t fp_stamp;
@@ -56,6 +60,7 @@ typedef struct arena {
   int fd; /* kept open: this rank's byte-range lock on it says it is alive */
   int rank, nranks;
   uint32_t round;  /* rounds run so far: names the next one and its slot set */
+  uint32_t win_round; /* window all-reduces run so far (window_run.c) */
   void *tile;      /* private accumulator of the reduction, ARENA_TILE_BYTES */
 } arena_t;
 
@@ -78,5 +83,39 @@ void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp);
 /* Run an all-reduce of host buffers through the arena (exec_run hands such calls over);
  * AVG is divided here. Errors mark the communicator failed, as the executor does. */
 coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call);
+
+/* ---- shared with the window all-reduce (window_run.c) ---- */
+/* Who waits, for timeouts and hang reports; dead is set to a rank found gone. */
+typedef struct {
+  coll_comm_t *comm;
+  const exec_call_t *call;
+  size_t nsteps;
+  int dead;
+} arena_waiter_t;
+/* Wait until *counter (rank peer's) reached target: spin, yield, sleep on the bell;
+ * abort, a published failure, a mismatching peer, a dead peer and the deadline end it
+ * with an error (`what` names what we wait for in messages). */
+coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter, uint32_t target,
+                         const char *what, size_t step);
+/* Store value in this rank's counter and wake the waiters. */
+void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t value);
+/* Every rank's fingerprint equals ours (once none can have moved on). */
+coll_status_t arena_check_fingerprints(const arena_t *a);
+/* Record this call's fingerprint (seq advanced) in comm->exec and the segment. */
+void arena_begin_call(coll_comm_t *comm, const exec_call_t *call);
+/* The error tail of a call: tell the others, prefix the message with `label`, hang
+ * report, mark the communicator failed. Returns st. */
+coll_status_t arena_fail(coll_comm_t *comm, const exec_call_t *call, coll_status_t st, int dead,
+                         const char *label);
+
+/* A stand-in schedule of three local ops, so that COLL_TRACE records the phases. */
+enum { ARENA_PH_IN = 0, ARENA_PH_REDUCE, ARENA_PH_OUT, ARENA_PH_COUNT };
+typedef struct {
+  exec_cache_entry_t entry;
+  sched_op_t ops[ARENA_PH_COUNT];
+  sched_step_t steps[ARENA_PH_COUNT];
+  uint32_t op_step[ARENA_PH_COUNT];
+} arena_trace_t;
+void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call);
 
 #endif

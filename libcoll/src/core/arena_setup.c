@@ -7,7 +7,9 @@
  *   COLL_ARENA             0: no arena, the algorithm is then unavailable (1)
  *   COLL_ARENA_SLOT_BYTES  bytes per slot, multiple of 4096 in [4 KiB, 64 MiB] (1 MiB);
  *                          the segment holds 4 sets of one slot per rank, so a rank's
- *                          share is 4 slots (4 MiB), counted in its staging memory */
+ *                          share is 4 slots (4 MiB), counted in its staging memory
+ *   COLL_WINDOW            0: coll_mem_alloc returns plain memory, no zero-copy
+ *                          all-reduce (1; kept in the header, window.c reads it) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,8 +39,8 @@ static size_t data_offset(int nranks) {
 
 /* Rank 0: create, size (allocated now: a full /dev/shm is an error here, not a SIGBUS
  * in the middle of a collective) and initialise the segment. */
-static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, char *name, size_t cap,
-                                    int *fd_out, size_t *len_out) {
+static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, bool window_ok,
+                                    char *name, size_t cap, int *fd_out, size_t *len_out) {
   int n = comm->nranks;
   size_t len = data_offset(n) + (size_t)ARENA_NSETS * (size_t)n * slot_bytes;
   uint64_t rnd = 0;
@@ -70,6 +72,7 @@ static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, char *
   hdr->nsets = ARENA_NSETS;
   hdr->slot_bytes = slot_bytes;
   hdr->data_offset = data_offset(n);
+  hdr->window_ok = window_ok;
   atomic_thread_fence(memory_order_release);
   hdr->magic = ARENA_MAGIC;
   munmap(hdr, PAGE);
@@ -169,8 +172,9 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
   size_t len = 0;
   coll_status_t st = COLL_OK;
   if (comm->rank == 0) {
-    int64_t enabled, slot;
+    int64_t enabled, slot, window = 1;
     st = coll_env_int("COLL_ARENA", 0, 1, 1, &enabled);
+    if (st == COLL_OK) st = coll_env_int("COLL_WINDOW", 0, 1, 1, &window);
     if (st == COLL_OK)
       st = coll_env_int("COLL_ARENA_SLOT_BYTES", PAGE, (int64_t)64 << 20, 1 << 20, &slot);
     if (st == COLL_OK && slot % PAGE != 0)
@@ -185,7 +189,7 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
         wait_seen(comm); /* the store must outlive their reading of it */
       return coll_error(st, "rank 0: %s", bad + 1);
     }
-    if (enabled && create_segment(comm, (size_t)slot, name, sizeof name, &fd, &len) != COLL_OK) {
+    if (enabled && create_segment(comm, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
       coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
                coll_last_error());
       snprintf(name, sizeof name, "-");

@@ -29,6 +29,7 @@
 #include "core/arena.h"
 #include "core/comm.h"
 #include "core/trace.h"
+#include "core/window.h"
 
 enum { DEFAULT_TIMEOUT_MS = 300000 };
 
@@ -99,6 +100,7 @@ static void comm_free(coll_comm_t *comm) {
   progress_stop(comm);
   group_free(comm);
   exec_cuda_free(comm);
+  window_close_all(comm);
   arena_close(comm);
   transport_set_close(comm->transports);
   store_client_close(comm->store);
@@ -290,6 +292,7 @@ coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *sta
   stats->staging_bytes = staging_now(comm);
   stats->staging_bytes_peak =
       comm->staging_peak > stats->staging_bytes ? comm->staging_peak : stats->staging_bytes;
+  stats->window_bytes = window_bytes(comm);
   coll_error_clear();
   return COLL_OK;
 }

@@ -55,6 +55,11 @@ typedef struct {
   const exec_p2p_t *p2p;
   size_t np2p;
   exec_p2p_t one;
+  /* Zero-copy window all-reduce (window.h): 1 + the window ids of sendbuf and recvbuf
+   * and the offsets in them, set by api_collectives.c when both lie in windows; the
+   * window pointers are valid while the call runs (freeing them is the caller's error). */
+  uint64_t win_send_id, win_send_off, win_recv_id, win_recv_off;
+  const struct window *win_send, *win_recv;
 } exec_call_t;
 
 /* The fingerprint every rank sends to its ring successor at the start of each
@@ -64,6 +69,7 @@ typedef struct {
   uint64_t count;
   uint32_t kind, dtype, op;
   int32_t root;
+  uint64_t win_send, win_send_off, win_recv, win_recv_off; /* exec_call_t's; 0: none */
 } exec_fp_t;
 
 /* What the executor is doing now, for the hang report (hang.c). */
@@ -180,6 +186,7 @@ struct coll_comm {
   struct exec_cuda *cuda; /* device-buffer state (exec_cuda.c); NULL until used */
   struct trace *trace; /* COLL_TRACE (core/trace.h); NULL when off */
   struct arena *arena; /* the arena all-reduce's segment (core/arena.h); NULL: none */
+  struct window_set *windows; /* coll_mem_alloc's windows (core/window.h); NULL: none */
 };
 
 /* ---- comm.c ---- */

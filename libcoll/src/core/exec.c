@@ -30,6 +30,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/arena.h"
+#include "core/window.h"
 #include "core/comm.h"
 #include "core/trace.h"
 #include "mem/memops.h"
@@ -195,6 +196,10 @@ void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
   }
   if (kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE)
     n += snprintf(out + n, cap - (size_t)n, ", root %d", (int)fp->root);
+  if ((fp->win_send != 0 || fp->win_recv != 0) && (size_t)n < cap)
+    n += snprintf(out + n, cap - (size_t)n, ", window %llu+%llu -> %llu+%llu",
+                  (unsigned long long)fp->win_send - 1, (unsigned long long)fp->win_send_off,
+                  (unsigned long long)fp->win_recv - 1, (unsigned long long)fp->win_recv_off);
   if ((size_t)n < cap) snprintf(out + n, cap - (size_t)n, ")");
 }
 
@@ -559,7 +564,7 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   }
   /* The arena has its own loop (arena.c); api_collectives.c chose it only where it runs. */
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
-    return arena_run(comm, call);
+    return call->win_send != NULL ? window_run(comm, call) : arena_run(comm, call);
   exec_cache_entry_t *e;
   st = cache_get(comm, call, &e);
   if (st != COLL_OK)

@@ -1,0 +1,166 @@
+/* The zero-copy window all-reduce: sendbuf and recvbuf lie in windows (window.c) that
+ * every rank has mapped, at the same offsets on every rank (checked: they are part of the
+ * call's fingerprint). Nothing is staged; slice i of the buffer is owned by rank i:
+ *
+ *     rank 0 window        rank 1 window        rank 2 window
+ *     send [s0|s1|s2]      send [s0|s1|s2]      send [s0|s1|s2]
+ *   1  each rank: "ready R" (its input is written; it is inside call R)
+ *   2  rank i, once all are ready: acc = send0[si] OP send1[si] OP ... (fixed rank order,
+ *      AVG divided once) -> recv_i[si], read from the peers' windows directly; "reduced R"
+ *   3  rank i copies slice sj from recv_j into recv_i[sj] once rank j reduced R, all j != i
+ *   4  "done R" (finished reading the others), then wait until every rank is done R
+ *
+ * Bytes per rank for S bytes: 2 reads S/n each from n ranks and writes S/n, 3 reads and
+ * writes (n-1)/n S: about 2.5 S at n = 2 (the arena moves about 5 S). Each element is
+ * reduced once, by one rank, in a fixed order, so every rank gets the same bits (and the
+ * arena's bits: it reduces in the same order).
+ *
+ * Hazards (who may touch what, and why it is safe):
+ *   - rank i reads send_k[si] of every k in 2: k wrote all its input before "ready R"
+ *     and writes its own buffer during the call only in 2 (slice sk, k != i) and 3
+ *     (slice si only after i's "reduced R", i.e. after i read it; in place that slice is
+ *     both send_k[si] and recv_k[si]);
+ *   - rank i writes recv_i[si] in 2 while in place that is send_i[si]: only i reads
+ *     slice si of anyone's input, and with n > 2 it reduces through a private tile so
+ *     its own input is read before being overwritten (n = 2 reduces element-wise in
+ *     place: each element is read before it is written);
+ *   - the peers read recv_i[si] in 3 after "reduced R" and i writes it no more;
+ *   - the caller may write its buffers as soon as the call returns, so nobody returns
+ *     before every rank finished reading every other rank's window: the wait in 4. That
+ *     wait also makes the next call's "ready" safe, and coll_mem_free needs no exchange.
+ * Waiting, deadlines, dead peers and abort are the arena's (arena_wait); the counters
+ * live in the arena's per-rank line; round R runs on across calls. */
+#include <string.h>
+
+#include "algo/algo_internal.h"
+#include "common/error.h"
+#include "core/arena.h"
+#include "core/trace.h"
+#include "core/window.h"
+#include "mem/memops.h"
+
+enum { STEP_READY = 0, STEP_REDUCE, STEP_OUT, STEP_DONE, NSTEPS };
+
+typedef struct {
+  coll_comm_t *comm;
+  arena_t *a;
+  arena_waiter_t w;
+  const exec_call_t *call;
+  uint32_t round;
+  size_t esz;
+  arena_trace_t *trace; /* NULL when not tracing */
+} wrun_t;
+
+/* Every rank but this one reached `round` in the counter picked by `which`. */
+static coll_status_t wait_all(wrun_t *x, size_t counter_offset, const char *what, size_t step) {
+  arena_t *a = x->a;
+  coll_status_t st = COLL_OK;
+  for (int i = 1; i < a->nranks && st == COLL_OK; i++) {
+    int k = (a->rank + i) % a->nranks;
+    _Atomic uint32_t *c = (_Atomic uint32_t *)((unsigned char *)&a->ranks[k] + counter_offset);
+    st = arena_wait(&x->w, k, c, x->round, what, step);
+  }
+  return st;
+}
+
+static unsigned char *send_of(const wrun_t *x, int k) {
+  return x->call->win_send->peer[k] + x->call->win_send_off;
+}
+static unsigned char *recv_of(const wrun_t *x, int k) {
+  return x->call->win_recv->peer[k] + x->call->win_recv_off;
+}
+
+static void trace_done(wrun_t *x, int phase, size_t offset, size_t count) {
+  if (x->trace == NULL) return;
+  sched_op_t *op = &x->trace->entry.sched.ops[phase];
+  op->offset = offset;
+  op->src_offset = offset;
+  op->count = count;
+  trace_op_done(x->comm, &x->trace->entry, (size_t)phase);
+}
+
+/* 2: our slice over every rank's input, into our output. */
+static void reduce_slice(wrun_t *x) {
+  const exec_call_t *call = x->call;
+  int n = x->a->nranks, r = x->a->rank;
+  size_t esz = x->esz;
+  size_t off = algo_part_start(call->count, (size_t)n, (size_t)r) * esz;
+  size_t bytes = algo_part_len(call->count, (size_t)n, (size_t)r) * esz;
+  mem_reduce_fn reduce = mem_host_reduce_fn(call->dtype, call->op);
+  unsigned char *out = recv_of(x, r) + off;
+  size_t tile = ARENA_TILE_BYTES / esz * esz;
+  for (size_t done = 0; done < bytes; done += tile) {
+    size_t b = bytes - done < tile ? bytes - done : tile, cnt = b / esz;
+    unsigned char *acc = n == 2 ? out + done : x->a->tile;
+    reduce(acc, send_of(x, 0) + off + done, send_of(x, 1) + off + done, cnt);
+    for (int k = 2; k < n; k++) reduce(acc, acc, send_of(x, k) + off + done, cnt);
+    if (call->op == COLL_AVG) mem_host_finish_avg(acc, cnt, call->dtype, n);
+    if (acc != out + done) memcpy(out + done, acc, b);
+  }
+}
+
+/* 3: the other ranks' slices, each once its owner reduced it. */
+static coll_status_t copy_out(wrun_t *x) {
+  const exec_call_t *call = x->call;
+  int n = x->a->nranks, r = x->a->rank;
+  unsigned char *mine = recv_of(x, r);
+  for (int i = 1; i < n; i++) {
+    int k = (r + i) % n;
+    coll_status_t st = arena_wait(&x->w, k, &x->a->ranks[k].win_reduced, x->round,
+                                  "its reduced slice in its window", STEP_OUT);
+    if (st != COLL_OK) return st;
+    size_t s = algo_part_start(call->count, (size_t)n, (size_t)k) * x->esz;
+    size_t b = algo_part_len(call->count, (size_t)n, (size_t)k) * x->esz;
+    if (b > 0) memcpy(mine + s, recv_of(x, k) + s, b);
+  }
+  return COLL_OK;
+}
+
+static coll_status_t run(wrun_t *x) {
+  arena_rank_t *me = &x->a->ranks[x->a->rank];
+  if (x->trace) trace_op_start(x->comm, ARENA_PH_IN);
+  arena_publish(x->a, &me->win_ready, x->round);
+  coll_status_t st = wait_all(x, offsetof(arena_rank_t, win_ready), "its input in its window",
+                              STEP_READY);
+  /* All are in this call and none can leave it before we are done: compare all. */
+  if (st == COLL_OK) st = arena_check_fingerprints(x->a);
+  if (st != COLL_OK) return st;
+  trace_done(x, ARENA_PH_IN, 0, 0);
+  if (x->trace) trace_op_start(x->comm, ARENA_PH_REDUCE);
+  reduce_slice(x);
+  trace_done(x, ARENA_PH_REDUCE, 0, x->call->count / (size_t)x->a->nranks);
+  arena_publish(x->a, &me->win_reduced, x->round);
+  if (x->trace) trace_op_start(x->comm, ARENA_PH_OUT);
+  st = copy_out(x);
+  if (st != COLL_OK) return st;
+  arena_publish(x->a, &me->win_done, x->round);
+  st = wait_all(x, offsetof(arena_rank_t, win_done), "its reads of the other windows", STEP_DONE);
+  trace_done(x, ARENA_PH_OUT, 0, x->call->count);
+  return st;
+}
+
+coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
+  arena_t *a = comm->arena;
+  if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->win_send == NULL ||
+      call->win_recv == NULL || call->win_send->peer == NULL || call->win_recv->peer == NULL)
+    return coll_error(COLL_ERR_INTERNAL, "rank %d: %s: the window path cannot run this call",
+                      comm->rank, sched_kind_name(call->kind));
+  arena_begin_call(comm, call);
+  wrun_t x = {
+      .comm = comm,
+      .a = a,
+      .w = {.comm = comm, .call = call, .nsteps = NSTEPS, .dead = -1},
+      .call = call,
+      .round = ++a->win_round,
+      .esz = coll_dtype_size(call->dtype),
+  };
+  arena_trace_t ts;
+  if (TRACE_ON(comm)) {
+    arena_trace_init(&ts, comm, call);
+    x.trace = &ts;
+  }
+  trace_coll_begin(comm, call, x.trace ? &ts.entry : NULL);
+  coll_status_t st = run(&x);
+  trace_coll_end(comm, call, x.trace ? &ts.entry : NULL, st);
+  return st == COLL_OK ? COLL_OK : arena_fail(comm, call, st, x.w.dead, "zero-copy window");
+}

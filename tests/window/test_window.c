@@ -1,0 +1,335 @@
+/* Registered windows (coll_mem_alloc / coll_mem_free) and the zero-copy all-reduce on
+ * them, with real forked ranks, a real store and real shared segments: results for every
+ * type and op over 1-4 ranks, in place and out of place, bit-identical ranks and the same
+ * bits as the arena; the zero-copy path is really taken (its round counter moves);
+ * buffers outside windows, COLL_WINDOW=0 and a forced tcp transport give plain memory
+ * and still work; a killed rank and mismatched offsets end in errors, not hangs; bad
+ * arguments are clear errors. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "coll_test_util.h"
+#include "core/arena.h"
+#include "core/comm.h"
+#include "multiproc.h"
+
+typedef struct {
+  ct_job_t job;
+  const char *window; /* COLL_WINDOW value, NULL: default */
+  int variant;
+} win_case_t;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int init(const win_case_t *c, int rank, int nranks, coll_comm_t **comm) {
+  unsetenv("COLL_ARENA");
+  unsetenv("COLL_ARENA_SLOT_BYTES");
+  if (c->window != NULL)
+    setenv("COLL_WINDOW", c->window, 1);
+  else
+    unsetenv("COLL_WINDOW");
+  return ct_init(&c->job, rank, nranks, comm);
+}
+
+/* Zero-copy all-reduces this rank has run so far (0 without an arena). */
+static uint32_t zero_copy_calls(const coll_comm_t *comm) {
+  return comm->arena != NULL ? comm->arena->win_round : 0;
+}
+
+/* Every type and op, counts around the slices and the reduction tile, in place at
+ * offset 0 and out of place between two offsets of one window (odd salts), plus an
+ * async call: results checked, agreed, and the zero-copy path counted. */
+static int rank_results(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  enum { MAX_BYTES = 80000 * 8 };
+  unsigned char *win = NULL;
+  int bad = 0;
+  if (coll_mem_alloc(comm, 2 * MAX_BYTES + 64, (void **)&win) != COLL_OK) {
+    fprintf(stderr, "rank %d: coll_mem_alloc: %s\n", rank, coll_last_error());
+    coll_comm_destroy(comm);
+    return 1;
+  }
+  coll_mem_stats_t ms;
+  if (coll_comm_mem_stats(comm, &ms) != COLL_OK || (nranks > 1) != (ms.window_bytes > 0)) {
+    fprintf(stderr, "rank %d: window_bytes %zu with %d ranks\n", rank, ms.window_bytes, nranks);
+    bad = 1;
+  }
+  uint32_t salt = 1, calls = 0, before = zero_copy_calls(comm);
+  for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++) {
+    size_t esz = coll_dtype_size((coll_dtype_t)dt);
+    size_t counts[] = {1, (size_t)nranks + 1, 1003, 32768 / esz * (size_t)nranks + 5,
+                       MAX_BYTES / esz};
+    for (int op = 0; op < COLL_OP_COUNT && !bad; op++) {
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !bad; k++, salt++) {
+        size_t count = counts[k];
+        bool in_place = (salt & 1) == 0;
+        unsigned char *in = win + (in_place ? 0 : 64), *out = in_place ? in : win + 64 + MAX_BYTES;
+        ct_fill(in, count, (coll_dtype_t)dt, (coll_op_t)op, rank, salt);
+        coll_status_t st;
+        if (salt % 7 == 0) {
+          coll_request_t *req = NULL;
+          st = coll_all_reduce_async(in, out, count, (coll_dtype_t)dt, (coll_op_t)op, comm, &req);
+          if (st == COLL_OK) st = coll_request_wait(&req);
+        } else {
+          st = coll_all_reduce(in, out, count, (coll_dtype_t)dt, (coll_op_t)op, comm);
+        }
+        calls++;
+        char what[128];
+        snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank,
+                 coll_dtype_name((coll_dtype_t)dt), coll_op_name((coll_op_t)op), count,
+                 in_place ? "in place" : "out of place");
+        if (st != COLL_OK) {
+          fprintf(stderr, "%s: %s\n", what, coll_last_error());
+          bad = 1;
+          break;
+        }
+        bad = ct_check_all_reduce(out, count, (coll_dtype_t)dt, (coll_op_t)op, nranks, salt,
+                                  what) != 0;
+        if (!bad) bad = ct_agree(comm, out, count * esz, what);
+      }
+    }
+  }
+  uint32_t zc = zero_copy_calls(comm) - before;
+  if (!bad && zc != (nranks > 1 ? calls : 0)) {
+    fprintf(stderr, "rank %d: %u of %u calls were zero-copy\n", rank, zc, calls);
+    bad = 1;
+  }
+  if (coll_mem_free(comm, win) != COLL_OK) {
+    fprintf(stderr, "rank %d: coll_mem_free: %s\n", rank, coll_last_error());
+    bad = 1;
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(results_for_every_type_and_op_over_1_to_4_ranks) {
+  win_case_t c = {.job = {.port = mp_free_port()}};
+  ck_assert_int_eq(mp_run(_i + 1, 90000, rank_results, &c), 0);
+}
+END_TEST
+
+/* A float32 sum and average through the window give the same bits as the arena on a
+ * heap buffer (same order of reduction), on every rank. */
+static int rank_same_bits(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  size_t count = 270000 + 3;
+  float *w = NULL, *h = malloc(count * sizeof *h);
+  int bad = coll_mem_alloc(comm, count * sizeof *w, (void **)&w) != COLL_OK || h == NULL ||
+            coll_comm_set_algo(comm, COLL_ALGO_ARENA) != COLL_OK;
+  for (int op = COLL_SUM; op <= COLL_AVG && !bad; op += COLL_AVG - COLL_SUM) {
+    ct_fill(w, count, COLL_FLOAT32, (coll_op_t)op, rank, 99);
+    memcpy(h, w, count * sizeof *h);
+    uint32_t before = zero_copy_calls(comm);
+    bad = coll_all_reduce(w, w, count, COLL_FLOAT32, (coll_op_t)op, comm) != COLL_OK ||
+          coll_all_reduce(h, h, count, COLL_FLOAT32, (coll_op_t)op, comm) != COLL_OK ||
+          zero_copy_calls(comm) - before != 1 || memcmp(w, h, count * sizeof *h) != 0 ||
+          ct_agree(comm, w, count * sizeof *w, "same bits");
+  }
+  if (bad) fprintf(stderr, "rank %d: window and arena differ: %s\n", rank, coll_last_error());
+  free(h);
+  coll_comm_destroy(comm); /* frees the window too */
+  return bad;
+}
+
+START_TEST(the_same_bits_as_the_arena) {
+  win_case_t c = {.job = {.port = mp_free_port()}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_same_bits, &c), 0);
+}
+END_TEST
+
+/* Plain memory where zero-copy cannot run (variant 0: COLL_WINDOW=0, 1: tcp forced),
+ * and, with windows, buffers outside them or half in one: all correct, none zero-copy. */
+static int rank_plain(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  size_t count = 5000;
+  float *w = NULL, *h = calloc(count, sizeof *h);
+  int bad = coll_mem_alloc(comm, count * sizeof *w, (void **)&w) != COLL_OK || h == NULL;
+  coll_mem_stats_t ms = {0};
+  bool plain = c->variant < 2;
+  if (!bad && (coll_comm_mem_stats(comm, &ms) != COLL_OK || (ms.window_bytes == 0) != plain)) {
+    fprintf(stderr, "rank %d: window_bytes %zu (variant %d)\n", rank, ms.window_bytes, c->variant);
+    bad = 1;
+  }
+  uint32_t before = zero_copy_calls(comm), salt = 7;
+  float *pairs[3][2] = {{w, w}, {h, h}, {w, h}};
+  for (int p = 0; p < 3 && !bad; p++, salt++) {
+    float *in = pairs[p][0], *out = pairs[p][1];
+    ct_fill(in, count, COLL_FLOAT32, COLL_SUM, rank, salt);
+    bad = coll_all_reduce(in, out, count, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK ||
+          ct_check_all_reduce(out, count, COLL_FLOAT32, COLL_SUM, nranks, salt, "plain") != 0;
+  }
+  uint32_t zc = zero_copy_calls(comm) - before;
+  if (!bad && zc != (plain ? 0u : 1u)) {
+    fprintf(stderr, "rank %d: %u zero-copy calls (variant %d)\n", rank, zc, c->variant);
+    bad = 1;
+  }
+  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+  if (w != NULL && coll_mem_free(comm, w) != COLL_OK) bad = 1;
+  free(h);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows) {
+  win_case_t c = {.job = {.port = mp_free_port(), .transport = _i == 1 ? "tcp" : NULL},
+                  .window = _i == 0 ? "0" : NULL,
+                  .variant = _i};
+  ck_assert_int_eq(mp_run(2, 30000, rank_plain, &c), 0);
+}
+END_TEST
+
+enum { VICTIM = 2, BIG = 1 << 18 };
+
+/* The victim dies during (or before) a zero-copy all-reduce; the others name it. */
+static int rank_killed(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  float *x = NULL;
+  if (coll_mem_alloc(comm, BIG * sizeof *x, (void **)&x) != COLL_OK) return 1;
+  if (rank == VICTIM) {
+    coll_request_t *req = NULL;
+    for (int k = 0; k < c->variant % 3; k++) coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
+    coll_all_reduce_async(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm, &req);
+    usleep((useconds_t)(c->variant * 173 % 2000));
+    raise(SIGKILL);
+  }
+  coll_status_t st = COLL_OK;
+  int64_t took = 0;
+  for (int k = 0; k < 1000 && st == COLL_OK; k++) {
+    int64_t start = now_ms();
+    st = coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
+    took = now_ms() - start;
+  }
+  const char *msg = coll_last_error();
+  int bad = st == COLL_OK || took > c->job.timeout_ms || strstr(msg, "rank 2") == NULL ||
+            strstr(msg, "window") == NULL;
+  if (bad)
+    fprintf(stderr, "rank %d: expected an error naming rank 2 within %d ms, got %s after %lld ms: %s\n",
+            rank, c->job.timeout_ms, coll_status_name(st), (long long)took, msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_killed_rank_is_named_by_the_others_quickly) {
+  for (int k = 0; k < 4; k++) {
+    win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .variant = k};
+    ck_assert_msg(mp_run(3, 20000, rank_killed, &c) == 1, "repetition %d", k);
+  }
+}
+END_TEST
+
+/* Rank 1 uses another offset of the window: every rank fails with a mismatch. */
+static int rank_mismatch(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
+  float *x = NULL;
+  if (coll_mem_alloc(comm, 8192 * sizeof *x, (void **)&x) != COLL_OK) return 1;
+  coll_status_t st = coll_all_reduce(x + (rank == 1 ? 16 : 0), x + (rank == 1 ? 16 : 0), 4000,
+                                     COLL_FLOAT32, COLL_SUM, comm);
+  const char *msg = coll_last_error();
+  int bad = st != COLL_ERR_MISMATCH || strstr(msg, "window 0+64 -> 0+64") == NULL ||
+            strstr(msg, "window 0+0 -> 0+0") == NULL;
+  if (bad) fprintf(stderr, "rank %d: %s: %s\n", rank, coll_status_name(st), msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(different_offsets_are_a_mismatch) {
+  win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
+  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+}
+END_TEST
+
+/* Bad arguments: clear errors, nothing allocated; different sizes fail every rank. */
+static int rank_bad_args(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  void *p = (void *)1, *q = NULL;
+  int bad = 0;
+  struct {
+    coll_status_t st;
+    const char *text;
+  } cases[] = {
+      {coll_mem_alloc(NULL, 64, &p), "comm is NULL"},
+      {coll_mem_alloc(comm, 64, NULL), "ptr is NULL"},
+      {coll_mem_alloc(comm, 0, &p), "bytes is 0"},
+      {coll_mem_free(comm, NULL), "ptr is NULL"},
+      {coll_mem_free(comm, &q), "was not returned by coll_mem_alloc"},
+      {coll_mem_free(NULL, &q), "comm is NULL"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].st != COLL_ERR_INVALID_ARGUMENT) {
+      fprintf(stderr, "rank %d: case %zu: %s\n", rank, i, coll_status_name(cases[i].st));
+      bad = 1;
+    }
+  }
+  /* The messages, checked one at a time (coll_last_error is the latest). */
+  if (coll_mem_free(comm, &q) == COLL_OK || strstr(coll_last_error(), "coll_mem_alloc") == NULL)
+    bad = 1;
+  if (p != NULL) bad = 1; /* *ptr is cleared on error */
+  /* A double free is an unknown pointer the second time. */
+  if (coll_mem_alloc(comm, 100, &q) != COLL_OK || coll_mem_free(comm, q) != COLL_OK ||
+      coll_mem_free(comm, q) != COLL_ERR_INVALID_ARGUMENT)
+    bad = 1;
+  /* Rank 1 asks for another size: every rank learns it. */
+  coll_status_t st = coll_mem_alloc(comm, rank == 1 ? 8192 : 4096, &q);
+  if (st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "asked for") == NULL || q != NULL) {
+    fprintf(stderr, "rank %d: different sizes: %s: %s\n", rank, coll_status_name(st),
+            coll_last_error());
+    bad = 1;
+  }
+  /* The communicator still works, windows too. */
+  if (coll_mem_alloc(comm, 4096, &q) != COLL_OK || coll_all_reduce(q, q, 1024, COLL_INT32, COLL_SUM, comm) != COLL_OK)
+    bad = 1;
+  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(bad_arguments_are_clear_errors) {
+  win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
+  ck_assert_int_eq(mp_run(2, 20000, rank_bad_args, &c), 0);
+}
+END_TEST
+
+static Suite *window_suite(void) {
+  Suite *s = suite_create("window");
+  TCase *tc = tcase_create("window");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_4_ranks, 0, 4);
+  tcase_add_test(tc, the_same_bits_as_the_arena);
+  tcase_add_loop_test(tc, plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows, 0, 3);
+  tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
+  tcase_add_test(tc, different_offsets_are_a_mismatch);
+  tcase_add_test(tc, bad_arguments_are_clear_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(window_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}
