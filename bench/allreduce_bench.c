@@ -253,6 +253,13 @@ static void print_header(const struct bench *b) {
          a->step_factor > 1 ? (size_t)a->step_factor : a->step_bytes,
          a->step_factor > 1 ? "factor" : "bytes", a->warmup, a->iters, a->check, a->blocking);
   printf("# algorithm: %s  transport: %s\n", m->algo, m->transport);
+  if (a->local_register) {
+    coll_mem_stats_t ms = {0};
+    coll_comm_mem_stats(b->comm, &ms);
+    printf("# buffers: coll_mem_alloc (-R 1), %s (%zu bytes of shared windows on rank 0)\n",
+           ms.window_bytes > 0 ? "shared windows, zero-copy all-reduce" : "plain memory here",
+           ms.window_bytes);
+  }
   printf("# time: MEDIAN of the %d timed iterations (each timed alone, after a 4-byte "
          "all-reduce that aligns the ranks), max over ranks of the per-rank medians\n",
          a->iters);
@@ -394,8 +401,15 @@ static int setup(struct bench *b) {
     if (st != COLL_OK) return fail(b, "coll_comm_set_algo", st);
   }
   b->buf_bytes = b->args.max_bytes;
-  b->sendbuf = alloc_buffer(b->buf_bytes);
-  b->recvbuf = alloc_buffer(b->buf_bytes);
+  if (b->args.local_register) {
+    /* Collective, same size on every rank; zeroed and mapped by every rank already. */
+    st = coll_mem_alloc(b->comm, b->buf_bytes ? b->buf_bytes : 64, &b->sendbuf);
+    if (st == COLL_OK) st = coll_mem_alloc(b->comm, b->buf_bytes ? b->buf_bytes : 64, &b->recvbuf);
+    if (st != COLL_OK) return fail(b, "coll_mem_alloc", st);
+  } else {
+    b->sendbuf = alloc_buffer(b->buf_bytes);
+    b->recvbuf = alloc_buffer(b->buf_bytes);
+  }
   b->samples = calloc((size_t)b->args.iters, sizeof *b->samples);
   if (b->sendbuf == NULL || b->recvbuf == NULL || b->samples == NULL) {
     fprintf(stderr, "allreduce_bench: rank %d: cannot allocate 2 x %zu bytes\n", b->rank,
@@ -455,9 +469,14 @@ int main(int argc, char **argv) {
   int status = 1;
   if (setup(&b) == 0 && run_all(&b) == 0) status = finish_run(&b);
   else if (b.comm != NULL) coll_comm_abort(b.comm); /* peers fail fast, not at their timeout */
+  if (b.args.local_register) { /* coll_comm_destroy would release them too */
+    if (b.comm != NULL && b.sendbuf != NULL) coll_mem_free(b.comm, b.sendbuf);
+    if (b.comm != NULL && b.recvbuf != NULL) coll_mem_free(b.comm, b.recvbuf);
+  } else {
+    free(b.sendbuf);
+    free(b.recvbuf);
+  }
   coll_comm_destroy(b.comm);
-  free(b.sendbuf);
-  free(b.recvbuf);
   free(b.samples);
   free(b.rows);
   free(b.rank_info);

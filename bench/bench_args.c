@@ -21,6 +21,7 @@ enum opt_id {
   OPT_DTYPE,
   OPT_OP,
   OPT_BLOCKING,
+  OPT_REGISTER,
   OPT_ROOT,
   OPT_NTHREADS,
   OPT_NGPUS,
@@ -52,6 +53,7 @@ static const struct opt_def opt_defs[] = {
   {.short_name = 'd', .long_name = "datatype", .takes_value = 1, .id = OPT_DTYPE},
   {.short_name = 'o', .long_name = "op", .takes_value = 1, .id = OPT_OP},
   {.short_name = 'z', .long_name = "blocking", .takes_value = 1, .id = OPT_BLOCKING},
+  {.short_name = 'R', .long_name = "local_register", .takes_value = 1, .id = OPT_REGISTER},
   {.short_name = 'r', .long_name = "root", .takes_value = 1, .id = OPT_ROOT},
   {.short_name = 't', .long_name = "nthreads", .takes_value = 1, .id = OPT_NTHREADS},
   {.short_name = 'g', .long_name = "ngpus", .takes_value = 1, .id = OPT_NGPUS},
@@ -245,10 +247,12 @@ static int apply(const struct opt_def *def, const char *shown, const char *value
     return 0;
   case OPT_CHECK:
   case OPT_BLOCKING:
+  case OPT_REGISTER:
     if (parse_long(value, 0, 1, &n) != 0)
       return set_error(err, err_len, "invalid value '%s' for %s (expected 0 or 1)", value, shown);
     if (def->id == OPT_CHECK) args->check = (int)n;
-    else args->blocking = (int)n;
+    else if (def->id == OPT_BLOCKING) args->blocking = (int)n;
+    else args->local_register = (int)n;
     return 0;
   case OPT_DTYPE:
     if (strcasecmp(value, "all") == 0) {
@@ -404,6 +408,9 @@ void bench_args_usage(const char *prog, FILE *out) {
           "  -o, --op OP              sum prod max min avg, or all (default sum)\n"
           "  -z, --blocking 0|1       0: coll_all_reduce_async + wait; 1: blocking call "
           "(default 0)\n"
+          "  -R, --local_register 0|1 1: allocate the buffers with coll_mem_alloc (shared\n"
+          "                           windows: the zero-copy all-reduce on one host over\n"
+          "                           shm; plain memory elsewhere) (default 0)\n"
           "  -A, --algo ALGO          ring tree hd master arena auto (coll_comm_set_algo)\n"
           "  -T, --transport T        shm or tcp (sets COLL_TRANSPORT before init)\n"
           "      --csv FILE           also write the results as CSV (rank 0)\n"

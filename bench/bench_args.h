@@ -26,6 +26,7 @@ typedef struct {
   int warmup; /* -w */
   int check; /* -c 0/1 */
   int blocking; /* -z 0: async call + wait; 1: blocking call */
+  int local_register; /* -R 1: buffers from coll_mem_alloc (zero-copy windows) */
   int dtype; /* -d: coll_dtype_t or BENCH_ALL */
   int op; /* -o: coll_op_t or BENCH_ALL */
   int algo; /* -A: coll_algo_t or BENCH_ALGO_UNSET */

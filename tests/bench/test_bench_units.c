@@ -35,6 +35,7 @@ START_TEST(defaults_match_nccl_tests) {
   ck_assert_int_eq(a.warmup, 5);
   ck_assert_int_eq(a.check, 1);
   ck_assert_int_eq(a.blocking, 0);
+  ck_assert_int_eq(a.local_register, 0);
   ck_assert_int_eq(a.dtype, COLL_FLOAT32);
   ck_assert_int_eq(a.op, COLL_SUM);
   ck_assert_int_eq(a.algo, BENCH_ALGO_UNSET);
@@ -65,6 +66,11 @@ START_TEST(every_option_is_parsed_in_short_and_long_form) {
   ck_assert_str_eq(a.csv_path, "out.csv");
   ck_assert_str_eq(a.json_path, "out.json");
   ck_assert(fabs(a.min_busbw - 2.5) < 1e-12);
+  ck_assert_int_eq(parse(&a, err, "-R", "1", NULL), 0);
+  ck_assert_int_eq(a.local_register, 1);
+  ck_assert_int_eq(parse(&a, err, "--local_register=0", NULL), 0);
+  ck_assert_int_eq(a.local_register, 0);
+  ck_assert_int_eq(parse(&a, err, "-R", "2", NULL), -1);
   ck_assert_int_eq(parse(&a, err, "--minbytes=1G", "--maxbytes", "2g", "--iters=3",
                          "--datatype", "all", "--op=all", "-b4", "--algo", "hd", NULL),
                    0);
