@@ -3,15 +3,21 @@
  * 1 / (global batch), so the sum is the average and no extra pass over the data is
  * needed. Buckets hold whole layers in reverse order: in the model's flat gradient
  * buffer (laid out last layer first) a bucket is one contiguous range, all-reduced in
- * place without a copy. */
+ * place without a copy. When distributed, that buffer is registered memory
+ * (coll_mem_alloc): on one host over shm the all-reduce then reads the peers' gradients
+ * in place (zero-copy window), elsewhere it is plain memory. */
 #include <stdlib.h>
 #include <time.h>
 
 #include "error.h"
+#include "model_grads.h"
 
 struct train_ddp {
   coll_comm_t *comm; /* NULL: one rank */
   int world;
+  train_model_t *model;
+  void *window;     /* the gradients' registered buffer (coll_mem_alloc); NULL: none */
+  float *own_grads; /* the model's own gradient buffer while the window replaces it */
   float *params, *grads;
   size_t n_params;
   int n_buckets;
@@ -47,9 +53,23 @@ train_status_t train_ddp_create(coll_comm_t *comm, train_model_t *model, size_t 
       return train_comm_error(cs, "coll_comm_size");
     }
   }
+  d->model = model;
+  d->n_params = train_model_param_count(model);
+  if (comm != NULL && d->world > 1) {
+    /* Collective: every rank creates its DDP at the same point. */
+    coll_status_t cs = coll_mem_alloc(comm, d->n_params * sizeof(float), &d->window);
+    if (cs != COLL_OK) {
+      free(d);
+      return train_comm_error(cs, "registering the gradient buffer (coll_mem_alloc)");
+    }
+    d->own_grads = train_model_swap_grads(model, d->window);
+    if (d->own_grads == NULL) { /* a device model: its gradients stay where they are */
+      coll_mem_free(comm, d->window);
+      d->window = NULL;
+    }
+  }
   d->params = train_model_params(model);
   d->grads = train_model_grads(model);
-  d->n_params = train_model_param_count(model);
   /* Layers from last to first; a bucket closes once it holds bucket_bytes or more. */
   float *base = train_model_params(model);
   size_t bucket_start = 0;
@@ -71,6 +91,10 @@ void train_ddp_destroy(train_ddp_t *d) {
   if (d == NULL) return;
   for (int b = 0; b < d->n_buckets; b++)
     if (d->req[b] != NULL) coll_request_wait(&d->req[b]);
+  if (d->window != NULL) {
+    train_model_swap_grads(d->model, d->own_grads);
+    coll_mem_free(d->comm, d->window);
+  }
   free(d);
 }
 

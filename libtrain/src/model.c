@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "model_grads.h"
 
 struct train_model {
   train_backend_t *be;
@@ -121,6 +122,19 @@ train_status_t train_model_create(train_backend_t *be, size_t inputs, const size
 size_t train_model_param_count(const train_model_t *m) { return m->n_params; }
 float *train_model_params(train_model_t *m) { return m->params.data; }
 float *train_model_grads(train_model_t *m) { return m->grads.data; }
+
+float *train_model_swap_grads(train_model_t *m, float *buf) {
+  if (buf == NULL || !backend_is_host(m->be)) return NULL;
+  float *old = m->grads.data;
+  memcpy(buf, old, m->n_params * sizeof *buf);
+  for (int i = 0; i < m->n_linear; i++) {
+    m->linear[i].dw = buf + (m->linear[i].dw - old);
+    m->linear[i].db = buf + (m->linear[i].db - old);
+  }
+  m->grads.data = buf;
+  return old;
+}
+
 int train_model_linear_count(const train_model_t *m) { return m->n_linear; }
 
 const train_layer_t *train_model_linear(const train_model_t *m, int index) {
