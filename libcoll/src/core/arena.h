@@ -42,9 +42,9 @@ typedef struct {
   _Atomic uint32_t reduced;             /* its slice is reduced, in its slot (B) */
   _Atomic uint32_t drained;             /* it copied every slice out (C): the set is free */
   int32_t pid;
-  /* The zero-copy window all-reduce's rounds (window_run.c): input ready, own slice
-   * reduced, every slice copied out (peers may then be done reading this rank). */
-  _Atomic uint32_t win_ready, win_reduced, win_done;
+  /* The zero-copy window all-reduce's rounds (window_run.c): input ready; own slice
+   * written into every window (and done reading the others). */
+  _Atomic uint32_t win_ready, win_done;
   /* The collective this rank is in, arena or not (mismatch detection): fp is valid when
    * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written). */
   _Atomic uint64_t fp_stamp;

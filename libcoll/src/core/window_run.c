@@ -1,33 +1,34 @@
 /* The zero-copy window all-reduce: sendbuf and recvbuf lie in windows (window.c) that
  * every rank has mapped, at the same offsets on every rank (checked: they are part of the
- * call's fingerprint). Nothing is staged; slice i of the buffer is owned by rank i:
+ * call's fingerprint). Nothing is staged; slice i of the buffer is owned by rank i, which
+ * reduces it from every rank's input and writes the result into every rank's output:
  *
  *     rank 0 window        rank 1 window        rank 2 window
- *     send [s0|s1|s2]      send [s0|s1|s2]      send [s0|s1|s2]
- *   1  each rank: "ready R" (its input is written; it is inside call R)
- *   2  rank i, once all are ready: acc = send0[si] OP send1[si] OP ... (fixed rank order,
- *      AVG divided once) -> recv_i[si], read from the peers' windows directly; "reduced R"
- *   3  rank i copies slice sj from recv_j into recv_i[sj] once rank j reduced R, all j != i
- *   4  "done R" (finished reading the others), then wait until every rank is done R
+ *     [s0|s1|s2]           [s0|s1|s2]           [s0|s1|s2]
+ *   1  each rank: "ready R" (its input is written, it is inside call R); wait for all
+ *   2  rank i, one 32 KiB tile of si at a time: acc = x0 OP x1 OP ... OP x(n-1) (read
+ *      from the peers' windows, fixed rank order, AVG divided once) in a private tile,
+ *      then acc -> out_0[si], out_1[si], ... out_(n-1)[si] (written into the peers'
+ *      windows too)
+ *   3  "done R" (slice si is everywhere, and we read nobody any more); wait for all
  *
- * Bytes per rank for S bytes: 2 reads S/n each from n ranks and writes S/n, 3 reads and
- * writes (n-1)/n S: about 2.5 S at n = 2 (the arena moves about 5 S). Each element is
- * reduced once, by one rank, in a fixed order, so every rank gets the same bits (and the
- * arena's bits: it reduces in the same order).
+ * Bytes per rank for S bytes: reads S (n slices of S/n), writes S: 2 S of memory traffic
+ * at any n, and two waits (the arena moves about 5 S through its slots, 4 waits per
+ * round). Each element is reduced once, by one rank, in a fixed order, so every rank gets
+ * the same bits (and the arena's: it reduces in the same order).
  *
- * Hazards (who may touch what, and why it is safe):
- *   - rank i reads send_k[si] of every k in 2: k wrote all its input before "ready R"
- *     and writes its own buffer during the call only in 2 (slice sk, k != i) and 3
- *     (slice si only after i's "reduced R", i.e. after i read it; in place that slice is
- *     both send_k[si] and recv_k[si]);
- *   - rank i writes recv_i[si] in 2 while in place that is send_i[si]: only i reads
- *     slice si of anyone's input, and with n > 2 it reduces through a private tile so
- *     its own input is read before being overwritten (n = 2 reduces element-wise in
- *     place: each element is read before it is written);
- *   - the peers read recv_i[si] in 3 after "reduced R" and i writes it no more;
- *   - the caller may write its buffers as soon as the call returns, so nobody returns
- *     before every rank finished reading every other rank's window: the wait in 4. That
- *     wait also makes the next call's "ready" safe, and coll_mem_free needs no exchange.
+ * Hazards (who touches what, and why it is safe):
+ *   - slice si of every window, input and output, is touched by rank i alone between
+ *     "all ready R" and "done R": nobody else reads or writes it then;
+ *   - in place, out_k[si] is x_k[si]: a tile's result is written only after every
+ *     input of that tile was read into the private accumulator, and later tiles are
+ *     other elements;
+ *   - rank k wrote its whole input before "ready R", and writes nothing of its own
+ *     window during the call but slice sk (item 1);
+ *   - the caller may write its buffers as soon as the call returns, and the call must
+ *     return the whole result: nobody returns before every rank is "done R", i.e. every
+ *     slice is written and every read of its window is over. That wait also makes the
+ *     next call's "ready" safe, and coll_mem_free needs no exchange.
  * Waiting, deadlines, dead peers and abort are the arena's (arena_wait); the counters
  * live in the arena's per-rank line; round R runs on across calls. */
 #include <string.h>
@@ -39,7 +40,7 @@
 #include "core/window.h"
 #include "mem/memops.h"
 
-enum { STEP_READY = 0, STEP_REDUCE, STEP_OUT, STEP_DONE, NSTEPS };
+enum { STEP_READY = 0, STEP_DONE, NSTEPS };
 
 typedef struct {
   coll_comm_t *comm;
@@ -79,41 +80,25 @@ static void trace_done(wrun_t *x, int phase, size_t offset, size_t count) {
   trace_op_done(x->comm, &x->trace->entry, (size_t)phase);
 }
 
-/* 2: our slice over every rank's input, into our output. */
-static void reduce_slice(wrun_t *x) {
+/* 2: our slice over every rank's input, a tile at a time, into every rank's output.
+ * Writes start with our own window and go round, so ranks do not all write one window
+ * at the same moment. */
+static void reduce_and_push(wrun_t *x) {
   const exec_call_t *call = x->call;
   int n = x->a->nranks, r = x->a->rank;
   size_t esz = x->esz;
   size_t off = algo_part_start(call->count, (size_t)n, (size_t)r) * esz;
   size_t bytes = algo_part_len(call->count, (size_t)n, (size_t)r) * esz;
   mem_reduce_fn reduce = mem_host_reduce_fn(call->dtype, call->op);
-  unsigned char *out = recv_of(x, r) + off;
+  unsigned char *acc = x->a->tile;
   size_t tile = ARENA_TILE_BYTES / esz * esz;
   for (size_t done = 0; done < bytes; done += tile) {
     size_t b = bytes - done < tile ? bytes - done : tile, cnt = b / esz;
-    unsigned char *acc = n == 2 ? out + done : x->a->tile;
     reduce(acc, send_of(x, 0) + off + done, send_of(x, 1) + off + done, cnt);
     for (int k = 2; k < n; k++) reduce(acc, acc, send_of(x, k) + off + done, cnt);
     if (call->op == COLL_AVG) mem_host_finish_avg(acc, cnt, call->dtype, n);
-    if (acc != out + done) memcpy(out + done, acc, b);
+    for (int i = 0; i < n; i++) memcpy(recv_of(x, (r + i) % n) + off + done, acc, b);
   }
-}
-
-/* 3: the other ranks' slices, each once its owner reduced it. */
-static coll_status_t copy_out(wrun_t *x) {
-  const exec_call_t *call = x->call;
-  int n = x->a->nranks, r = x->a->rank;
-  unsigned char *mine = recv_of(x, r);
-  for (int i = 1; i < n; i++) {
-    int k = (r + i) % n;
-    coll_status_t st = arena_wait(&x->w, k, &x->a->ranks[k].win_reduced, x->round,
-                                  "its reduced slice in its window", STEP_OUT);
-    if (st != COLL_OK) return st;
-    size_t s = algo_part_start(call->count, (size_t)n, (size_t)k) * x->esz;
-    size_t b = algo_part_len(call->count, (size_t)n, (size_t)k) * x->esz;
-    if (b > 0) memcpy(mine + s, recv_of(x, k) + s, b);
-  }
-  return COLL_OK;
 }
 
 static coll_status_t run(wrun_t *x) {
@@ -127,14 +112,11 @@ static coll_status_t run(wrun_t *x) {
   if (st != COLL_OK) return st;
   trace_done(x, ARENA_PH_IN, 0, 0);
   if (x->trace) trace_op_start(x->comm, ARENA_PH_REDUCE);
-  reduce_slice(x);
+  reduce_and_push(x);
   trace_done(x, ARENA_PH_REDUCE, 0, x->call->count / (size_t)x->a->nranks);
-  arena_publish(x->a, &me->win_reduced, x->round);
-  if (x->trace) trace_op_start(x->comm, ARENA_PH_OUT);
-  st = copy_out(x);
-  if (st != COLL_OK) return st;
   arena_publish(x->a, &me->win_done, x->round);
-  st = wait_all(x, offsetof(arena_rank_t, win_done), "its reads of the other windows", STEP_DONE);
+  if (x->trace) trace_op_start(x->comm, ARENA_PH_OUT);
+  st = wait_all(x, offsetof(arena_rank_t, win_done), "its slice in every window", STEP_DONE);
   trace_done(x, ARENA_PH_OUT, 0, x->call->count);
   return st;
 }
