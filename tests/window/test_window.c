@@ -3,9 +3,11 @@
  * type and op over 1-4 ranks, in place and out of place, bit-identical ranks and the same
  * bits as the arena; the zero-copy path is really taken (its round counter moves);
  * buffers outside windows, COLL_WINDOW=0 and a forced tcp transport give plain memory
- * and still work; a killed rank and mismatched offsets end in errors, not hangs; bad
- * arguments are clear errors. */
+ * and still work; a killed rank, an aborted rank, mismatched offsets and a heap buffer
+ * against windows end in errors, not hangs; bad arguments are clear errors; COLL_TRACE
+ * shows the call. */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +261,114 @@ START_TEST(different_offsets_are_a_mismatch) {
 }
 END_TEST
 
+/* Auto choice: rank 1 passes a heap buffer (a schedule over the transports at this size)
+ * while the others pass their windows: the window ranks see rank 1's fingerprint and fail
+ * at once naming both calls; rank 1 fails too when they leave, long before the deadline. */
+static int rank_cross_mismatch(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  static float heap[1000];
+  float *w = NULL;
+  if (coll_mem_alloc(comm, sizeof heap, (void **)&w) != COLL_OK) return 1;
+  float *x = rank == 1 ? heap : w;
+  int64_t start = now_ms();
+  coll_status_t st = coll_all_reduce(x, x, 1000, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = now_ms() - start;
+  const char *msg = coll_last_error();
+  int bad = st == COLL_OK || took > c->job.timeout_ms / 2;
+  if (rank != 1)
+    bad |= st != COLL_ERR_MISMATCH || strstr(msg, "window 0+0 -> 0+0") == NULL ||
+           strstr(msg, "all_reduce(float32, 1000, sum) #1") == NULL;
+  if (bad)
+    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took,
+            msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_heap_buffer_against_windows_fails_at_once) {
+  win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_cross_mismatch, &c), 0);
+}
+END_TEST
+
+static void *abort_soon(void *arg) {
+  usleep(200 * 1000);
+  coll_comm_abort(arg);
+  return NULL;
+}
+
+/* Rank 0 aborts while it waits alone in a zero-copy call; the others, arriving later,
+ * learn from the arena that rank 0 failed, at once rather than at their deadline. */
+static int rank_abort(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
+  float *v = NULL;
+  if (coll_mem_alloc(comm, 4096 * sizeof *v, (void **)&v) != COLL_OK) return 1;
+  int bad = 0;
+  if (rank == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, abort_soon, comm);
+    coll_status_t st = coll_all_reduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm);
+    pthread_join(t, NULL);
+    bad = st != COLL_ERR_ABORTED;
+    usleep(1000 * 1000); /* keep the process (and its lock) while the others look */
+  } else {
+    usleep(600 * 1000);
+    int64_t start = now_ms();
+    coll_status_t st = coll_all_reduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm);
+    int64_t took = now_ms() - start;
+    bad = st != COLL_ERR_REMOTE || strstr(coll_last_error(), "rank 0") == NULL || took > 2000;
+  }
+  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(an_aborted_rank_fails_the_others_at_once) {
+  win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 10000}};
+  ck_assert_int_eq(mp_run(3, 30000, rank_abort, &c), 0);
+}
+END_TEST
+
+/* COLL_TRACE records the zero-copy call with its phases (as local ops). */
+static int rank_trace(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/window-trace-%d.json", (int)getppid());
+  setenv("COLL_TRACE", path, 1);
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  float *x = NULL;
+  int bad = coll_mem_alloc(comm, 100000 * sizeof *x, (void **)&x) != COLL_OK ||
+            coll_all_reduce(x, x, 100000, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK ||
+            zero_copy_calls(comm) != 1;
+  coll_comm_destroy(comm);
+  unsetenv("COLL_TRACE");
+  snprintf(path, sizeof path, "/tmp/window-trace-%d.rank%d.json", (int)getppid(), rank);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 1;
+  static char text[1 << 20];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  text[len] = '\0';
+  fclose(f);
+  unlink(path);
+  if (bad || strstr(text, "\"algo\":\"arena\"") == NULL || strstr(text, "local_reduce") == NULL) {
+    fprintf(stderr, "rank %d: the trace does not show the call:\n%.2000s\n", rank, text);
+    bad = 1;
+  }
+  return bad;
+}
+
+START_TEST(the_trace_shows_the_zero_copy_call) {
+  win_case_t c = {.job = {.port = mp_free_port()}};
+  ck_assert_int_eq(mp_run(2, 30000, rank_trace, &c), 0);
+}
+END_TEST
+
 /* Bad arguments: clear errors, nothing allocated; different sizes fail every rank. */
 static int rank_bad_args(int rank, int nranks, void *arg) {
   const win_case_t *c = arg;
@@ -322,6 +432,9 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
   tcase_add_test(tc, different_offsets_are_a_mismatch);
   tcase_add_test(tc, bad_arguments_are_clear_errors);
+  tcase_add_test(tc, a_heap_buffer_against_windows_fails_at_once);
+  tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
+  tcase_add_test(tc, the_trace_shows_the_zero_copy_call);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -36,7 +36,9 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
   coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
            call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
            reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
-           comm->algo == call->algo ? " (forced)" : " (cost model)",
+           call->win_send != NULL       ? " (zero-copy window: buffers from coll_mem_alloc)"
+           : comm->algo == call->algo ? " (forced)"
+                                      : " (cost model)",
            call->on_device ? exec_cuda_path_name(comm) : exec_transport_name(comm),
            alts[0] ? alts : "none");
 }
