@@ -408,8 +408,14 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
             coll_last_error());
     bad = 1;
   }
-  /* The communicator still works, windows too. */
-  if (coll_mem_alloc(comm, 4096, &q) != COLL_OK || coll_all_reduce(q, q, 1024, COLL_INT32, COLL_SUM, comm) != COLL_OK)
+  /* The communicator still works, windows too; an allocation while an asynchronous
+   * call is queued waits for it. */
+  coll_request_t *req = NULL;
+  void *q2 = NULL;
+  if (coll_mem_alloc(comm, 4096, &q) != COLL_OK || coll_all_reduce(q, q, 1024, COLL_INT32, COLL_SUM, comm) != COLL_OK ||
+      coll_all_reduce_async(q, q, 1024, COLL_INT32, COLL_SUM, comm, &req) != COLL_OK ||
+      coll_mem_alloc(comm, 4096, &q2) != COLL_OK || coll_request_wait(&req) != COLL_OK ||
+      coll_mem_free(comm, q2) != COLL_OK)
     bad = 1;
   if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
   coll_comm_destroy(comm);

@@ -8,6 +8,7 @@
  * memory. Either way the window is recorded, so free knows it and unknown pointers are
  * refused. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -144,6 +146,32 @@ static coll_status_t share(coll_comm_t *comm, window_t *w, const char *own_name)
   return st;
 }
 
+/* The store client is used by one thread at a time, and the executor uses it on its
+ * failure paths: let queued asynchronous calls finish before we talk to the store. */
+static coll_status_t quiesce(coll_comm_t *comm) {
+  int64_t limit = coll_now_ns() + (int64_t)comm->timeout_ms * 1000000LL;
+  bool idle;
+  pthread_mutex_lock(&comm->mu);
+  while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
+         !atomic_load(&comm->aborted)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 20000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
+  }
+  pthread_mutex_unlock(&comm->mu);
+  if (idle) return COLL_OK;
+  return atomic_load(&comm->aborted)
+             ? coll_error(COLL_ERR_ABORTED, "coll_mem_alloc: the communicator was aborted")
+             : coll_error(COLL_ERR_TIMEOUT,
+                          "coll_mem_alloc: asynchronous calls still running after %d ms",
+                          comm->timeout_ms);
+}
+
 coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
   coll_status_t st = comm_check(comm, "coll_mem_alloc");
   if (st != COLL_OK) return st;
@@ -167,6 +195,11 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
   bool shared = comm->nranks > 1 && comm->arena != NULL && comm->arena->hdr->window_ok;
   if (shared) {
     char name[VALUE_MAX];
+    st = quiesce(comm);
+    if (st != COLL_OK) {
+      free(w);
+      return st;
+    }
     create_own(comm, w, name, sizeof name);
     st = share(comm, w, name);
     if (st != COLL_OK) {
