@@ -3,7 +3,7 @@
  * type and op over 1-4 ranks, in place and out of place, bit-identical ranks and the same
  * bits as the arena; the zero-copy path is really taken (its round counter moves);
  * buffers outside windows, COLL_WINDOW=0 and a forced tcp transport give plain memory
- * and still work; a killed rank, an aborted rank, mismatched offsets and a heap buffer
+ * and still work; a killed, an aborted and a late rank, mismatched offsets and a heap buffer
  * against windows end in errors, not hangs; bad arguments are clear errors; COLL_TRACE
  * shows the call. */
 #include <check.h>
@@ -237,6 +237,38 @@ START_TEST(a_killed_rank_is_named_by_the_others_quickly) {
 }
 END_TEST
 
+/* Rank 2 arrives after the others' deadline: they time out naming it (rank 0 with the
+ * hang report), saying what they waited for. */
+static int rank_late(int rank, int nranks, void *arg) {
+  const win_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init(c, rank, nranks, &comm) != 0) return 1;
+  int32_t *v = NULL;
+  if (coll_mem_alloc(comm, 64 * sizeof *v, (void **)&v) != COLL_OK) return 1;
+  if (rank == VICTIM) usleep((useconds_t)(c->job.timeout_ms + 1500) * 1000);
+  int64_t start = now_ms();
+  coll_status_t st = coll_all_reduce(v, v, 64, COLL_INT32, COLL_SUM, comm);
+  int64_t took = now_ms() - start;
+  const char *msg = coll_last_error();
+  int bad;
+  if (rank == VICTIM)
+    bad = st == COLL_OK;
+  else
+    bad = st != COLL_ERR_TIMEOUT || strstr(msg, "rank 2 (its input in its window") == NULL ||
+          took > c->job.timeout_ms + 3000 || (rank == 0 && strstr(msg, "hang report") == NULL);
+  if (bad)
+    fprintf(stderr, "rank %d: unexpected %s after %lld ms: %s\n", rank, coll_status_name(st),
+            (long long)took, msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_late_rank_times_the_others_out_with_a_hang_report) {
+  win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 700}};
+  ck_assert_int_eq(mp_run(3, 20000, rank_late, &c), 0);
+}
+END_TEST
+
 /* Rank 1 uses another offset of the window: every rank fails with a mismatch. */
 static int rank_mismatch(int rank, int nranks, void *arg) {
   const win_case_t *c = arg;
@@ -440,6 +472,7 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, bad_arguments_are_clear_errors);
   tcase_add_test(tc, a_heap_buffer_against_windows_fails_at_once);
   tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
+  tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
   tcase_add_test(tc, the_trace_shows_the_zero_copy_call);
   suite_add_tcase(s, tc);
   return s;
