@@ -180,8 +180,8 @@ static coll_status_t timed_out(arena_waiter_t *w, int peer, const char *what, si
                                     .waiting_peer = peer,
                                     .waiting_what = what};
   return coll_error(COLL_ERR_TIMEOUT,
-                    "no progress for %d ms, waiting for rank %d (%s, arena step %zu of %zu)",
-                    comm->timeout_ms, peer, what, step, w->nsteps);
+                    "no progress for %d ms, waiting for rank %d (%s, %s step %zu of %zu)",
+                    comm->timeout_ms, peer, what, w->label ? w->label : "arena", step, w->nsteps);
 }
 
 coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter, uint32_t target,

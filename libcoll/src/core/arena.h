@@ -91,6 +91,7 @@ typedef struct {
   const exec_call_t *call;
   size_t nsteps;
   int dead;
+  const char *label; /* in timeout messages: "arena" when NULL */
 } arena_waiter_t;
 /* Wait until *counter (rank peer's) reached target: spin, yield, sleep on the bell;
  * abort, a published failure, a mismatching peer, a dead peer and the deadline end it

@@ -142,7 +142,7 @@ coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
   wrun_t x = {
       .comm = comm,
       .a = a,
-      .w = {.comm = comm, .call = call, .nsteps = NSTEPS, .dead = -1},
+      .w = {.comm = comm, .call = call, .nsteps = NSTEPS, .dead = -1, .label = "window"},
       .call = call,
       .round = ++a->win_round,
       .esz = coll_dtype_size(call->dtype),
