@@ -50,12 +50,16 @@ first_row() {
 }
 
 # ours NAME NRANKS TRANSPORT BYTES [extra bench options]
+# Blocking calls (-z 1), as the references make them (MPI_Allreduce, Gloo's run()). The
+# bench's default, an asynchronous call and its wait, wakes the progress thread each time,
+# and on 2 cores that wake-up sometimes lands on the peer's core: 8-byte latency then
+# jumps from about 2 to 10-40 us in some runs (see README, "Latency").
 ours() {
   local name=$1 n=$2 transport=$3 bytes=$4
   shift 4
   local log=$logs/ours-$name.log
   timeout 600 "$collrun" -n "$n" "$bench" -b "$bytes" -e "$bytes" -n "$iters" -w "$warmup" \
-    -c 1 -d float -o sum -T "$transport" "$@" >"$log" 2>&1 || {
+    -c 1 -d float -o sum -z 1 -T "$transport" "$@" >"$log" 2>&1 || {
     echo "compare: allreduce_bench failed for $name (see $log)" >&2
     return 1
   }
