@@ -5,7 +5,9 @@
  * Connects complete in the kernel's backlog, so no pair waits on another: no deadlock.
  *
  * Environment:
- *   COLL_NSOCKS          sockets (streams) per peer, 1..16 (2)
+ *   COLL_NSOCKS          sockets (streams) per peer, 1..16 (4: on a 2-core Intel VM, 4
+ *                        streams gave 2 ranks about 1.7 GB/s busbw at 16 MiB against 1.4
+ *                        with 2, and 4 ranks the same; bench/calibrate.md)
  *   COLL_SOCKET_IFNAME   interface whose IPv4 address to listen on and publish (default:
  *                        the local address that reaches the store; 127.0.0.1 when the
  *                        store is on loopback)
@@ -343,7 +345,7 @@ static void tcp_group_close(transport_group_t *g) {
 static coll_status_t tcp_open(const transport_setup_t *setup, const bool *peers,
                               transport_group_t **out) {
   int64_t nsocks;
-  coll_status_t st = coll_env_int("COLL_NSOCKS", 1, TCP_MAX_SOCKS, 2, &nsocks);
+  coll_status_t st = coll_env_int("COLL_NSOCKS", 1, TCP_MAX_SOCKS, 4, &nsocks);
   if (st != COLL_OK) return st;
   transport_group_t *g = calloc(1, sizeof *g);
   if (g == NULL) return coll_error(COLL_ERR_NO_MEMORY, "tcp: out of memory");

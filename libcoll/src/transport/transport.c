@@ -11,7 +11,7 @@
  *     per peer = slots x bytes = 4 MiB by default (at most 16 MiB unless raised by hand);
  *     COLL_SHM_DIRECT (0), COLL_SHM_DIRECT_MIN (256 KiB), COLL_SHM_DIRECT_CHUNK (128 KiB),
  *     COLL_SHM_SPIN_US (0), COLL_SHM_INBOX_BYTES (64 MiB: all FIFOs of a rank).
- *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (2), COLL_SOCKET_IFNAME (the store's route),
+ *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (4), COLL_SOCKET_IFNAME (the store's route),
  *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream),
  *     COLL_TCP_BUF_BYTES (0: kernel autotuning).
  *   ib (ib_setup.c, ib_device.c; built when meson finds libibverbs): COLL_IB_DEVICE,
