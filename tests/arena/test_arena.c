@@ -6,12 +6,9 @@
  * errors naming them, not hangs; forcing it where it cannot run falls back; the cost
  * model's choice; COLL_TRACE names it. */
 #include <check.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "algo/schedule.h"
@@ -19,12 +16,7 @@
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "multiproc.h"
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "peer_failures.h"
 
 typedef struct {
   ct_job_t job;
@@ -190,120 +182,49 @@ START_TEST(async_calls_keep_their_order_with_other_collectives) {
 }
 END_TEST
 
-enum { VICTIM = 2, BIG = 1 << 18 };
+/* The failure scenarios of peer_failures.h, over the arena (heap buffers). */
+static int init_arena_case(const void *c, int rank, int nranks, coll_comm_t **comm) {
+  return init_arena(c, rank, nranks, comm);
+}
 
-/* The victim dies during an async arena all-reduce; the others must name it. */
-static int rank_killed(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
-  float *x = calloc(BIG, sizeof *x);
-  if (rank == VICTIM) {
-    coll_request_t *req = NULL;
-    for (int k = 0; k < c->variant % 3; k++) coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
-    coll_all_reduce_async(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm, &req);
-    usleep((useconds_t)(c->variant * 173 % 2000));
-    raise(SIGKILL);
-  }
-  coll_status_t st = COLL_OK;
-  int64_t took = 0;
-  for (int k = 0; k < 1000 && st == COLL_OK; k++) {
-    int64_t start = now_ms();
-    st = coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
-    took = now_ms() - start;
-  }
-  const char *msg = coll_last_error();
-  int bad = st == COLL_OK || took > c->job.timeout_ms || strstr(msg, "rank 2") == NULL ||
-            strstr(msg, "arena") == NULL;
-  if (bad)
-    fprintf(stderr, "rank %d: expected an error naming rank 2 in the arena within %d ms, got %s after "
-                    "%lld ms: %s\n",
-            rank, c->job.timeout_ms, coll_status_name(st), (long long)took, msg);
-  coll_status_t async_err = COLL_OK;
-  if (coll_comm_get_async_error(comm, &async_err) != COLL_OK || async_err != st) bad = 1;
-  coll_comm_destroy(comm);
-  free(x);
-  return bad;
+static void *heap_alloc(coll_comm_t *comm, size_t bytes) {
+  (void)comm;
+  return calloc(1, bytes);
+}
+
+static pf_case_t failure_case(const arena_case_t *c) {
+  return (pf_case_t){.init = init_arena_case,
+                     .suite_case = c,
+                     .alloc = heap_alloc,
+                     .release = free,
+                     .timeout_ms = c->job.timeout_ms,
+                     .variant = c->variant,
+                     .killed_says = "arena",
+                     .killed_async_error = true,
+                     .late_says = "rank 2"};
 }
 
 START_TEST(a_killed_rank_is_named_by_the_others_quickly) {
   for (int k = 0; k < 8; k++) {
     /* A deadline far above the liveness check's period: the error must come from that. */
     arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .variant = k};
-    ck_assert_msg(mp_run(4, 20000, rank_killed, &c) == 1, "repetition %d", k);
+    pf_case_t f = failure_case(&c);
+    ck_assert_msg(mp_run(4, 20000, pf_rank_killed, &f) == 1, "repetition %d", k);
   }
 }
 END_TEST
-
-/* Rank 2 arrives after the others' deadline: they time out naming it (rank 0 with the
- * hang report); then it finds them gone or failed. */
-static int rank_late(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
-  int32_t v[64] = {0};
-  if (rank == VICTIM) usleep((useconds_t)(c->job.timeout_ms + 1500) * 1000);
-  int64_t start = now_ms();
-  coll_status_t st = coll_all_reduce(v, v, 64, COLL_INT32, COLL_SUM, comm);
-  int64_t took = now_ms() - start;
-  const char *msg = coll_last_error();
-  int bad;
-  if (rank == VICTIM)
-    bad = st == COLL_OK;
-  else
-    bad = st != COLL_ERR_TIMEOUT || strstr(msg, "rank 2") == NULL ||
-          took > c->job.timeout_ms + 3000 ||
-          (rank == 0 && strstr(msg, "hang report") == NULL);
-  if (bad)
-    fprintf(stderr, "rank %d: unexpected %s after %lld ms: %s\n", rank, coll_status_name(st),
-            (long long)took, msg);
-  coll_comm_destroy(comm);
-  return bad;
-}
 
 START_TEST(a_late_rank_times_the_others_out_with_a_hang_report) {
   arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 700}};
-  ck_assert_int_eq(mp_run(3, 20000, rank_late, &c), 0);
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 20000, pf_rank_late, &f), 0);
 }
 END_TEST
 
-static void *abort_soon(void *arg) {
-  usleep(200 * 1000);
-  coll_comm_abort(arg);
-  return NULL;
-}
-
-/* Rank 0 aborts while it waits alone in the arena; the others, arriving later, learn
- * from the arena that rank 0 failed, at once rather than at their deadline. */
-static int rank_abort(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
-  (void)nranks;
-  float v[256] = {0};
-  int bad = 0;
-  if (rank == 0) {
-    pthread_t t;
-    pthread_create(&t, NULL, abort_soon, comm);
-    coll_status_t st = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm);
-    pthread_join(t, NULL);
-    bad = st != COLL_ERR_ABORTED;
-    usleep(1000 * 1000); /* keep the process (and its lock) while the others look */
-  } else {
-    usleep(600 * 1000);
-    int64_t start = now_ms();
-    coll_status_t st = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm);
-    int64_t took = now_ms() - start;
-    bad = st != COLL_ERR_REMOTE || strstr(coll_last_error(), "rank 0") == NULL || took > 2000;
-  }
-  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
-  coll_comm_destroy(comm);
-  return bad;
-}
-
 START_TEST(an_aborted_rank_fails_the_others_at_once) {
   arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(3, 30000, rank_abort, &c), 0);
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 30000, pf_rank_abort, &f), 0);
 }
 END_TEST
 
@@ -342,9 +263,9 @@ static int rank_cross_mismatch(int rank, int nranks, void *arg) {
   if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   static float x[100000];
   size_t count = rank == 1 ? 1000 : 100000;
-  int64_t start = now_ms();
+  int64_t start = pf_now_ms();
   coll_status_t st = coll_all_reduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm);
-  int64_t took = now_ms() - start;
+  int64_t took = pf_now_ms() - start;
   const char *msg = coll_last_error();
   int bad = st == COLL_OK || took > c->job.timeout_ms / 2 ||
             strstr(msg, "all_reduce(float32, 1000, sum) #1") == NULL;
@@ -402,9 +323,9 @@ static int rank_bad_slot(int rank, int nranks, void *arg) {
                        .master_addr = "127.0.0.1", .master_port = c->job.port,
                        .host_store = -1, .timeout_ms = c->job.timeout_ms};
   ct_clean_env();
-  int64_t start = now_ms();
+  int64_t start = pf_now_ms();
   coll_status_t st = coll_comm_init_config(&cfg, &comm);
-  int64_t took = now_ms() - start;
+  int64_t took = pf_now_ms() - start;
   int bad = st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "COLL_ARENA_SLOT_BYTES") == NULL ||
             took > 3000;
   if (bad) fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took, coll_last_error());

@@ -7,12 +7,9 @@
  * against windows end in errors, not hangs; bad arguments are clear errors; COLL_TRACE
  * shows the call. */
 #include <check.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "coll.h"
@@ -20,18 +17,13 @@
 #include "core/arena.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "peer_failures.h"
 
 typedef struct {
   ct_job_t job;
   const char *window; /* COLL_WINDOW value, NULL: default */
   int variant;
 } win_case_t;
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int init(const win_case_t *c, int rank, int nranks, coll_comm_t **comm) {
   unsetenv("COLL_ARENA");
@@ -196,76 +188,40 @@ START_TEST(plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows) 
 }
 END_TEST
 
-enum { VICTIM = 2, BIG = 1 << 18 };
+/* The failure scenarios of peer_failures.h, over registered windows. */
+static int init_case(const void *c, int rank, int nranks, coll_comm_t **comm) {
+  return init(c, rank, nranks, comm);
+}
 
-/* The victim dies during (or before) a zero-copy all-reduce; the others name it. */
-static int rank_killed(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
-  float *x = NULL;
-  if (coll_mem_alloc(comm, BIG * sizeof *x, (void **)&x) != COLL_OK) return 1;
-  if (rank == VICTIM) {
-    coll_request_t *req = NULL;
-    for (int k = 0; k < c->variant % 3; k++) coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
-    coll_all_reduce_async(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm, &req);
-    usleep((useconds_t)(c->variant * 173 % 2000));
-    raise(SIGKILL);
-  }
-  coll_status_t st = COLL_OK;
-  int64_t took = 0;
-  for (int k = 0; k < 1000 && st == COLL_OK; k++) {
-    int64_t start = now_ms();
-    st = coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
-    took = now_ms() - start;
-  }
-  const char *msg = coll_last_error();
-  int bad = st == COLL_OK || took > c->job.timeout_ms || strstr(msg, "rank 2") == NULL ||
-            strstr(msg, "window") == NULL;
-  if (bad)
-    fprintf(stderr, "rank %d: expected an error naming rank 2 within %d ms, got %s after %lld ms: %s\n",
-            rank, c->job.timeout_ms, coll_status_name(st), (long long)took, msg);
-  coll_comm_destroy(comm);
-  return bad;
+static void *window_alloc(coll_comm_t *comm, size_t bytes) {
+  void *p = NULL;
+  return coll_mem_alloc(comm, bytes, &p) == COLL_OK ? p : NULL;
+}
+
+static pf_case_t failure_case(const win_case_t *c) {
+  return (pf_case_t){.init = init_case,
+                     .suite_case = c,
+                     .alloc = window_alloc,
+                     .release = NULL, /* the communicator frees its windows */
+                     .timeout_ms = c->job.timeout_ms,
+                     .variant = c->variant,
+                     .killed_says = "window",
+                     .late_says = "rank 2 (its input in its window"};
 }
 
 START_TEST(a_killed_rank_is_named_by_the_others_quickly) {
   for (int k = 0; k < 4; k++) {
     win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .variant = k};
-    ck_assert_msg(mp_run(3, 20000, rank_killed, &c) == 1, "repetition %d", k);
+    pf_case_t f = failure_case(&c);
+    ck_assert_msg(mp_run(3, 20000, pf_rank_killed, &f) == 1, "repetition %d", k);
   }
 }
 END_TEST
 
-/* Rank 2 arrives after the others' deadline: they time out naming it (rank 0 with the
- * hang report), saying what they waited for. */
-static int rank_late(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
-  int32_t *v = NULL;
-  if (coll_mem_alloc(comm, 64 * sizeof *v, (void **)&v) != COLL_OK) return 1;
-  if (rank == VICTIM) usleep((useconds_t)(c->job.timeout_ms + 1500) * 1000);
-  int64_t start = now_ms();
-  coll_status_t st = coll_all_reduce(v, v, 64, COLL_INT32, COLL_SUM, comm);
-  int64_t took = now_ms() - start;
-  const char *msg = coll_last_error();
-  int bad;
-  if (rank == VICTIM)
-    bad = st == COLL_OK;
-  else
-    bad = st != COLL_ERR_TIMEOUT || strstr(msg, "rank 2 (its input in its window") == NULL ||
-          took > c->job.timeout_ms + 3000 || (rank == 0 && strstr(msg, "hang report") == NULL);
-  if (bad)
-    fprintf(stderr, "rank %d: unexpected %s after %lld ms: %s\n", rank, coll_status_name(st),
-            (long long)took, msg);
-  coll_comm_destroy(comm);
-  return bad;
-}
-
 START_TEST(a_late_rank_times_the_others_out_with_a_hang_report) {
   win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 700}};
-  ck_assert_int_eq(mp_run(3, 20000, rank_late, &c), 0);
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 20000, pf_rank_late, &f), 0);
 }
 END_TEST
 
@@ -304,9 +260,9 @@ static int rank_cross_mismatch(int rank, int nranks, void *arg) {
   float *w = NULL;
   if (coll_mem_alloc(comm, sizeof heap, (void **)&w) != COLL_OK) return 1;
   float *x = rank == 1 ? heap : w;
-  int64_t start = now_ms();
+  int64_t start = pf_now_ms();
   coll_status_t st = coll_all_reduce(x, x, 1000, COLL_FLOAT32, COLL_SUM, comm);
-  int64_t took = now_ms() - start;
+  int64_t took = pf_now_ms() - start;
   const char *msg = coll_last_error();
   int bad = st == COLL_OK || took > c->job.timeout_ms / 2;
   if (rank != 1)
@@ -325,44 +281,10 @@ START_TEST(a_heap_buffer_against_windows_fails_at_once) {
 }
 END_TEST
 
-static void *abort_soon(void *arg) {
-  usleep(200 * 1000);
-  coll_comm_abort(arg);
-  return NULL;
-}
-
-/* Rank 0 aborts while it waits alone in a zero-copy call; the others, arriving later,
- * learn from the arena that rank 0 failed, at once rather than at their deadline. */
-static int rank_abort(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
-  (void)nranks;
-  float *v = NULL;
-  if (coll_mem_alloc(comm, 4096 * sizeof *v, (void **)&v) != COLL_OK) return 1;
-  int bad = 0;
-  if (rank == 0) {
-    pthread_t t;
-    pthread_create(&t, NULL, abort_soon, comm);
-    coll_status_t st = coll_all_reduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm);
-    pthread_join(t, NULL);
-    bad = st != COLL_ERR_ABORTED;
-    usleep(1000 * 1000); /* keep the process (and its lock) while the others look */
-  } else {
-    usleep(600 * 1000);
-    int64_t start = now_ms();
-    coll_status_t st = coll_all_reduce(v, v, 4096, COLL_FLOAT32, COLL_SUM, comm);
-    int64_t took = now_ms() - start;
-    bad = st != COLL_ERR_REMOTE || strstr(coll_last_error(), "rank 0") == NULL || took > 2000;
-  }
-  if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());
-  coll_comm_destroy(comm);
-  return bad;
-}
-
 START_TEST(an_aborted_rank_fails_the_others_at_once) {
   win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(3, 30000, rank_abort, &c), 0);
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 30000, pf_rank_abort, &f), 0);
 }
 END_TEST
 
