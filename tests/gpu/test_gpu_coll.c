@@ -21,25 +21,6 @@ typedef struct {
 
 static const size_t counts[] = {7, 300001};
 
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_));      \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-
-#define COLL_OK_OR_FAIL(call)                                                            \
-  do {                                                                                   \
-    coll_status_t s_ = (call);                                                           \
-    if (s_ != COLL_OK) {                                                                 \
-      fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #call, coll_status_string(s_),     \
-              coll_last_error());                                                        \
-      return 1;                                                                          \
-    }                                                                                    \
-  } while (0)
-
 static int check(int rank, int n, const void *host, size_t count, coll_dtype_t t, coll_op_t op,
                  const char *what) {
   return gpu_check(rank, n, host, 0, count, t, op, what);

@@ -27,25 +27,6 @@ typedef struct {
 static const size_t counts[] = {7, 300001};
 static const size_t big_count = ((size_t)1 << 21) + 3; /* float32: 8 MiB + 12 bytes */
 
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_));      \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-
-#define COLL_OK_OR_FAIL(call)                                                            \
-  do {                                                                                   \
-    coll_status_t s_ = (call);                                                           \
-    if (s_ != COLL_OK) {                                                                 \
-      fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #call, coll_status_string(s_),     \
-              coll_last_error());                                                        \
-      return 1;                                                                          \
-    }                                                                                    \
-  } while (0)
-
 /* Device buffers of one rank, sized for the largest case, and a host mirror. */
 typedef struct {
   int rank, n;
