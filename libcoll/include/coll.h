@@ -163,14 +163,16 @@ COLL_API coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_
  * Host buffers work with the _stream calls too (the call waits for the stream, then runs
  * like the blocking one). Ranks of one host use cuda_ipc (device staging, reductions as
  * kernels; several ranks may share a GPU), other pairs stage through pinned host memory.
- * COLL_CUDA=0 makes the library treat every pointer as host memory (no CUDA context). */
+ * COLL_CUDA=0 makes the library treat every pointer as host memory (no CUDA context).
+ * _stream calls are refused inside a group (a recorded call would run at
+ * coll_group_end, out of the stream's order). */
 COLL_API coll_status_t coll_all_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                               coll_dtype_t dtype, coll_op_t op,
                                               coll_comm_t *comm, void *cuda_stream);
 COLL_API coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype,
                                              int root, coll_comm_t *comm, void *cuda_stream);
 /* The other collectives on a stream (buffers and counts as their blocking forms below).
- * These four are refused inside a group. Point-to-point calls take host buffers only
+ * Every _stream call is refused inside a group. Point-to-point calls take host buffers only
  * (a device buf is COLL_ERR_UNSUPPORTED). */
 COLL_API coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                           coll_dtype_t dtype, coll_op_t op, int root,

@@ -1,191 +1,9 @@
-/* The collectives beyond all-reduce and broadcast (reduce, all_gather, reduce_scatter,
- * all_to_all, barrier): argument checks that know each one's buffer sizes and in-place
- * form, the algorithm choice (forced or cost model, identical on every rank) with an INFO
- * line giving the estimates of the alternatives, then the executor, blocking, through a
- * request, recorded in an open group, or queued on a CUDA stream (the _stream forms). */
-#include <math.h>
+/* The entry points of the collectives beyond all-reduce and broadcast (reduce,
+ * all_gather, reduce_scatter, all_to_all): each builds its call and hands it to the
+ * common path (api_call.c), blocking, asynchronous or on a CUDA stream. */
 #include <stdint.h>
-#include <stdio.h>
 
-#include "common/error.h"
-#include "common/log.h"
 #include "core/comm.h"
-#include "mem/mem_cuda.h"
-
-void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
-  sched_params_t params = {.collective = call->kind,
-                           .count = call->count,
-                           .dtype = call->dtype,
-                           .rank = comm->rank,
-                           .nranks = comm->nranks,
-                           .root = call->root,
-                           .segment_bytes = comm->segment_bytes};
-  const sched_params_t *p = &params;
-  char alts[256] = "";
-  size_t len = 0;
-  for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
-    double t = algo_predict((coll_algo_t)a, p, &comm->cost);
-    if (!isfinite(t) || t <= 0) continue;
-    int n = snprintf(alts + len, sizeof alts - len, "%s%s %.1f us", len ? ", " : "",
-                     coll_algo_name((coll_algo_t)a), t * 1e6);
-    if (n < 0) break;
-    len += (size_t)n;
-  }
-  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
-                 call->kind == COLL_KIND_REDUCE_SCATTER;
-  coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
-           call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
-           reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
-           call->win_send != NULL       ? " (zero-copy window: buffers from coll_mem_alloc)"
-           : comm->algo == call->algo ? " (forced)"
-                                      : " (cost model)",
-           call->on_device ? exec_cuda_path_name(comm) : exec_transport_name(comm),
-           alts[0] ? alts : "none");
-}
-
-static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
-  return a < b + blen && b < a + alen;
-}
-
-/* The in-place forms allowed per collective; any other overlap is refused. */
-static coll_status_t check_buffers(coll_comm_t *comm, const char *what, const exec_call_t *c,
-                                   size_t esz) {
-  size_t in_count, out_count;
-  sched_buffer_counts(c->kind, c->count, comm->nranks, &in_count, &out_count);
-  bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->rank != c->root;
-  if (c->sendbuf == NULL || (c->recvbuf == NULL && !rooted_out))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", what,
-                      c->sendbuf == NULL ? "sendbuf" : "recvbuf", c->count);
-  if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->nranks)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", what,
-                      c->count, coll_dtype_name(c->dtype));
-  if (c->recvbuf == NULL) return COLL_OK;
-  uintptr_t s = (uintptr_t)c->sendbuf, r = (uintptr_t)c->recvbuf;
-  size_t block = c->count * esz, rank_off = (size_t)comm->rank * block;
-  bool in_place = false;
-  switch (c->kind) {
-    case COLL_KIND_ALL_GATHER:
-      in_place = s == r + rank_off;
-      break;
-    case COLL_KIND_REDUCE_SCATTER:
-      in_place = r == s + rank_off;
-      break;
-    case COLL_KIND_ALL_TO_ALL:
-      break;
-    default:
-      in_place = s == r;
-  }
-  if (!in_place && overlaps(s, in_count * esz, r, out_count * esz))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "%s: sendbuf and recvbuf overlap (%s)", what,
-                      c->kind == COLL_KIND_ALL_GATHER       ? "in-place is sendbuf == recvbuf + rank * "
-                                                              "sendcount"
-                      : c->kind == COLL_KIND_REDUCE_SCATTER ? "in-place is recvbuf == sendbuf + rank "
-                                                              "* recvcount"
-                      : c->kind == COLL_KIND_ALL_TO_ALL     ? "all_to_all has no in-place form"
-                                                            : "in-place passes the same pointer twice");
-  return COLL_OK;
-}
-
-coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call) {
-  coll_status_t st = comm_check(comm, what);
-  if (st != COLL_OK) return st;
-  st = comm_check_usable(comm, what);
-  if (st != COLL_OK) return st;
-  size_t esz = coll_dtype_size(call->dtype);
-  if (esz == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)call->dtype);
-  bool reduces = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER;
-  if (reduces && coll_op_name(call->op) == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
-  if (call->kind == COLL_KIND_REDUCE && (call->root < 0 || call->root >= comm->nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what, call->root,
-                      comm->nranks);
-  if (call->count > 0) {
-    st = check_buffers(comm, what, call, esz);
-    if (st != COLL_OK) return st;
-    /* Device buffers (exec_cuda.c): the cuda_ipc connections are made at the first
-     * device call, which every rank makes alike. */
-    st = exec_cuda_classify(comm, what, call);
-    if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
-    if (st != COLL_OK) return st;
-  }
-  if (comm->algo_check_pending) {
-    st = rdv_check_algo(comm);
-    if (st != COLL_OK) return st;
-    comm->algo_check_pending = false;
-  }
-  sched_params_t p = {.collective = call->kind,
-                      .count = call->count,
-                      .dtype = call->dtype,
-                      .rank = comm->rank,
-                      .nranks = comm->nranks,
-                      .root = call->root,
-                      .segment_bytes = comm->segment_bytes};
-  call->algo = comm->algo;
-  if (call->algo == COLL_ALGO_AUTO)
-    call->algo =
-        comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
-  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
-  return COLL_OK;
-}
-
-coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
-                         coll_request_t **request) {
-  coll_status_t st;
-  if (comm->group_depth > 0) {
-    if (request != NULL)
-      return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                        "%s: asynchronous calls are not allowed inside a group", what);
-    st = group_record(comm, call);
-  } else if (request != NULL) {
-    st = progress_submit(comm, call, request);
-  } else {
-    st = progress_run_blocking(comm, call);
-  }
-  if (st == COLL_OK) coll_error_clear();
-  return st;
-}
-
-static coll_status_t run(coll_comm_t *comm, const char *what, exec_call_t call,
-                         coll_request_t **request, bool async) {
-  if (async) {
-    if (request == NULL)
-      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
-    *request = NULL;
-  }
-  coll_status_t st = api_prepare(comm, what, &call);
-  if (st != COLL_OK) return st;
-  /* Device buffers of a plain or _async call: what the legacy default stream holds (the
-   * caller's last writes, as cudaMemcpy leaves them) comes first. */
-  if (call.on_device && comm->group_depth == 0) st = exec_cuda_wait_default_stream(comm);
-  if (st != COLL_OK) return st;
-  return api_submit(comm, what, &call, async ? request : NULL);
-}
-
-/* The _stream forms: device buffers are queued on the caller's stream (exec_cuda.c);
- * host buffers wait for the stream, then run like the blocking call. Not inside a group:
- * a recorded call would run at coll_group_end, out of the stream's order. */
-static coll_status_t run_stream(coll_comm_t *comm, const char *what, exec_call_t call,
-                                void *stream) {
-  coll_status_t st = comm_check(comm, what);
-  if (st != COLL_OK) return st;
-  if (comm->group_depth > 0)
-    return coll_error(COLL_ERR_UNSUPPORTED,
-                      "%s: stream calls are not allowed inside a group (use the blocking form)",
-                      what);
-  st = api_prepare(comm, what, &call);
-  if (st != COLL_OK) return st;
-  if (call.on_device) {
-    call.stream = stream;
-    st = exec_cuda_submit_stream(comm, &call);
-  } else {
-    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->timeout_ms);
-    if (st == COLL_OK) st = progress_run_blocking(comm, &call);
-  }
-  if (st == COLL_OK) coll_error_clear();
-  return st;
-}
 
 static exec_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
                         coll_op_t op, int root) {
@@ -195,20 +13,20 @@ static exec_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, 
 
 coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
                           coll_op_t op, int root, coll_comm_t *comm) {
-  return run(comm, "coll_reduce", make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
+  return api_run(comm, "coll_reduce", make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
              NULL, false);
 }
 
 coll_status_t coll_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                 coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
                                 coll_request_t **request) {
-  return run(comm, "coll_reduce_async",
+  return api_run(comm, "coll_reduce_async",
              make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), request, true);
 }
 
 coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                               coll_dtype_t dtype, coll_comm_t *comm) {
-  return run(comm, "coll_all_gather",
+  return api_run(comm, "coll_all_gather",
              make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), NULL,
              false);
 }
@@ -216,14 +34,14 @@ coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcou
 coll_status_t coll_all_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
                                     coll_dtype_t dtype, coll_comm_t *comm,
                                     coll_request_t **request) {
-  return run(comm, "coll_all_gather_async",
+  return api_run(comm, "coll_all_gather_async",
              make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), request,
              true);
 }
 
 coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                   coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm) {
-  return run(comm, "coll_reduce_scatter",
+  return api_run(comm, "coll_reduce_scatter",
              make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), NULL,
              false);
 }
@@ -231,21 +49,21 @@ coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t rec
 coll_status_t coll_reduce_scatter_async(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                         coll_request_t **request) {
-  return run(comm, "coll_reduce_scatter_async",
+  return api_run(comm, "coll_reduce_scatter_async",
              make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), request,
              true);
 }
 
 coll_status_t coll_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
                               coll_dtype_t dtype, coll_comm_t *comm) {
-  return run(comm, "coll_all_to_all",
+  return api_run(comm, "coll_all_to_all",
              make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), NULL, false);
 }
 
 coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_comm_t *comm,
                                     coll_request_t **request) {
-  return run(comm, "coll_all_to_all_async",
+  return api_run(comm, "coll_all_to_all_async",
              make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), request,
              true);
 }
@@ -253,13 +71,13 @@ coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t c
 coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                  coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
                                  void *cuda_stream) {
-  return run_stream(comm, "coll_reduce_stream",
+  return api_run_stream(comm, "coll_reduce_stream",
                     make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), cuda_stream);
 }
 
 coll_status_t coll_all_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                      coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
-  return run_stream(comm, "coll_all_gather_stream",
+  return api_run_stream(comm, "coll_all_gather_stream",
                     make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
                     cuda_stream);
 }
@@ -267,14 +85,14 @@ coll_status_t coll_all_gather_stream(const void *sendbuf, void *recvbuf, size_t 
 coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                          coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                          void *cuda_stream) {
-  return run_stream(comm, "coll_reduce_scatter_stream",
+  return api_run_stream(comm, "coll_reduce_scatter_stream",
                     make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0),
                     cuda_stream);
 }
 
 coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t count,
                                      coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
-  return run_stream(comm, "coll_all_to_all_stream",
+  return api_run_stream(comm, "coll_all_to_all_stream",
                     make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0),
                     cuda_stream);
 }
@@ -289,11 +107,11 @@ static exec_call_t barrier_call(coll_comm_t *comm) {
 coll_status_t coll_barrier(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_barrier");
   if (st != COLL_OK) return st;
-  return run(comm, "coll_barrier", barrier_call(comm), NULL, false);
+  return api_run(comm, "coll_barrier", barrier_call(comm), NULL, false);
 }
 
 coll_status_t coll_barrier_async(coll_comm_t *comm, coll_request_t **request) {
   coll_status_t st = comm_check(comm, "coll_barrier_async");
   if (st != COLL_OK) return st;
-  return run(comm, "coll_barrier_async", barrier_call(comm), request, true);
+  return api_run(comm, "coll_barrier_async", barrier_call(comm), request, true);
 }

@@ -56,7 +56,7 @@ typedef struct {
   size_t np2p;
   exec_p2p_t one;
   /* Zero-copy window all-reduce (window.h): 1 + the window ids of sendbuf and recvbuf
-   * and the offsets in them, set by api_collectives.c when both lie in windows; the
+   * and the offsets in them, set by api_call.c when both lie in windows; the
    * window pointers are valid while the call runs (freeing them is the caller's error). */
   uint64_t win_send_id, win_send_off, win_recv_id, win_recv_off;
   const struct window *win_send, *win_recv;
@@ -270,7 +270,7 @@ void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer);
  * so the others can still read the failure record. */
 void failure_linger(coll_comm_t *comm);
 
-/* ---- api_more.c ---- */
+/* ---- api_call.c ---- */
 /* Argument checks, algorithm choice and the INFO line for a collective call (all kinds
  * but P2P); on success *call is ready for the executor. */
 coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call);
@@ -280,6 +280,14 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
 /* Run a prepared call: recorded inside a group, else blocking or through *request. */
 coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
                          coll_request_t **request);
+/* A collective call from its entry point: prepared, then submitted (async: through
+ * *request, which must not be NULL). Plain and async calls on device buffers first wait
+ * for the legacy default stream. */
+coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
+                      coll_request_t **request, bool async);
+/* A _stream call: device buffers are queued on `stream` (exec_cuda.c); host buffers wait
+ * for it, then run like the blocking call. Refused inside a group. */
+coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call, void *stream);
 
 /* ---- group.c ---- */
 /* Record a prepared call in the open group. */

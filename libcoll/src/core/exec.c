@@ -562,7 +562,7 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
     if (call->sendbuf != call->recvbuf) memcpy(call->recvbuf, call->sendbuf, call->count * esz);
     return COLL_OK; /* AVG over one rank divides by 1 */
   }
-  /* The arena has its own loop (arena.c); api_collectives.c chose it only where it runs. */
+  /* The arena has its own loop (arena.c); api_call.c chose it only where it runs. */
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
     return call->win_send != NULL ? window_run(comm, call) : arena_run(comm, call);
   exec_cache_entry_t *e;

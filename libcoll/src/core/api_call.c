@@ -1,0 +1,214 @@
+/* The path every collective call takes (all kinds but P2P, whose calls group.c builds):
+ * argument checks that know each collective's buffer sizes and in-place form, the
+ * algorithm choice (forced, the cost model, the arena or a zero-copy window; identical on
+ * every rank) with an INFO line giving the estimates of the alternatives, then the
+ * executor: blocking, through a request, recorded in an open group, or queued on a CUDA
+ * stream (the _stream forms). api_collectives.c and api_more.c hold the entry points. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "core/comm.h"
+#include "core/window.h"
+#include "mem/mem_cuda.h"
+
+void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
+  sched_params_t params = {.collective = call->kind,
+                           .count = call->count,
+                           .dtype = call->dtype,
+                           .rank = comm->rank,
+                           .nranks = comm->nranks,
+                           .root = call->root,
+                           .segment_bytes = comm->segment_bytes};
+  const sched_params_t *p = &params;
+  char alts[256] = "";
+  size_t len = 0;
+  for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
+    double t = algo_predict((coll_algo_t)a, p, &comm->cost);
+    if (!isfinite(t) || t <= 0) continue;
+    int n = snprintf(alts + len, sizeof alts - len, "%s%s %.1f us", len ? ", " : "",
+                     coll_algo_name((coll_algo_t)a), t * 1e6);
+    if (n < 0) break;
+    len += (size_t)n;
+  }
+  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
+                 call->kind == COLL_KIND_REDUCE_SCATTER;
+  coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
+           call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
+           reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
+           call->win_send != NULL       ? " (zero-copy window: buffers from coll_mem_alloc)"
+           : comm->algo == call->algo ? " (forced)"
+                                      : " (cost model)",
+           call->on_device ? exec_cuda_path_name(comm) : exec_transport_name(comm),
+           alts[0] ? alts : "none");
+}
+
+static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
+  return a < b + blen && b < a + alen;
+}
+
+/* The in-place forms allowed per collective; any other overlap is refused. */
+static coll_status_t check_buffers(coll_comm_t *comm, const char *what, const exec_call_t *c,
+                                   size_t esz) {
+  size_t in_count, out_count;
+  sched_buffer_counts(c->kind, c->count, comm->nranks, &in_count, &out_count);
+  bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->rank != c->root;
+  if (c->sendbuf == NULL || (c->recvbuf == NULL && !rooted_out))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", what,
+                      c->sendbuf == NULL ? "sendbuf" : "recvbuf", c->count);
+  if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->nranks)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", what,
+                      c->count, coll_dtype_name(c->dtype));
+  if (c->recvbuf == NULL) return COLL_OK;
+  uintptr_t s = (uintptr_t)c->sendbuf, r = (uintptr_t)c->recvbuf;
+  size_t block = c->count * esz, rank_off = (size_t)comm->rank * block;
+  bool in_place = false;
+  switch (c->kind) {
+    case COLL_KIND_ALL_GATHER:
+      in_place = s == r + rank_off;
+      break;
+    case COLL_KIND_REDUCE_SCATTER:
+      in_place = r == s + rank_off;
+      break;
+    case COLL_KIND_ALL_TO_ALL:
+      break;
+    default:
+      in_place = s == r;
+  }
+  if (!in_place && overlaps(s, in_count * esz, r, out_count * esz))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "%s: sendbuf and recvbuf overlap (%s)", what,
+                      c->kind == COLL_KIND_ALL_GATHER       ? "in-place is sendbuf == recvbuf + rank * "
+                                                              "sendcount"
+                      : c->kind == COLL_KIND_REDUCE_SCATTER ? "in-place is recvbuf == sendbuf + rank "
+                                                              "* recvcount"
+                      : c->kind == COLL_KIND_ALL_TO_ALL     ? "all_to_all has no in-place form"
+                                                            : "in-place passes the same pointer twice");
+  return COLL_OK;
+}
+
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call) {
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  st = comm_check_usable(comm, what);
+  if (st != COLL_OK) return st;
+  size_t esz = coll_dtype_size(call->dtype);
+  if (esz == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)call->dtype);
+  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
+                 call->kind == COLL_KIND_REDUCE_SCATTER;
+  if (reduces && coll_op_name(call->op) == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
+  bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;
+  if (rooted && (call->root < 0 || call->root >= comm->nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what, call->root,
+                      comm->nranks);
+  if (call->count > 0) {
+    st = check_buffers(comm, what, call, esz);
+    if (st != COLL_OK) return st;
+    /* Device buffers (exec_cuda.c): the cuda_ipc connections are made at the first
+     * device call, which every rank makes alike. */
+    st = exec_cuda_classify(comm, what, call);
+    if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
+    if (st != COLL_OK) return st;
+  }
+  if (comm->algo_check_pending) {
+    st = rdv_check_algo(comm);
+    if (st != COLL_OK) return st;
+    comm->algo_check_pending = false;
+  }
+  sched_params_t p = {.collective = call->kind,
+                      .count = call->count,
+                      .dtype = call->dtype,
+                      .rank = comm->rank,
+                      .nranks = comm->nranks,
+                      .root = call->root,
+                      .segment_bytes = comm->segment_bytes};
+  call->algo = comm->algo;
+  /* The arena serves host all-reduces of a communicator that has one (all ranks on one
+   * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts
+   * are the same on every rank, so is the choice. */
+  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !call->on_device;
+  if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
+    if (call->kind == COLL_KIND_ALL_REDUCE)
+      coll_log(COLL_LOG_INFO,
+               "%s: algo arena is forced but cannot run here (%s); the cost model chooses",
+               what,
+               call->on_device      ? "device buffers"
+               : comm->nranks == 1 ? "one rank"
+                                    : "ranks on several hosts, or a transport other than shm");
+    call->algo = COLL_ALGO_AUTO;
+  }
+  if (call->algo == COLL_ALGO_AUTO) {
+    call->algo =
+        comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
+    if (arena_ok && call->count > 0 && algo_arena_preferred(&p, &comm->cost))
+      call->algo = COLL_ALGO_ARENA;
+  }
+  /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
+   * another algorithm is forced. */
+  if (arena_ok && call->count > 0 && (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
+    window_prepare_call(comm, call);
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
+  return COLL_OK;
+}
+
+coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
+                         coll_request_t **request) {
+  coll_status_t st;
+  if (comm->group_depth > 0) {
+    if (request != NULL)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                        "%s: asynchronous calls are not allowed inside a group", what);
+    st = group_record(comm, call);
+  } else if (request != NULL) {
+    st = progress_submit(comm, call, request);
+  } else {
+    st = progress_run_blocking(comm, call);
+  }
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
+coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
+                      coll_request_t **request, bool async) {
+  if (async) {
+    if (request == NULL)
+      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+    *request = NULL;
+  }
+  coll_status_t st = api_prepare(comm, what, &call);
+  if (st != COLL_OK) return st;
+  /* Device buffers of a plain or _async call: what the legacy default stream holds (the
+   * caller's last writes, as cudaMemcpy leaves them) comes first. */
+  if (call.on_device && comm->group_depth == 0) st = exec_cuda_wait_default_stream(comm);
+  if (st != COLL_OK) return st;
+  return api_submit(comm, what, &call, async ? request : NULL);
+}
+
+/* The _stream forms: device buffers are queued on the caller's stream (exec_cuda.c);
+ * host buffers wait for the stream, then run like the blocking call. Not inside a group:
+ * a recorded call would run at coll_group_end, out of the stream's order. */
+coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call,
+                             void *stream) {
+  coll_status_t st = comm_check(comm, what);
+  if (st != COLL_OK) return st;
+  if (comm->group_depth > 0)
+    return coll_error(COLL_ERR_UNSUPPORTED,
+                      "%s: stream calls are not allowed inside a group (use the blocking form)",
+                      what);
+  st = api_prepare(comm, what, &call);
+  if (st != COLL_OK) return st;
+  if (call.on_device) {
+    call.stream = stream;
+    st = exec_cuda_submit_stream(comm, &call);
+  } else {
+    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->timeout_ms);
+    if (st == COLL_OK) st = progress_run_blocking(comm, &call);
+  }
+  if (st == COLL_OK) coll_error_clear();
+  return st;
+}
+
