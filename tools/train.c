@@ -52,8 +52,8 @@ static void usage(FILE *out) {
           "MASTER_PORT (collrun, torchrun), or srun's SLURM_* and mpirun's OMPI_COMM_WORLD_*\n"
           "(the store's address is then derived: see docs/cluster.md). With none of\n"
           "WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE set, it runs as a single rank.\n"
-          "When every rank of the host has a core (LOCAL_WORLD_SIZE <= CPUs), waiting ranks\n"
-          "poll for up to 2 ms before sleeping (COLL_SPIN_US=2000 unless set).\n"
+          "When every rank of the host has a core (ranks on the host <= CPUs), waiting ranks\n"
+          "poll for up to 2 ms before sleeping (COLL_SPIN_US, when set, wins).\n"
           "At the end rank 0 prints samples/s and its step time by phase.\n");
 }
 

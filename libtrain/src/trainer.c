@@ -3,7 +3,6 @@
  * checkpoints and the result. */
 #include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,20 +104,6 @@ static int launcher_world(void) {
   return 0;
 }
 
-/* A DDP rank waits for the others once per step, for as long as the slowest one's
- * backward runs late: often hundreds of microseconds. When every rank of this host has a
- * core of its own, the waiting core has nothing else to do, while going to sleep puts a
- * wake-up (in a VM, a halted virtual CPU) on every step's critical path. So ask libcoll
- * to poll for up to 2 ms (COLL_SPIN_US, unless the user set it) rather than its 50 us.
- * With more ranks than cores (or an unknown count) libcoll's own short spin stays, so
- * that a waiting rank gives its core to the rank it waits for. */
-static void prefer_polling(void) {
-  int local = env_int("LOCAL_WORLD_SIZE", 0);
-  cpu_set_t set;
-  if (local <= 0 || sched_getaffinity(0, sizeof set, &set) != 0) return;
-  if (local <= CPU_COUNT(&set)) setenv("COLL_SPIN_US", "2000", 0);
-}
-
 static train_status_t setup_comm(run_t *r) {
   r->comm = r->cfg->comm;
   r->rank = 0;
@@ -126,10 +111,16 @@ static train_status_t setup_comm(run_t *r) {
   /* Without a launcher (or with a world of one) there is nobody to talk to: run alone
    * without a store, like `python train.py` next to `torchrun train.py`. */
   if (r->comm == NULL && launcher_world() > 1) {
-    prefer_polling();
     coll_status_t cs = coll_comm_init_env(&r->comm);
     if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
     r->own_comm = true;
+    /* A DDP rank waits for the others once per step, for as long as the slowest one's
+     * backward runs late: often hundreds of microseconds. When every rank of this host
+     * has a CPU of its own, the waiting one has nothing else to do, while going to sleep
+     * puts a wake-up (in a VM, a halted virtual CPU) on every step's critical path: poll
+     * for up to 2 ms (libcoll keeps its short spin when ranks outnumber CPUs). */
+    cs = coll_comm_set_poll_us(r->comm, 2000);
+    if (cs != COLL_OK) return train_comm_error(cs, "coll_comm_set_poll_us");
   }
   if (r->comm != NULL) {
     coll_status_t cs = coll_comm_rank(r->comm, &r->rank);

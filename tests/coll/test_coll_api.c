@@ -13,6 +13,7 @@
 #include "bootstrap/store.h"
 #include "coll.h"
 #include "coll_test_util.h"
+#include "core/comm.h"
 #include "multiproc.h"
 
 /* Sanitizers that (rightly) report reading freed memory: the use-after-destroy check
@@ -47,6 +48,27 @@ static coll_comm_t *single_comm(void) {
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
   return comm;
 }
+
+/* coll_comm_set_poll_us sets the wait's polling time of a rank with a CPU of its own (one
+ * rank here), and leaves the user's COLL_SPIN_US alone. */
+START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
+  coll_comm_t *comm = single_comm();
+  ck_assert_int_eq(comm->exec.spin_ns, 50 * 1000);
+  ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
+  ck_assert_int_eq(comm->exec.spin_ns, 2000 * 1000);
+  float v = 1;
+  ck_assert_int_eq(coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm), COLL_OK);
+  coll_comm_destroy(comm);
+  ct_clean_env();
+  setenv("COLL_SPIN_US", "7", 1);
+  coll_config_t cfg = {.size = 1, .local_rank = -1, .host_store = -1};
+  ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
+  ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
+  ck_assert_int_eq(comm->exec.spin_ns, 7 * 1000);
+  unsetenv("COLL_SPIN_US");
+  coll_comm_destroy(comm);
+}
+END_TEST
 
 START_TEST(names_and_sizes_cover_every_enum_value) {
   ck_assert_uint_eq(coll_dtype_size(COLL_INT8), 1);
@@ -96,6 +118,8 @@ START_TEST(bad_arguments_return_invalid_argument_with_a_message) {
   EXPECT_INVALID(coll_request_wait(&req), "request is NULL");
   EXPECT_INVALID(coll_request_test(&req), "request is NULL");
   EXPECT_INVALID(coll_comm_set_algo(comm, COLL_ALGO_COUNT), "unknown algorithm");
+  EXPECT_INVALID(coll_comm_set_poll_us(comm, -1), "poll_us -1");
+  EXPECT_INVALID(coll_comm_set_poll_us(NULL, 10), "comm is NULL");
   EXPECT_INVALID(coll_comm_rank(comm, NULL), "rank is NULL");
   EXPECT_INVALID(coll_comm_size(NULL, NULL), "comm is NULL");
   EXPECT_INVALID(coll_comm_mem_stats(comm, NULL), "stats is NULL");
@@ -562,6 +586,7 @@ static Suite *coll_api_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, names_and_sizes_cover_every_enum_value);
   tcase_add_test(tc, bad_arguments_return_invalid_argument_with_a_message);
+  tcase_add_test(tc, set_poll_us_applies_unless_coll_spin_us_is_set);
   tcase_add_loop_test(tc, missing_or_malformed_launcher_variables_are_named, 0,
                       (int)(sizeof env_cases / sizeof env_cases[0]));
   tcase_add_test(tc, one_rank_from_the_environment_needs_no_store);

@@ -128,6 +128,8 @@ static coll_status_t choose_spin(coll_comm_t *comm) {
   if (st != COLL_OK) return st;
   comm->exec.spin_ns = spin_us * 1000;
   comm->exec.pure_spin_ns = pure_us * 1000;
+  comm->spin_crowded = crowded;
+  comm->spin_from_env = coll_env_str("COLL_SPIN_US") != NULL;
   return COLL_OK;
 }
 
@@ -318,6 +320,18 @@ coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
                       "coll_comm_set_timeout: timeout_ms %d must be >= 1", timeout_ms);
   /* Read by the executor at the start of each operation. */
   comm->timeout_ms = timeout_ms;
+  coll_error_clear();
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
+  coll_status_t st = comm_check(comm, "coll_comm_set_poll_us");
+  if (st != COLL_OK) return st;
+  if (poll_us < 0 || poll_us > 1000000)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_set_poll_us: poll_us %d is outside [0, 1000000]", poll_us);
+  /* Crowded ranks keep their short spin (choose_spin); the user's COLL_SPIN_US wins. */
+  if (!comm->spin_crowded && !comm->spin_from_env) comm->exec.spin_ns = (int64_t)poll_us * 1000;
   coll_error_clear();
   return COLL_OK;
 }

@@ -138,6 +138,8 @@ struct coll_comm {
   int nranks;
   int local_rank;
   int local_count; /* ranks on this host (from the host ids) */
+  bool spin_crowded;  /* local_count exceeds the usable CPUs: waits spin briefly */
+  bool spin_from_env; /* COLL_SPIN_US was set: coll_comm_set_poll_us leaves it */
   int timeout_ms;
   char key_prefix[COMM_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */
