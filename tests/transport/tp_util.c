@@ -14,7 +14,9 @@
 #include "common/clock.h"
 #include "common/error.h"
 
-bool tp_store_start(tp_store_host_t *host) {
+bool tp_store_start(tp_store_host_t *host) { return tp_store_start_token(host, NULL); }
+
+bool tp_store_start_token(tp_store_host_t *host, const char *token) {
   int port_pipe[2], stop_pipe[2];
   if (pipe(port_pipe) != 0) return false;
   if (pipe(stop_pipe) != 0) {
@@ -28,7 +30,7 @@ bool tp_store_start(tp_store_host_t *host) {
   if (pid == 0) {
     close(port_pipe[0]);
     close(stop_pipe[1]);
-    store_server_options_t opt = {.bind_addr = "127.0.0.1"};
+    store_server_options_t opt = {.bind_addr = "127.0.0.1", .token = token};
     store_server_t *server = NULL;
     uint16_t port = 0;
     if (store_server_start(&opt, &server) == COLL_OK)

@@ -39,6 +39,8 @@ typedef struct {
 
 /* Start it; false (with a message on stderr) on failure. */
 bool tp_store_start(tp_store_host_t *host);
+/* The same with a job token every client must present (NULL: none). */
+bool tp_store_start_token(tp_store_host_t *host, const char *token);
 /* Stop it and wait for the helper to exit. */
 void tp_store_stop(tp_store_host_t *host);
 
