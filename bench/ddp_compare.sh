@@ -4,7 +4,7 @@
 # momentum 0.9), per-rank batch (64) and number of steps, one BLAS/OpenMP thread per
 # rank, for 1, 2 and 4 ranks. Prints samples/s of both and the ratio.
 #
-#   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 300 "1 2 4"
+#   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 1000 "1 2 4"
 #
 # Each figure is the median of REPEAT runs (default 3; the runs are printed too, and
 # the host's steal time, which a busy host shows in a VM). Runs alternate between
@@ -18,12 +18,15 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 build=${1:-$root/build}
-steps=${2:-300}
+steps=${2:-1000}
 shift 2 2>/dev/null || shift $# 2>/dev/null || true
 ranks=${*:-1 2 4}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 repeat=${REPEAT:-3}
 batch=64
+# Both sides run this many steps first and leave them out of the figure (the first steps
+# fault in pages and wait for the slowest rank's start).
+warmup=${WARMUP:-10}
 
 case $build in /*) ;; *) build=$(pwd)/$build ;; esac
 train=$build/tools/train
@@ -37,15 +40,15 @@ done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 # The samples/s figure of one run of ours: the trainer's final "done:" line (time spent
-# in training steps, all ranks' samples).
+# in the training steps after the warm-up, all ranks' samples).
 ours() {
   "$collrun" -n "$1" "$train" --data "$data" --batch $batch --epochs 1000 \
-    --max-steps "$steps" --no-eval --quiet --blas-threads 1 |
+    --max-steps $((steps + warmup)) --warmup-steps $warmup --no-eval --quiet --blas-threads 1 |
     sed -n 's/.*done: .* \([0-9][0-9]*\) samples\/s.*/\1/p'
 }
 
 theirs() {
-  /usr/bin/python3 "$here/ddp_torch.py" --nproc "$1" --steps "$steps" --batch $batch \
+  /usr/bin/python3 "$here/ddp_torch.py" --nproc "$1" --steps "$steps" --warmup $warmup --batch $batch \
     --data "$data" | sed -n 's/.*samples_per_s=\([0-9][0-9]*\).*/\1/p'
 }
 

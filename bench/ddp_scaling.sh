@@ -7,7 +7,8 @@
 #   - 2-rank DDP with the gradients in registered memory (the zero-copy window, default),
 #   - 2-rank DDP with COLL_WINDOW=0 (heap gradients: the arena or the ring),
 # and prints samples/s and each figure's ratio to the 1-rank run of the same round, then
-# the medians over the rounds.
+# the medians over the rounds. Each run trains 10 steps more than STEPS and leaves its
+# first 10 out of the figure (page faults, the wait for the slowest rank's start).
 #
 #   bench/ddp_scaling.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 400 5
 set -eu
@@ -26,7 +27,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # run NRANKS: samples/s of one run (the trainer's final "done:" line)
 run() {
-  "$collrun" -n "$1" "$train" --batch 64 --epochs 1000 --max-steps "$steps" --no-eval \
+  "$collrun" -n "$1" "$train" --batch 64 --epochs 1000 --max-steps $((steps + 10)) \
+    --warmup-steps 10 --no-eval \
     --quiet --blas-threads 1 | sed -n 's/.*done: .* \([0-9][0-9]*\) samples\/s.*/\1/p'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }

@@ -43,6 +43,8 @@ static void usage(FILE *out) {
           "  --device NAME        cpu or cuda; cuda uses GPU LOCAL_RANK %% device count (cpu)\n"
           "  --blas-threads N     BLAS threads per rank (OPENBLAS_NUM_THREADS or 1)\n"
           "  --max-steps N        stop after N optimizer steps in all (0: no limit)\n"
+          "  --warmup-steps N     leave this run's first N steps out of the final samples/s,\n"
+          "                       communication share and step phases; they still train (0)\n"
           "  --log-every N        steps between progress lines when stdout is no TTY (100)\n"
           "  --no-eval            skip the test-set evaluation after each epoch\n"
           "  --quiet              no per-step progress (epoch summaries only)\n"
@@ -79,6 +81,7 @@ enum {
   OPT_DEVICE,
   OPT_BLAS_THREADS,
   OPT_MAX_STEPS,
+  OPT_WARMUP_STEPS,
   OPT_LOG_EVERY,
   OPT_NO_EVAL,
   OPT_QUIET,
@@ -107,6 +110,7 @@ static const struct option options[] = {
     {"device", required_argument, NULL, OPT_DEVICE},
     {"blas-threads", required_argument, NULL, OPT_BLAS_THREADS},
     {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},
     {"no-eval", no_argument, NULL, OPT_NO_EVAL},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -254,6 +258,10 @@ static int parse_args(int argc, char **argv, train_config_t *cfg) {
       case OPT_MAX_STEPS:
         if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
         cfg->max_steps = v;
+        break;
+      case OPT_WARMUP_STEPS:
+        if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+        cfg->warmup_steps = v;
         break;
       case OPT_LOG_EVERY:
         if (!parse_long(name, optarg, 1, 1 << 30, &v)) return 2;

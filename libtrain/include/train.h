@@ -298,6 +298,8 @@ typedef struct {
   train_device_t device;
   int blas_threads;  /* <= 0: OPENBLAS_NUM_THREADS or 1 */
   long max_steps;    /* > 0: stop after this many optimizer steps in all */
+  long warmup_steps; /* the first N steps of this run are left out of the samples/s, the
+                        communication share and the phase times (they still train) */
   bool quiet;        /* no per-step output */
   int log_every;     /* steps between progress lines when stdout is not a TTY */
   bool evaluate;     /* test accuracy at the end of each epoch */

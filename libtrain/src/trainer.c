@@ -141,6 +141,8 @@ static train_status_t validate(const train_config_t *c) {
   if (c->resume && c->checkpoint == NULL)
     return train_error(TRAIN_ERR_INVALID, "--resume needs --checkpoint FILE");
   if (c->max_steps < 0) return train_error(TRAIN_ERR_INVALID, "--max-steps must be >= 0");
+  if (c->warmup_steps < 0)
+    return train_error(TRAIN_ERR_INVALID, "--warmup-steps must be >= 0");
   return TRAIN_OK;
 }
 
@@ -493,7 +495,11 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
                        "%zu samples per rank make no step of %zu (batch x "
                        "accumulate) with --drop-last",
                        shard, per_step);
+  /* The run's totals, over the steps after the warm-up; `all_*` over every step, for a
+   * run that ends before its warm-up does. */
   double total_time = 0.0, total_wait = 0.0, total_samples = 0.0;
+  double all_time = 0.0, all_wait = 0.0, all_samples = 0.0;
+  uint64_t run_steps = 0; /* steps of this process (a resumed run counts from its start) */
   train_status_t st = TRAIN_OK;
   bool stop = false;
   for (; r->epoch < (uint64_t)c->epochs && !stop && st == TRAIN_OK; r->epoch++) {
@@ -507,11 +513,28 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       }
       size_t first = r->step_in_epoch * per_step;
       size_t count = shard - first < per_step ? shard - first : per_step;
-      double t0 = progress_now(), c0 = cpu_now();
-      st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &wait_epoch);
-      t_epoch += progress_now() - t0;
+      if (run_steps == (uint64_t)c->warmup_steps && run_steps > 0) {
+        /* The warm-up is over: the phase means start from here. */
+        memset(r->phase_s, 0, sizeof r->phase_s);
+        r->cpu_s = 0.0;
+        r->steps_timed = 0;
+      }
+      double t0 = progress_now(), c0 = cpu_now(), step_wait = 0.0;
+      st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &step_wait);
+      double step_time = progress_now() - t0;
+      t_epoch += step_time;
+      wait_epoch += step_wait;
       r->cpu_s += cpu_now() - c0;
       if (st != TRAIN_OK) break;
+      all_time += step_time;
+      all_wait += step_wait;
+      all_samples += (double)count * r->world;
+      if (run_steps >= (uint64_t)c->warmup_steps) {
+        total_time += step_time;
+        total_wait += step_wait;
+        total_samples += (double)count * r->world;
+      }
+      run_steps++;
       samples += (double)count;
       r->global_step++;
       progress_step(&prog, (int)r->epoch, r->step_in_epoch + 1, steps, r->global_step,
@@ -531,9 +554,6 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       }
     }
     if (st != TRAIN_OK) break;
-    total_time += t_epoch;
-    total_wait += wait_epoch;
-    total_samples += samples * r->world;
     /* Mean training loss over all ranks' samples of this epoch. */
     double sums[2] = {loss, samples};
     st = train_ddp_sum(r->ddp, sums, 2);
@@ -560,6 +580,15 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     }
   }
   if (st != TRAIN_OK) return st;
+  const char *counted = "";
+  if (total_samples == 0.0) { /* the run ended within its warm-up */
+    total_time = all_time;
+    total_wait = all_wait;
+    total_samples = all_samples;
+    counted = " (warm-up included: no step came after it)";
+  } else if (c->warmup_steps > 0) {
+    counted = " (after the warm-up)";
+  }
   res->samples_per_s = total_samples / (total_time + 1e-12);
   res->comm_share = total_wait / (total_time + 1e-12);
   res->global_step = r->global_step;
@@ -567,9 +596,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
   if (r->rank == 0)
     printf(
         "done: %llu steps on %d rank%s, %.0f samples/s, waiting on communication %.1f%% "
-        "of step time\n",
+        "of step time%s\n",
         (unsigned long long)r->global_step, r->world, r->world > 1 ? "s" : "", res->samples_per_s,
-        100.0 * res->comm_share);
+        100.0 * res->comm_share, counted);
   print_phases(r);
   /* The final state, so that --resume after the end (or after --max-steps) continues. */
   return save_checkpoint(r);
