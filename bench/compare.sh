@@ -4,7 +4,9 @@
 # and prints one table: case, ours, best reference, ratio, target, PASS/FAIL.
 #
 #   bench/compare.sh [BUILD_DIR]        (default: build; configured and built if needed)
-# Environment: ITERS (timed iterations, default 20), WARMUP (default 5),
+# Environment: ITERS (timed iterations, default 20), WARMUP (default 5), ROUNDS (default 3:
+#   each case runs that many times, ours and the references taking turns, and the table
+#   shows the median of the rounds: a 2-vCPU VM has noisy spells that one round can hit),
 #   LOG_DIR (keep every program's output there; default a temporary directory, kept).
 # Ratio: ours / reference for bandwidth, reference / ours for latency: > 1 means ours is
 # better. Exit status 1 when a case with a target fails.
@@ -13,6 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 iters=${ITERS:-20}
 warmup=${WARMUP:-5}
+rounds=${ROUNDS:-3}
 logs=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/compare.XXXXXX")}
 mkdir -p "$logs"
 
@@ -161,14 +164,41 @@ lowest() { # best of "value name" lines, lowest first (latency)
   sort -k1,1 -g | head -1
 }
 
-echo "compare: logs in $logs (iters $iters, warm-up $warmup; median everywhere)" >&2
+# med "t1 b1" "t2 b2" ...: "median-time median-busbw" of the rounds that gave a result
+# (each column's median on its own); nothing when none did.
+med() {
+  [ $# -gt 0 ] || return 1
+  printf '%s\n' "$@" | awk '{ t[NR] = $1; b[NR] = $2 }
+    function m(a, n,   i, j, x) {
+      for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END { printf "%g %g\n", m(t, NR), m(b, NR) }'
+}
+
+# rounds VAR FN ARGS...: runs "FN NAME-rK ARGS..." for round K and appends its "time busbw"
+# to the array VAR (the first of ARGS is the case name).
+add_round() {
+  local var=$1 fn=$2 name=$3 k=$4
+  shift 4
+  local out
+  out=$("$fn" "$name-r$k" "$@") || return 0
+  eval "$var+=(\"\$out\")"
+}
+
+echo "compare: logs in $logs (iters $iters, warm-up $warmup, $rounds rounds; median everywhere)" >&2
 # Other work on the machine skews every number (2 cores here): say how busy it was.
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
 # 1-2. shared memory, 2 ranks, large messages, vs Open MPI's shared-memory BTL (vader).
 for size in 16M 64M; do
-  o=$(ours "shm2-$size" 2 shm "$size") && o_bw=${o#* } || o_bw=""
-  m=$(mpi "shm2-$size" 2 self,vader "$size") && m_bw=${m#* } || m_bw=""
+  ro=() rm_=()
+  for k in $(seq "$rounds"); do
+    add_round ro ours "shm2-$size" "$k" 2 shm "$size"
+    add_round rm_ mpi "shm2-$size" "$k" 2 self,vader "$size"
+  done
+  o=$(med "${ro[@]}") && o_bw=${o#* } || o_bw=""
+  m=$(med "${rm_[@]}") && m_bw=${m#* } || m_bw=""
   [ "$size" = 16M ] && ours_shm2_16m=$o_bw
   row "shm 2 ranks ${size}iB busbw" "$o_bw" "$m_bw" "Open MPI vader" bwr ">=" 1.5 ">= 1.5x ref"
 done
@@ -176,22 +206,30 @@ done
 # 3-6. TCP loopback, 2 and 4 ranks, 16 and 64 MiB, vs the best of Gloo (ring,
 # halving-doubling) and Open MPI. tcp_ceiling times the same ring exchange over plain
 # sockets with no reduction: the most a ring all-reduce could reach here over loopback.
-ceiling() { # ceiling NRANKS BYTES: prints the ceiling busbw in GB/s
+ceiling() { # ceiling NAME NRANKS BYTES: prints "0 busbw" of the ceiling, in GB/s
   [ -x "$build/bench/tcp_ceiling" ] || return 1
-  timeout 300 "$build/bench/tcp_ceiling" -n "$1" -b "$2" -i "$iters" >"$logs/ceiling-$1-$2.log" \
+  timeout 300 "$build/bench/tcp_ceiling" -n "$2" -b "$3" -i "$iters" >"$logs/ceiling-$1.log" \
     2>&1 || return 1
-  awk '{ for (i = 1; i < NF; i++) if ($i == "ceiling") print $(i + 1) }' "$logs/ceiling-$1-$2.log"
+  awk '{ for (i = 1; i < NF; i++) if ($i == "ceiling") print 0, $(i + 1) }' "$logs/ceiling-$1.log"
 }
 for n in 2 4; do
   for size in 16M 64M; do
-    o=$(ours "tcp$n-$size" "$n" tcp "$size") && o_bw=${o#* } || o_bw=""
-    refs=""
-    m=$(mpi "tcp$n-$size" "$n" self,tcp "$size") && refs+="${m#* } Open-MPI-tcp"$'\n'
-    for algo in ring hd; do
-      g=$(gloo "tcp$n-$size" "$n" "$algo" "$size") && refs+="${g#* } Gloo-$algo"$'\n'
-    done
     bytes=$((${size%M} * 1048576))
-    c=$(ceiling "$n" "$bytes") || c=""
+    ro=() rm_=() rg_ring=() rg_hd=() rc=()
+    for k in $(seq "$rounds"); do
+      add_round ro ours "tcp$n-$size" "$k" "$n" tcp "$size"
+      add_round rm_ mpi "tcp$n-$size" "$k" "$n" self,tcp "$size"
+      for algo in ring hd; do
+        add_round "rg_$algo" gloo "tcp$n-$size" "$k" "$n" "$algo" "$size"
+      done
+      add_round rc ceiling "$n-$size" "$k" "$n" "$bytes"
+    done
+    o=$(med "${ro[@]}") && o_bw=${o#* } || o_bw=""
+    refs=""
+    m=$(med "${rm_[@]}") && refs+="${m#* } Open-MPI-tcp"$'\n'
+    g=$(med "${rg_ring[@]}") && refs+="${g#* } Gloo-ring"$'\n'
+    g=$(med "${rg_hd[@]}") && refs+="${g#* } Gloo-hd"$'\n'
+    c=$(med "${rc[@]}") && c=${c#* } || c=""
     details+=("tcp $n ranks ${size}iB busbw (GB/s): $(printf '%s' "$refs" | tr '\n' ' ')| plain-socket ring ceiling ${c:-n/a}, ours ${o_bw:-n/a}")
     b=$(printf '%s' "$refs" | grep . | best)
     row "tcp loopback $n ranks ${size}iB busbw" "$o_bw" "${b%% *}" "${b#* }" bwr ">=" 1.5 ">= 1.5x ref"
@@ -199,8 +237,13 @@ for n in 2 4; do
 done
 
 # 5. latency: 8 bytes, 2 ranks, shared memory, vs Open MPI vader.
-o=$(ours "lat8" 2 shm 8) && o_t=${o%% *} || o_t=""
-m=$(mpi "lat8" 2 self,vader 8) && m_t=${m%% *} || m_t=""
+ro=() rm_=()
+for k in $(seq "$rounds"); do
+  add_round ro ours "lat8" "$k" 2 shm 8
+  add_round rm_ mpi "lat8" "$k" 2 self,vader 8
+done
+o=$(med "${ro[@]}") && o_t=${o%% *} || o_t=""
+m=$(med "${rm_[@]}") && m_t=${m%% *} || m_t=""
 row "shm 2 ranks 8 B latency" "$o_t" "$m_t" "Open MPI vader" lat "<=" 3 "<= 3 us"
 
 # 6. latency over TCP loopback, 8 bytes, 2 ranks, vs Gloo, PyTorch's gloo backend, Open MPI.
@@ -217,8 +260,13 @@ row "tcp 2 ranks 8 B latency" "$o_t" "${b%% *}" "${b#* }" lat "-" 0 "(none)"
 
 # 7. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
 # Both measured back to back, so that other load on the machine skews them alike.
-o=$(ours "shm2-16M-again" 2 shm 16M) && ours_shm2_16m=${o#* } || true
-o=$(ours "shm4-16M" 4 shm 16M) && o_bw=${o#* } || o_bw=""
+ro2=() ro4=()
+for k in $(seq "$rounds"); do
+  add_round ro2 ours "shm2-16M-again" "$k" 2 shm 16M
+  add_round ro4 ours "shm4-16M" "$k" 4 shm 16M
+done
+o=$(med "${ro2[@]}") && ours_shm2_16m=${o#* } || true
+o=$(med "${ro4[@]}") && o_bw=${o#* } || o_bw=""
 row "shm 4 ranks (2 cores) 16MiB busbw" "$o_bw" "${ours_shm2_16m:-}" "ours, 2 ranks" rel ">=" 0.6 \
   ">= 0.6x 2 ranks"
 
