@@ -310,7 +310,7 @@ static int rank_trace(int rank, int nranks, void *arg) {
   text[len] = '\0';
   fclose(f);
   unlink(path);
-  if (bad || strstr(text, "\"algo\":\"arena\"") == NULL || strstr(text, "local_reduce") == NULL) {
+  if (bad || strstr(text, "\"algo\":\"window\"") == NULL || strstr(text, "local_reduce") == NULL) {
     fprintf(stderr, "rank %d: the trace does not show the call:\n%.2000s\n", rank, text);
     bad = 1;
   }

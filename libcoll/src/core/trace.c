@@ -165,7 +165,9 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
                "\"ops\":%llu,\"status\":\"%s\"}}",
                sched_kind_name((coll_kind_t)r->kind), rank, (int)r->tid, ts, dur,
                (unsigned long long)r->seq, (unsigned long long)r->a, dtype ? dtype : "?",
-               op ? op : "none", (int)r->peer, coll_algo_name((coll_algo_t)r->step),
+               op ? op : "none", (int)r->peer,
+               r->step == (uint32_t)TRACE_ALGO_WINDOW ? "window"
+                                                      : coll_algo_name((coll_algo_t)r->step),
                (unsigned long long)r->b, (unsigned long long)r->c, (unsigned long long)r->d,
                coll_status_name((coll_status_t)r->status));
       return;

@@ -12,6 +12,10 @@
 
 typedef struct trace trace_t;
 
+/* The "algo" a trace gives the zero-copy window path (window_run.c): a path chosen by
+ * where the buffers lie, not an algorithm COLL_ALGO can force, so past the enum's end. */
+#define TRACE_ALGO_WINDOW ((coll_algo_t)COLL_ALGO_COUNT)
+
 /* Read COLL_TRACE and, when set, open this rank's file (FILE.json -> FILE.rank<r>.json)
  * into comm->trace. Called once the key prefix is agreed. */
 coll_status_t trace_open(coll_comm_t *comm);

@@ -150,6 +150,7 @@ coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
   arena_trace_t ts;
   if (TRACE_ON(comm)) {
     arena_trace_init(&ts, comm, call);
+    ts.entry.sched.algo = TRACE_ALGO_WINDOW; /* named "window", not "arena" */
     x.trace = &ts;
   }
   trace_coll_begin(comm, call, x.trace ? &ts.entry : NULL);
