@@ -15,6 +15,7 @@
 #   OUT_DIR (default BUILD_DIR/algo_compare): algo_compare.csv, algo_model.csv (the cost
 #   model's time and busbw per measured case), algo_compare.png, logs.
 # Exit status: 0 success, 1 a run failed (its log is named), 2 build or setup failure.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -7,6 +7,7 @@
 # Environment: RUNS (default 3), NRANKS (default 2), TRANSPORTS (default "shm tcp"),
 #   ROUNDS (calibrate's rounds per size, default 9), IDLE_PCT (how idle the CPUs must be
 #   over half a second before a run, default 75; waits at most 60 s, then runs anyway).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -10,6 +10,7 @@
 #   LOG_DIR (keep every program's output there; default a temporary directory, kept).
 # Ratio: ours / reference for bandwidth, reference / ours for latency: > 1 means ours is
 # better. Exit status 1 when a case with a target fails.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -10,6 +10,7 @@
 # when data is found, one epoch of 2-rank training with --device cuda. Logs go to $OUT
 # (or gpu-logs/); the summary table is printed last.
 # Usage: tests/gpu/run.sh            (from the repository root; about 5 minutes)
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
