@@ -6,9 +6,10 @@
 #
 #   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 1000 "1 2 4"
 #
-# Each figure is the median of REPEAT runs (default 3; the runs are printed too, and
-# the host's steal time, which a busy host shows in a VM). Runs alternate between
-# PyTorch and ours so that a noisy spell hits both. TORCH=0 measures ours only.
+# Each figure is the median of REPEAT rounds (default 3; the runs are printed too, and
+# the host's steal time, which a busy host shows in a VM). A round runs every rank
+# count, PyTorch then ours, so that a noisy spell hits both, and the 2-rank against
+# 1-rank figure is the median of the rounds' own ratios. TORCH=0 measures ours only.
 #
 # Needs Debian's python3-torch (apt-get install -y python3-torch), run with
 # /usr/bin/python3. Targets: ours >= 1.5x PyTorch at 1 rank, >= 2x at 2 and 4 ranks,
@@ -63,18 +64,29 @@ median() {
 steal() { awk '/^cpu / { print $9 + 0 }' /proc/stat 2>/dev/null || echo 0; }
 
 printf '%-6s %16s %16s %8s   %s\n' ranks "torch samples/s" "ours samples/s" ratio "runs (ours; torch)"
-one=""
 s0=$(steal)
 t0=$(date +%s)
-for n in $ranks; do
-  tv=""
-  ov=""
-  i=0
-  while [ $i -lt "$repeat" ]; do
-    if [ "${TORCH:-1}" != 0 ]; then tv="$tv $(theirs "$n")"; fi
-    ov="$ov $(ours "$n")"
-    i=$((i + 1))
+# Rounds outermost: round i runs every rank count back to back (PyTorch, then ours), so
+# that the 1- and 2-rank runs of a round share the machine's spell; this VM's speed drifts
+# by tens of percent over minutes.
+ratios=""
+i=0
+while [ $i -lt "$repeat" ]; do
+  o1="" o2=""
+  for n in $ranks; do
+    if [ "${TORCH:-1}" != 0 ]; then eval "tv_$n=\"\${tv_$n:-} $(theirs "$n")\""; fi
+    o=$(ours "$n")
+    eval "ov_$n=\"\${ov_$n:-} $o\""
+    [ "$n" = 1 ] && o1=$o
+    [ "$n" = 2 ] && o2=$o
   done
+  if [ -n "$o1" ] && [ -n "$o2" ]; then
+    ratios="$ratios $(awk -v a="$o2" -v b="$o1" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+  i=$((i + 1))
+done
+for n in $ranks; do
+  eval "tv=\${tv_$n:-} ov=\${ov_$n:-}"
   # shellcheck disable=SC2086 # word splitting of the lists is wanted
   t=$(median $tv)
   # shellcheck disable=SC2086
@@ -87,11 +99,12 @@ for n in $ranks; do
   awk -v n="$n" -v t="${t%% *}" -v o="${o%% *}" -v ro="${o#* }" -v rt="${t#* }" 'BEGIN {
     if (t != "") printf "%-6s %16s %16s %7.2fx   %s; %s\n", n, t, o, o / t, ro, rt
     else printf "%-6s %16s %16s %8s   %s\n", n, "-", o, "-", ro }'
-  [ "$n" = 1 ] && one=${o%% *}
-  if [ "$n" = 2 ] && [ -n "$one" ]; then two=${o%% *}; fi
 done
-if [ -n "$one" ] && [ -n "${two:-}" ]; then
-  awk -v a="$two" -v b="$one" 'BEGIN { printf "ours, 2 ranks vs 1 rank: %.2fx\n", a / b }'
+if [ -n "$ratios" ]; then
+  # shellcheck disable=SC2086
+  printf '%s\n' $ratios | sort -g | awk '{ v[NR] = $1; all = all sep $1 "x"; sep = " " }
+    END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+          printf "ours, 2 ranks vs 1 rank in the same round: %.2fx (median; rounds %s)\n", m, all }'
 fi
 # USER_HZ ticks per CPU per second: 100 on Linux.
 awk -v s="$(($(steal) - s0))" -v t="$(($(date +%s) - t0))" -v c="$(nproc)" 'BEGIN {
