@@ -4,7 +4,8 @@
 # and prints one table: case, ours, best reference, ratio, target, PASS/FAIL.
 #
 #   bench/compare.sh [BUILD_DIR]        (default: build; configured and built if needed)
-# Environment: ITERS (timed iterations, default 20), WARMUP (default 5), ROUNDS (default 3:
+# Environment: ITERS (timed iterations, default 20; ITERS_LAT for the 8-byte cases, 500),
+#   WARMUP (default 5), ROUNDS (default 3:
 #   each case runs that many times, ours and the references taking turns, and the table
 #   shows the median of the rounds: a 2-vCPU VM has noisy spells that one round can hit),
 #   LOG_DIR (keep every program's output there; default a temporary directory, kept).
@@ -15,6 +16,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 iters=${ITERS:-20}
+lat_iters=${ITERS_LAT:-500} # the 8-byte cases: 20 samples of 2 us let one scheduler hiccup move the median
 warmup=${WARMUP:-5}
 rounds=${ROUNDS:-3}
 logs=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/compare.XXXXXX")}
@@ -177,6 +179,14 @@ med() {
     END { printf "%g %g\n", m(t, NR), m(b, NR) }'
 }
 
+# each COL "t1 b1" "t2 b2" ...: the rounds' values of column COL (1 time, 2 busbw), "a/b/c".
+each() {
+  local col=$1
+  shift
+  [ $# -gt 0 ] || { echo "-"; return; }
+  printf '%s\n' "$@" | awk -v c="$col" '{ printf "%s%s", (NR > 1 ? "/" : ""), $c } END { print "" }'
+}
+
 # rounds VAR FN ARGS...: runs "FN NAME-rK ARGS..." for round K and appends its "time busbw"
 # to the array VAR (the first of ARGS is the case name).
 add_round() {
@@ -187,7 +197,7 @@ add_round() {
   eval "$var+=(\"\$out\")"
 }
 
-echo "compare: logs in $logs (iters $iters, warm-up $warmup, $rounds rounds; median everywhere)" >&2
+echo "compare: logs in $logs (iters $iters, $lat_iters for 8 B, warm-up $warmup, $rounds rounds; median everywhere)" >&2
 # Other work on the machine skews every number (2 cores here): say how busy it was.
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
@@ -200,6 +210,7 @@ for size in 16M 64M; do
   done
   o=$(med "${ro[@]}") && o_bw=${o#* } || o_bw=""
   m=$(med "${rm_[@]}") && m_bw=${m#* } || m_bw=""
+  details+=("shm 2 ranks ${size}iB busbw (GB/s) per round: ours $(each 2 "${ro[@]}"), Open MPI vader $(each 2 "${rm_[@]}")")
   [ "$size" = 16M ] && ours_shm2_16m=$o_bw
   row "shm 2 ranks ${size}iB busbw" "$o_bw" "$m_bw" "Open MPI vader" bwr ">=" 1.5 ">= 1.5x ref"
 done
@@ -232,11 +243,14 @@ for n in 2 4; do
     g=$(med "${rg_hd[@]}") && refs+="${g#* } Gloo-hd"$'\n'
     c=$(med "${rc[@]}") && c=${c#* } || c=""
     details+=("tcp $n ranks ${size}iB busbw (GB/s): $(printf '%s' "$refs" | tr '\n' ' ')| plain-socket ring ceiling ${c:-n/a}, ours ${o_bw:-n/a}")
+    details+=("  per round: ours $(each 2 "${ro[@]}"), Open MPI $(each 2 "${rm_[@]}"), Gloo ring $(each 2 "${rg_ring[@]}"), Gloo hd $(each 2 "${rg_hd[@]}"), ceiling $(each 2 "${rc[@]}")")
     b=$(printf '%s' "$refs" | grep . | best)
     row "tcp loopback $n ranks ${size}iB busbw" "$o_bw" "${b%% *}" "${b#* }" bwr ">=" 1.5 ">= 1.5x ref"
   done
 done
 
+big_iters=$iters
+iters=$lat_iters
 # 5. latency: 8 bytes, 2 ranks, shared memory, vs Open MPI vader.
 ro=() rm_=()
 for k in $(seq "$rounds"); do
@@ -245,6 +259,7 @@ for k in $(seq "$rounds"); do
 done
 o=$(med "${ro[@]}") && o_t=${o%% *} || o_t=""
 m=$(med "${rm_[@]}") && m_t=${m%% *} || m_t=""
+details+=("shm 2 ranks 8 B latency (us) per round: ours $(each 1 "${ro[@]}"), Open MPI vader $(each 1 "${rm_[@]}")")
 row "shm 2 ranks 8 B latency" "$o_t" "$m_t" "Open MPI vader" lat "<=" 3 "<= 3 us"
 
 # 6. latency over TCP loopback, 8 bytes, 2 ranks, vs Gloo, PyTorch's gloo backend, Open MPI.
@@ -259,6 +274,8 @@ details+=("tcp 2 ranks 8 B latency (us): $(printf '%s' "$refs" | tr '\n' ' ')")
 b=$(printf '%s' "$refs" | grep . | lowest)
 row "tcp 2 ranks 8 B latency" "$o_t" "${b%% *}" "${b#* }" lat "-" 0 "(none)"
 
+iters=$big_iters
+
 # 7. oversubscription: 4 ranks on the cores 2 ranks had, 16 MiB, against our own 2 ranks.
 # Both measured back to back, so that other load on the machine skews them alike.
 ro2=() ro4=()
@@ -268,6 +285,7 @@ for k in $(seq "$rounds"); do
 done
 o=$(med "${ro2[@]}") && ours_shm2_16m=${o#* } || true
 o=$(med "${ro4[@]}") && o_bw=${o#* } || o_bw=""
+details+=("shm 16 MiB busbw (GB/s) per round: ours at 2 ranks $(each 2 "${ro2[@]}"), at 4 ranks $(each 2 "${ro4[@]}")")
 row "shm 4 ranks (2 cores) 16MiB busbw" "$o_bw" "${ours_shm2_16m:-}" "ours, 2 ranks" rel ">=" 0.6 \
   ">= 0.6x 2 ranks"
 
@@ -275,7 +293,7 @@ echo
 printf "$row_format\n" "case" "ours" "" "best ref" "" "(program)" "ratio" "target" "result"
 for line in "${table[@]}"; do echo "$line"; done
 echo
-echo "references measured (value program):"
+echo "references measured (value program), and every round's figure (the table shows medians):"
 for line in "${details[@]}"; do echo "  $line"; done
 echo "ratio: ours/reference for bandwidth, reference/ours for latency (> 1: ours is better)"
 echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
