@@ -13,6 +13,20 @@ static inline int64_t coll_now_ns(void) {
 
 static inline int64_t coll_now_ms(void) { return coll_now_ns() / 1000000LL; }
 
+/* The CLOCK_MONOTONIC time ms from now, as pthread_cond_timedwait takes it (libcoll's
+ * condition variables use that clock). */
+static inline struct timespec coll_timespec_in_ms(int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
 /* Absolute deadline in ns for a timeout in ms; timeout_ms < 0 means "never". */
 static inline int64_t coll_deadline_ns(int timeout_ms) {
   return timeout_ms < 0 ? INT64_MAX : coll_now_ns() + (int64_t)timeout_ms * 1000000LL;

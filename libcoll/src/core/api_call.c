@@ -14,14 +14,24 @@
 #include "core/window.h"
 #include "mem/mem_cuda.h"
 
+/* What the cost model needs of a call. */
+static sched_params_t call_params(const coll_comm_t *comm, const exec_call_t *call) {
+  return (sched_params_t){.collective = call->kind,
+                          .count = call->count,
+                          .dtype = call->dtype,
+                          .rank = comm->rank,
+                          .nranks = comm->nranks,
+                          .root = call->root,
+                          .segment_bytes = comm->segment_bytes};
+}
+
+static bool kind_reduces(coll_kind_t kind) {
+  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
+         kind == COLL_KIND_REDUCE_SCATTER;
+}
+
 void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
-  sched_params_t params = {.collective = call->kind,
-                           .count = call->count,
-                           .dtype = call->dtype,
-                           .rank = comm->rank,
-                           .nranks = comm->nranks,
-                           .root = call->root,
-                           .segment_bytes = comm->segment_bytes};
+  sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
   char alts[256] = "";
   size_t len = 0;
@@ -33,8 +43,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
     if (n < 0) break;
     len += (size_t)n;
   }
-  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
-                 call->kind == COLL_KIND_REDUCE_SCATTER;
+  bool reduces = kind_reduces(call->kind);
   coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
            call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
            reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
@@ -97,8 +106,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)call->dtype);
-  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
-                 call->kind == COLL_KIND_REDUCE_SCATTER;
+  bool reduces = kind_reduces(call->kind);
   if (reduces && coll_op_name(call->op) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
   bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;
@@ -119,13 +127,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
     if (st != COLL_OK) return st;
     comm->algo_check_pending = false;
   }
-  sched_params_t p = {.collective = call->kind,
-                      .count = call->count,
-                      .dtype = call->dtype,
-                      .rank = comm->rank,
-                      .nranks = comm->nranks,
-                      .root = call->root,
-                      .segment_bytes = comm->segment_bytes};
+  sched_params_t p = call_params(comm, call);
   call->algo = comm->algo;
   /* The arena serves host all-reduces of a communicator that has one (all ranks on one
    * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts

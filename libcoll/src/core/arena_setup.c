@@ -111,16 +111,6 @@ static coll_status_t attach(coll_comm_t *comm, arena_t *a, const char *name) {
   return COLL_OK;
 }
 
-static coll_status_t get_text(coll_comm_t *comm, const char *key, char *out, size_t cap) {
-  void *value = NULL;
-  size_t len = 0;
-  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
-  if (st != COLL_OK) return st;
-  snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
-  free(value);
-  return COLL_OK;
-}
-
 static void free_arena(arena_t *a) {
   if (a == NULL) return;
   if (a->hdr != NULL) munmap(a->hdr, a->map_len);
@@ -138,7 +128,7 @@ static coll_status_t agree_all_mapped(coll_comm_t *comm, bool mine, bool *all) {
   *all = true;
   for (int r = 0; r < comm->nranks && st == COLL_OK; r++) {
     snprintf(key, sizeof key, "%sarena/ok/%d", comm->key_prefix, r);
-    st = get_text(comm, key, v, sizeof v);
+    st = comm_store_get_text(comm, key, v, sizeof v);
     if (st == COLL_OK && strcmp(v, "1") != 0) *all = false;
   }
   return st;
@@ -196,7 +186,7 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
     }
     st = store_set(comm->store, key, name, strlen(name), comm->timeout_ms);
   } else {
-    st = get_text(comm, key, name, sizeof name);
+    st = comm_store_get_text(comm, key, name, sizeof name);
   }
   if (st != COLL_OK) {
     if (fd >= 0) {

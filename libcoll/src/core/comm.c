@@ -67,6 +67,16 @@ static size_t staging_now(const coll_comm_t *comm) {
   return t + exec_scratch_bytes(&comm->exec) + arena_staging_bytes(comm);
 }
 
+coll_status_t comm_store_get_text(coll_comm_t *comm, const char *key, char *out, size_t cap) {
+  void *value = NULL;
+  size_t len = 0;
+  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+  if (st != COLL_OK) return st;
+  snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
+  free(value);
+  return COLL_OK;
+}
+
 void comm_update_staging_peak(coll_comm_t *comm) {
   size_t now = staging_now(comm);
   if (now > comm->staging_peak) comm->staging_peak = now;

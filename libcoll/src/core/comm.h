@@ -199,6 +199,9 @@ coll_status_t comm_check_usable(coll_comm_t *comm, const char *what);
 /* Record a failure that leaves the transports in an unknown state. */
 void comm_mark_failed(coll_comm_t *comm, coll_status_t status);
 void comm_update_staging_peak(coll_comm_t *comm);
+/* The store value under `key` as text in out (cut to cap - 1 bytes), waiting up to the
+ * communicator's timeout for it to appear. */
+coll_status_t comm_store_get_text(coll_comm_t *comm, const char *key, char *out, size_t cap);
 
 /* ---- launch_env.c ---- */
 /* Fill cfg from the launcher's environment (torchrun, SLURM, Open MPI). Strings in cfg

@@ -383,13 +383,7 @@ static void stream_reached(void *arg) {
   pthread_mutex_lock(&comm->mu);
   while (!(done = atomic_load_explicit(&op->req->done, memory_order_acquire))) {
     if (coll_now_ns() > limit) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = coll_timespec_in_ms(20);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);

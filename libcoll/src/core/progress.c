@@ -12,19 +12,6 @@
 
 enum { IDLE_WAIT_MS = 1000 };
 
-/* Absolute CLOCK_MONOTONIC time ms from now (the condition variables use that clock). */
-static struct timespec deadline_in(int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
-}
-
 /* Run a queued request and publish its result. The request may be freed by its waiter
  * as soon as `done` is set, so that is the last thing touched. */
 static void execute(coll_comm_t *comm, coll_request_t *req) {
@@ -59,7 +46,7 @@ static void *progress_main(void *arg) {
       continue;
     }
     if (comm->stop && comm->head == NULL) break;
-    struct timespec ts = deadline_in(IDLE_WAIT_MS);
+    struct timespec ts = coll_timespec_in_ms(IDLE_WAIT_MS);
     pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);

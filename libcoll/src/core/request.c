@@ -62,13 +62,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
       pthread_mutex_lock(&comm->mu);
       continue;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)WAIT_SLICE_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = coll_timespec_in_ms(WAIT_SLICE_MS);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
     int64_t now = coll_now_ns();
     int64_t alive = atomic_load_explicit(&comm->heartbeat_ns, memory_order_relaxed);

@@ -80,16 +80,6 @@ static bool map_peer(coll_comm_t *comm, window_t *w, int k, const char *name) {
   return true;
 }
 
-static coll_status_t get_text(coll_comm_t *comm, const char *key, char *out, size_t cap) {
-  void *value = NULL;
-  size_t len = 0;
-  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
-  if (st != COLL_OK) return st;
-  snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
-  free(value);
-  return COLL_OK;
-}
-
 static void unmap_peers(const coll_comm_t *comm, window_t *w) {
   if (w->peer == NULL) return;
   for (int k = 0; k < comm->nranks; k++)
@@ -113,7 +103,7 @@ static coll_status_t share(coll_comm_t *comm, window_t *w, const char *own_name)
   for (int k = 0; k < n && st == COLL_OK; k++) {
     if (k == r) continue;
     snprintf(key, sizeof key, "%swin/%llu/%d", comm->key_prefix, id, k);
-    st = get_text(comm, key, value, sizeof value);
+    st = comm_store_get_text(comm, key, value, sizeof value);
     if (st != COLL_OK) break;
     size_t theirs = 0;
     if (sscanf(value, "%zu %255s", &theirs, name) != 2) {
@@ -137,7 +127,7 @@ static coll_status_t share(coll_comm_t *comm, window_t *w, const char *own_name)
   }
   for (int k = 0; k < n && st == COLL_OK; k++) {
     snprintf(key, sizeof key, "%swin/%llu/ok/%d", comm->key_prefix, id, k);
-    st = get_text(comm, key, value, sizeof value);
+    st = comm_store_get_text(comm, key, value, sizeof value);
     if (st == COLL_OK && strcmp(value, "1") != 0) all = false;
   }
   if (strcmp(own_name, "-") != 0) shm_unlink(own_name); /* all mapped it or gave up */
@@ -154,13 +144,7 @@ static coll_status_t quiesce(coll_comm_t *comm) {
   pthread_mutex_lock(&comm->mu);
   while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
          !atomic_load(&comm->aborted)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = coll_timespec_in_ms(20);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);
