@@ -2,10 +2,7 @@
 #include "gpu_values.h"
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
-
-#include "mem/memops.h"
 
 static bool is_unsigned(coll_dtype_t t) {
   return t == COLL_UINT8 || t == COLL_UINT32 || t == COLL_UINT64;
@@ -15,36 +12,6 @@ double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op) {
   if (op == COLL_PROD) return 1.0 + (double)((i + (size_t)r) % 2);
   int v = (int)((i * 7 + (size_t)r * 3) % 9);
   return is_unsigned(t) ? v : v - 4;
-}
-
-void gpu_put(void *buf, size_t i, coll_dtype_t t, double v) {
-  switch (t) {
-    case COLL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case COLL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case COLL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case COLL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case COLL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case COLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case COLL_FLOAT16: ((uint16_t *)buf)[i] = mem_float_to_half((float)v); break;
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v); break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    default: ((double *)buf)[i] = v; break;
-  }
-}
-
-double gpu_get(const void *buf, size_t i, coll_dtype_t t) {
-  switch (t) {
-    case COLL_INT8: return ((const int8_t *)buf)[i];
-    case COLL_UINT8: return ((const uint8_t *)buf)[i];
-    case COLL_INT32: return ((const int32_t *)buf)[i];
-    case COLL_UINT32: return ((const uint32_t *)buf)[i];
-    case COLL_INT64: return (double)((const int64_t *)buf)[i];
-    case COLL_UINT64: return (double)((const uint64_t *)buf)[i];
-    case COLL_FLOAT16: return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16: return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32: return ((const float *)buf)[i];
-    default: return ((const double *)buf)[i];
-  }
 }
 
 double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
@@ -66,7 +33,7 @@ double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
 int gpu_check(int rank, int n, const void *host, size_t first, size_t count, coll_dtype_t t,
               coll_op_t op, const char *what) {
   for (size_t k = 0; k < count; k++) {
-    double want = gpu_expected(n, first + k, t, op), got = gpu_get(host, k, t);
+    double want = gpu_expected(n, first + k, t, op), got = bench_data_get(host, k, (int)t);
     if (got != want) {
       fprintf(stderr, "rank %d of %d: %s %s %s count %zu: element %zu is %g, expected %g\n", rank,
               n, what, coll_dtype_name(t), coll_op_name(op), count, k, got, want);

@@ -7,13 +7,11 @@
 
 #include <stddef.h>
 
+#include "bench_data.h" /* bench_data_set / bench_data_get: element i of a typed buffer */
 #include "coll.h"
 
 /* Rank r's element i for a reduction with op (PROD: 1 or 2, else -4..4, 0..8 unsigned). */
 double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op);
-/* Element i of a buffer of dtype t, as a double (write and read). */
-void gpu_put(void *buf, size_t i, coll_dtype_t t, double v);
-double gpu_get(const void *buf, size_t i, coll_dtype_t t);
 /* Element i of the reduction of every rank's gpu_value over n ranks (AVG: C's truncating
  * division for integers). */
 double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op);

@@ -38,7 +38,7 @@ static int all_types(coll_comm_t *comm, int rank, int n) {
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         size_t count = counts[c], bytes = count * coll_dtype_size((coll_dtype_t)t);
         for (size_t i = 0; i < count; i++)
-          gpu_put(host, i, (coll_dtype_t)t, gpu_value(rank, i, (coll_dtype_t)t, (coll_op_t)op));
+          bench_data_set(host, i, t, gpu_value(rank, i, (coll_dtype_t)t, (coll_op_t)op));
         CUDA_OK(cudaMemcpy(dsend, host, bytes, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(drecv, 0, bytes));
         COLL_OK_OR_FAIL(coll_all_reduce(dsend, drecv, count, (coll_dtype_t)t, (coll_op_t)op, comm));

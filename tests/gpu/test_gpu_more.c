@@ -53,7 +53,7 @@ static int check_value(int rank, const char *what, coll_dtype_t t, size_t count,
 static int test_reduce(bufs_t *b, coll_dtype_t t, coll_op_t op, size_t count) {
   int rank = b->rank, n = b->n;
   size_t bytes = count * coll_dtype_size(t);
-  for (size_t i = 0; i < count; i++) gpu_put(b->host, i, t, gpu_value(rank, i, t, op));
+  for (size_t i = 0; i < count; i++) bench_data_set(b->host, i, (int)t, gpu_value(rank, i, t, op));
   CUDA_OK(cudaMemcpy(b->dsend, b->host, bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(b->drecv, 0, bytes));
   int root = n - 1;
@@ -68,7 +68,7 @@ static int test_reduce(bufs_t *b, coll_dtype_t t, coll_op_t op, size_t count) {
   if (rank == 0) return gpu_check(rank, n, b->host, 0, count, t, op, "reduce in place");
   for (size_t i = 0; i < count; i++)
     if (check_value(rank, "reduce in place: non-root input changed", t, count, i,
-                    gpu_get(b->host, i, t), gpu_value(rank, i, t, op)))
+                    bench_data_get(b->host, i, (int)t), gpu_value(rank, i, t, op)))
       return 1;
   return 0;
 }
@@ -79,7 +79,7 @@ static int test_reduce_scatter(bufs_t *b, coll_dtype_t t, coll_op_t op, size_t c
   int rank = b->rank, n = b->n;
   size_t esz = coll_dtype_size(t), bytes = count * esz, in = (size_t)n * count;
   for (int pass = 0; pass < 2; pass++) {
-    for (size_t i = 0; i < in; i++) gpu_put(b->host, i, t, gpu_value(rank, i, t, op));
+    for (size_t i = 0; i < in; i++) bench_data_set(b->host, i, (int)t, gpu_value(rank, i, t, op));
     CUDA_OK(cudaMemcpy(b->dsend, b->host, in * esz, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(b->drecv, 0, bytes));
     char *out = pass == 0 ? b->drecv : b->dsend + (size_t)rank * bytes;
@@ -98,7 +98,7 @@ static int test_all_gather(bufs_t *b, coll_dtype_t t, size_t count) {
   int rank = b->rank, n = b->n;
   size_t esz = coll_dtype_size(t), bytes = count * esz, out = (size_t)n * count;
   for (int pass = 0; pass < 2; pass++) {
-    for (size_t i = 0; i < count; i++) gpu_put(b->host, i, t, gpu_value(rank, i, t, COLL_SUM));
+    for (size_t i = 0; i < count; i++) bench_data_set(b->host, i, (int)t, gpu_value(rank, i, t, COLL_SUM));
     CUDA_OK(cudaMemset(b->drecv, 0, out * esz));
     char *in = pass == 0 ? b->dsend : b->drecv + (size_t)rank * bytes;
     CUDA_OK(cudaMemcpy(in, b->host, bytes, cudaMemcpyHostToDevice));
@@ -108,7 +108,7 @@ static int test_all_gather(bufs_t *b, coll_dtype_t t, size_t count) {
     for (int p = 0; p < n; p++)
       for (size_t i = 0; i < count; i++)
         if (check_value(rank, what, t, count, (size_t)p * count + i,
-                        gpu_get(b->host, (size_t)p * count + i, t), gpu_value(p, i, t, COLL_SUM)))
+                        bench_data_get(b->host, (size_t)p * count + i, (int)t), gpu_value(p, i, t, COLL_SUM)))
           return 1;
   }
   return 0;
@@ -120,7 +120,7 @@ static int test_all_to_all(bufs_t *b, coll_dtype_t t, size_t count) {
   size_t esz = coll_dtype_size(t), total = (size_t)n * count;
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < count; i++)
-      gpu_put(b->host, (size_t)p * count + i, t, a2a_value(rank, p, i));
+      bench_data_set(b->host, (size_t)p * count + i, (int)t, a2a_value(rank, p, i));
   CUDA_OK(cudaMemcpy(b->dsend, b->host, total * esz, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(b->drecv, 0, total * esz));
   COLL_OK_OR_FAIL(coll_all_to_all(b->dsend, b->drecv, count, t, b->comm));
@@ -128,7 +128,7 @@ static int test_all_to_all(bufs_t *b, coll_dtype_t t, size_t count) {
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < count; i++)
       if (check_value(rank, "all_to_all", t, count, (size_t)p * count + i,
-                      gpu_get(b->host, (size_t)p * count + i, t), a2a_value(p, rank, i)))
+                      bench_data_get(b->host, (size_t)p * count + i, (int)t), a2a_value(p, rank, i)))
         return 1;
   return 0;
 }
