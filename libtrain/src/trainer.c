@@ -495,11 +495,11 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
                        "%zu samples per rank make no step of %zu (batch x "
                        "accumulate) with --drop-last",
                        shard, per_step);
-  /* The run's totals, over the steps after the warm-up; `all_*` over every step, for a
-   * run that ends before its warm-up does. */
+  /* The run's totals: over every step, until the first step after the warm-up starts
+   * them again (a run that ends within its warm-up keeps them all). */
   double total_time = 0.0, total_wait = 0.0, total_samples = 0.0;
-  double all_time = 0.0, all_wait = 0.0, all_samples = 0.0;
   uint64_t run_steps = 0; /* steps of this process (a resumed run counts from its start) */
+  bool warmed = false;
   train_status_t st = TRAIN_OK;
   bool stop = false;
   for (; r->epoch < (uint64_t)c->epochs && !stop && st == TRAIN_OK; r->epoch++) {
@@ -514,10 +514,12 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       size_t first = r->step_in_epoch * per_step;
       size_t count = shard - first < per_step ? shard - first : per_step;
       if (run_steps == (uint64_t)c->warmup_steps && run_steps > 0) {
-        /* The warm-up is over: the phase means start from here. */
+        /* The warm-up is over: the totals and the phase means start from here. */
+        total_time = total_wait = total_samples = 0.0;
         memset(r->phase_s, 0, sizeof r->phase_s);
         r->cpu_s = 0.0;
         r->steps_timed = 0;
+        warmed = true;
       }
       double t0 = progress_now(), c0 = cpu_now(), step_wait = 0.0;
       st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &step_wait);
@@ -526,14 +528,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       wait_epoch += step_wait;
       r->cpu_s += cpu_now() - c0;
       if (st != TRAIN_OK) break;
-      all_time += step_time;
-      all_wait += step_wait;
-      all_samples += (double)count * r->world;
-      if (run_steps >= (uint64_t)c->warmup_steps) {
-        total_time += step_time;
-        total_wait += step_wait;
-        total_samples += (double)count * r->world;
-      }
+      total_time += step_time;
+      total_wait += step_wait;
+      total_samples += (double)count * r->world;
       run_steps++;
       samples += (double)count;
       r->global_step++;
@@ -580,15 +577,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     }
   }
   if (st != TRAIN_OK) return st;
-  const char *counted = "";
-  if (total_samples == 0.0) { /* the run ended within its warm-up */
-    total_time = all_time;
-    total_wait = all_wait;
-    total_samples = all_samples;
-    counted = " (warm-up included: no step came after it)";
-  } else if (c->warmup_steps > 0) {
-    counted = " (after the warm-up)";
-  }
+  const char *counted = warmed               ? " (after the warm-up)"
+                        : c->warmup_steps > 0 ? " (warm-up included: no step came after it)"
+                                              : "";
   res->samples_per_s = total_samples / (total_time + 1e-12);
   res->comm_share = total_wait / (total_time + 1e-12);
   res->global_step = r->global_step;
