@@ -58,6 +58,7 @@
 #include "common/log.h"
 #include "core/arena.h"
 #include "core/trace.h"
+#include "core/window.h"
 #include "mem/memops.h"
 
 enum { WAIT_SLICE_MS = 10, ALIVE_CHECK_MS = 100 };
@@ -117,9 +118,13 @@ void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t round) {
 static const char *const phase_names[PH_COUNT] = {
     [PH_IN] = "its input in the arena", [PH_REDUCE] = "its reduced slice", [PH_OUT] = "its copy-out"};
 
-static _Atomic uint32_t *counter_of(arena_t *a, int rank, int phase) {
-  arena_rank_t *r = &a->ranks[rank];
-  return phase == PH_IN ? &r->filled : phase == PH_REDUCE ? &r->reduced : &r->drained;
+/* Where each phase's counter lies in a rank's line. */
+static const size_t counter_offsets[PH_COUNT] = {[PH_IN] = offsetof(arena_rank_t, filled),
+                                                 [PH_REDUCE] = offsetof(arena_rank_t, reduced),
+                                                 [PH_OUT] = offsetof(arena_rank_t, drained)};
+
+static _Atomic uint32_t *counter_at(arena_t *a, int rank, size_t offset) {
+  return (_Atomic uint32_t *)((unsigned char *)&a->ranks[rank] + offset);
 }
 
 void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp) {
@@ -243,17 +248,26 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
   }
 }
 
+coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t target,
+                             const char *what, size_t step) {
+  arena_t *a = w->comm->arena;
+  coll_status_t st = COLL_OK;
+  for (int i = 1; i < a->nranks && st == COLL_OK; i++) {
+    int k = (a->rank + i) % a->nranks;
+    st = arena_wait(w, k, counter_at(a, k, counter_offset), target, what, step);
+  }
+  return st;
+}
+
 /* Wait until rank `peer` finished `phase` of round `target` (or a later one). */
 static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, size_t step) {
-  return arena_wait(&x->w, peer, counter_of(x->a, peer, phase), target, phase_names[phase], step);
+  return arena_wait(&x->w, peer, counter_at(x->a, peer, counter_offsets[phase]), target,
+                    phase_names[phase], step);
 }
 
 /* Every rank but this one finished `phase` of round `target`. */
 static coll_status_t wait_all(arun_t *x, int phase, uint32_t target, size_t step) {
-  coll_status_t st = COLL_OK;
-  for (int k = 1; k < x->a->nranks && st == COLL_OK; k++)
-    st = wait_for(x, (x->a->rank + k) % x->a->nranks, phase, target, step);
-  return st;
+  return arena_wait_all(&x->w, counter_offsets[phase], target, phase_names[phase], step);
 }
 
 /* Round t: elements [t*chunk, t*chunk + len) of the buffer; slice i of it. */
@@ -363,7 +377,8 @@ static coll_status_t run_rounds(arun_t *x) {
 
 /* A three-op stand-in schedule for COLL_TRACE: the phases show as local ops (copy in:
  * INPUT -> SCRATCH, i.e. the slot; reduce; copy out), one record per round. */
-void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call) {
+void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call,
+                      coll_algo_t shown_algo) {
   memset(ts, 0, sizeof *ts);
   static const uint8_t kinds[PH_COUNT] = {SCHED_LOCAL_COPY, SCHED_LOCAL_REDUCE, SCHED_LOCAL_COPY};
   static const uint8_t bufs[PH_COUNT] = {SCHED_BUF_SCRATCH, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT};
@@ -375,7 +390,7 @@ void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_cal
   }
   sched_t *s = &ts->entry.sched;
   s->collective = call->kind;
-  s->algo = COLL_ALGO_ARENA;
+  s->algo = shown_algo;
   s->rank = comm->rank;
   s->nranks = comm->nranks;
   s->count = s->in_count = s->out_count = call->count;
@@ -416,7 +431,7 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
   a->round += (uint32_t)x.rounds;
   arena_trace_t ts;
   if (TRACE_ON(comm)) {
-    arena_trace_init(&ts, comm, call);
+    arena_trace_init(&ts, comm, call, COLL_ALGO_ARENA);
     x.trace_entry = &ts.entry;
   }
   trace_coll_begin(comm, call, x.trace_entry);
@@ -433,11 +448,8 @@ void arena_begin_call(coll_comm_t *comm, const exec_call_t *call) {
                            .kind = (uint32_t)call->kind,
                            .dtype = (uint32_t)call->dtype,
                            .op = (uint32_t)call->op,
-                           .root = call->root,
-                           .win_send = call->win_send_id,
-                           .win_send_off = call->win_send_off,
-                           .win_recv = call->win_recv_id,
-                           .win_recv_off = call->win_recv_off};
+                           .root = call->root};
+  window_note_fp(call, &ex->fp_out);
   arena_note_call(comm, &ex->fp_out);
 }
 

@@ -98,6 +98,10 @@ typedef struct {
  * with an error (`what` names what we wait for in messages). */
 coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter, uint32_t target,
                          const char *what, size_t step);
+/* arena_wait on every rank but this one, for the counter at counter_offset in its
+ * arena_rank_t (starting with the next rank, so ranks do not all wait on one). */
+coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t target,
+                             const char *what, size_t step);
 /* Store value in this rank's counter and wake the waiters. */
 void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t value);
 /* Every rank's fingerprint equals ours (once none can have moved on). */
@@ -117,6 +121,8 @@ typedef struct {
   sched_step_t steps[ARENA_PH_COUNT];
   uint32_t op_step[ARENA_PH_COUNT];
 } arena_trace_t;
-void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call);
+/* shown_algo: the "algo" the trace records (COLL_ALGO_ARENA, or TRACE_ALGO_WINDOW). */
+void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call,
+                      coll_algo_t shown_algo);
 
 #endif

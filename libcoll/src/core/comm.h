@@ -55,10 +55,9 @@ typedef struct {
   const exec_p2p_t *p2p;
   size_t np2p;
   exec_p2p_t one;
-  /* Zero-copy window all-reduce (window.h): 1 + the window ids of sendbuf and recvbuf
-   * and the offsets in them, set by api_call.c when both lie in windows; the
-   * window pointers are valid while the call runs (freeing them is the caller's error). */
-  uint64_t win_send_id, win_send_off, win_recv_id, win_recv_off;
+  /* Zero-copy window all-reduce (window.h): the windows sendbuf and recvbuf lie in, set
+   * by api_call.c when both do; valid while the call runs (freeing them is the caller's
+   * error). */
   const struct window *win_send, *win_recv;
 } exec_call_t;
 
@@ -69,7 +68,8 @@ typedef struct {
   uint64_t count;
   uint32_t kind, dtype, op;
   int32_t root;
-  uint64_t win_send, win_send_off, win_recv, win_recv_off; /* exec_call_t's; 0: none */
+  /* 1 + the ids of exec_call_t's windows and the buffers' offsets in them; 0: none */
+  uint64_t win_send, win_send_off, win_recv, win_recv_off;
 } exec_fp_t;
 
 /* What the executor is doing now, for the hang report (hang.c). */

@@ -200,8 +200,6 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
     }
     memset(w->base, 0, w->map_len);
     w->heap = true;
-  } else if (w->peer != NULL) {
-    comm->windows->shared_bytes += w->map_len;
   }
   w->next = comm->windows->head;
   comm->windows->head = w;
@@ -213,7 +211,6 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
 }
 
 static void free_window(coll_comm_t *comm, window_t *w) {
-  if (w->peer != NULL) comm->windows->shared_bytes -= w->map_len;
   unmap_peers(comm, w);
   if (w->heap)
     free(w->base);
@@ -254,18 +251,19 @@ void window_close_all(coll_comm_t *comm) {
 }
 
 size_t window_bytes(const coll_comm_t *comm) {
-  return comm->windows != NULL ? comm->windows->shared_bytes : 0;
+  size_t total = 0;
+  for (const window_t *w = comm->windows != NULL ? comm->windows->head : NULL; w != NULL;
+       w = w->next)
+    if (w->peer != NULL) total += w->map_len;
+  return total;
 }
 
-const window_t *window_find(const coll_comm_t *comm, const void *p, size_t bytes, size_t *offset) {
-  if (comm->windows == NULL) return NULL;
+/* The shared window holding [p, p + bytes); NULL when none. */
+static const window_t *find_shared(const coll_comm_t *comm, const void *p, size_t bytes) {
   uintptr_t a = (uintptr_t)p;
   for (const window_t *w = comm->windows->head; w != NULL; w = w->next) {
     uintptr_t b = (uintptr_t)w->base;
-    if (w->peer != NULL && a >= b && a - b <= w->bytes && bytes <= w->bytes - (a - b)) {
-      *offset = a - b;
-      return w;
-    }
+    if (w->peer != NULL && a >= b && a - b <= w->bytes && bytes <= w->bytes - (a - b)) return w;
   }
   return NULL;
 }
@@ -274,16 +272,20 @@ bool window_prepare_call(const coll_comm_t *comm, exec_call_t *call) {
   if (call->kind != COLL_KIND_ALL_REDUCE || call->on_device || call->count == 0 ||
       comm->arena == NULL || !comm->arena->hdr->window_ok || comm->windows == NULL)
     return false;
-  size_t bytes = call->count * coll_dtype_size(call->dtype), so = 0, ro = 0;
-  const window_t *ws = window_find(comm, call->sendbuf, bytes, &so);
-  const window_t *wr = ws != NULL ? window_find(comm, call->recvbuf, bytes, &ro) : NULL;
+  size_t bytes = call->count * coll_dtype_size(call->dtype);
+  const window_t *ws = find_shared(comm, call->sendbuf, bytes);
+  const window_t *wr = ws != NULL ? find_shared(comm, call->recvbuf, bytes) : NULL;
   if (wr == NULL) return false;
   call->algo = COLL_ALGO_ARENA;
   call->win_send = ws;
   call->win_recv = wr;
-  call->win_send_id = ws->id + 1;
-  call->win_send_off = so;
-  call->win_recv_id = wr->id + 1;
-  call->win_recv_off = ro;
   return true;
+}
+
+void window_note_fp(const exec_call_t *call, exec_fp_t *fp) {
+  if (call->win_send == NULL) return;
+  fp->win_send = call->win_send->id + 1;
+  fp->win_send_off = (uint64_t)((const unsigned char *)call->sendbuf - call->win_send->base);
+  fp->win_recv = call->win_recv->id + 1;
+  fp->win_recv_off = (uint64_t)((const unsigned char *)call->recvbuf - call->win_recv->base);
 }

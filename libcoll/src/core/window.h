@@ -24,19 +24,19 @@ typedef struct window {
 typedef struct window_set {
   window_t *head;
   uint64_t next_id;
-  size_t shared_bytes; /* this rank's own shared segments, for coll_comm_mem_stats */
 } window_set_t;
 
 /* Free every window left at destroy. */
 void window_close_all(coll_comm_t *comm);
 /* Bytes of this rank's own shared windows. */
 size_t window_bytes(const coll_comm_t *comm);
-/* The shared window holding [p, p + bytes) and p's offset in it; NULL when none. */
-const window_t *window_find(const coll_comm_t *comm, const void *p, size_t bytes, size_t *offset);
 /* Api side: when the zero-copy path can serve this host all-reduce (arena present,
  * COLL_WINDOW on, both buffers in shared windows), fill the call's window fields and
  * return true. Same facts on every rank of a correct program, so the same choice. */
 bool window_prepare_call(const coll_comm_t *comm, exec_call_t *call);
+/* A window call's windows (ids + 1) and offsets in them, into its fingerprint, so that
+ * ranks passing other windows or offsets are a mismatch; nothing for other calls. */
+void window_note_fp(const exec_call_t *call, exec_fp_t *fp);
 /* Run it (exec_run hands over calls with win_send set). */
 coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call);
 

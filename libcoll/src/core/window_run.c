@@ -51,26 +51,15 @@ typedef struct {
   const exec_call_t *call;
   uint32_t round;
   size_t esz;
-  arena_trace_t *trace; /* NULL when not tracing */
+  size_t send_off, recv_off; /* the buffers' offsets in their windows (equal on every rank) */
+  arena_trace_t *trace;      /* NULL when not tracing */
 } wrun_t;
 
-/* Every rank but this one reached `round` in the counter picked by `which`. */
-static coll_status_t wait_all(wrun_t *x, size_t counter_offset, const char *what, size_t step) {
-  arena_t *a = x->a;
-  coll_status_t st = COLL_OK;
-  for (int i = 1; i < a->nranks && st == COLL_OK; i++) {
-    int k = (a->rank + i) % a->nranks;
-    _Atomic uint32_t *c = (_Atomic uint32_t *)((unsigned char *)&a->ranks[k] + counter_offset);
-    st = arena_wait(&x->w, k, c, x->round, what, step);
-  }
-  return st;
-}
-
 static unsigned char *send_of(const wrun_t *x, int k) {
-  return x->call->win_send->peer[k] + x->call->win_send_off;
+  return x->call->win_send->peer[k] + x->send_off;
 }
 static unsigned char *recv_of(const wrun_t *x, int k) {
-  return x->call->win_recv->peer[k] + x->call->win_recv_off;
+  return x->call->win_recv->peer[k] + x->recv_off;
 }
 
 static void trace_done(wrun_t *x, int phase, size_t offset, size_t count) {
@@ -116,8 +105,8 @@ static coll_status_t run(wrun_t *x) {
   arena_rank_t *me = &x->a->ranks[x->a->rank];
   if (x->trace) trace_op_start(x->comm, ARENA_PH_IN);
   arena_publish(x->a, &me->win_ready, x->round);
-  coll_status_t st = wait_all(x, offsetof(arena_rank_t, win_ready), "its input in its window",
-                              STEP_READY);
+  coll_status_t st = arena_wait_all(&x->w, offsetof(arena_rank_t, win_ready), x->round,
+                                    "its input in its window", STEP_READY);
   /* All are in this call and none can leave it before we are done: compare all. */
   if (st == COLL_OK) st = arena_check_fingerprints(x->a);
   if (st != COLL_OK) return st;
@@ -127,7 +116,8 @@ static coll_status_t run(wrun_t *x) {
   trace_done(x, ARENA_PH_REDUCE, 0, x->call->count / (size_t)x->a->nranks);
   arena_publish(x->a, &me->win_done, x->round);
   if (x->trace) trace_op_start(x->comm, ARENA_PH_OUT);
-  st = wait_all(x, offsetof(arena_rank_t, win_done), "its slice in every window", STEP_DONE);
+  st = arena_wait_all(&x->w, offsetof(arena_rank_t, win_done), x->round,
+                      "its slice in every window", STEP_DONE);
   trace_done(x, ARENA_PH_OUT, 0, x->call->count);
   return st;
 }
@@ -146,11 +136,12 @@ coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
       .call = call,
       .round = ++a->win_round,
       .esz = coll_dtype_size(call->dtype),
+      .send_off = (size_t)((const unsigned char *)call->sendbuf - call->win_send->base),
+      .recv_off = (size_t)((const unsigned char *)call->recvbuf - call->win_recv->base),
   };
   arena_trace_t ts;
   if (TRACE_ON(comm)) {
-    arena_trace_init(&ts, comm, call);
-    ts.entry.sched.algo = TRACE_ALGO_WINDOW; /* named "window", not "arena" */
+    arena_trace_init(&ts, comm, call, TRACE_ALGO_WINDOW); /* named "window", not "arena" */
     x.trace = &ts;
   }
   trace_coll_begin(comm, call, x.trace ? &ts.entry : NULL);
