@@ -14,6 +14,7 @@
 #include "algo/schedule.h"
 #include "coll.h"
 #include "coll_test_util.h"
+#include "common/clock.h"
 #include "core/comm.h"
 #include "multiproc.h"
 #include "peer_failures.h"
@@ -263,9 +264,9 @@ static int rank_cross_mismatch(int rank, int nranks, void *arg) {
   if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   static float x[100000];
   size_t count = rank == 1 ? 1000 : 100000;
-  int64_t start = pf_now_ms();
+  int64_t start = coll_now_ms();
   coll_status_t st = coll_all_reduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm);
-  int64_t took = pf_now_ms() - start;
+  int64_t took = coll_now_ms() - start;
   const char *msg = coll_last_error();
   int bad = st == COLL_OK || took > c->job.timeout_ms / 2 ||
             strstr(msg, "all_reduce(float32, 1000, sum) #1") == NULL;
@@ -323,9 +324,9 @@ static int rank_bad_slot(int rank, int nranks, void *arg) {
                        .master_addr = "127.0.0.1", .master_port = c->job.port,
                        .host_store = -1, .timeout_ms = c->job.timeout_ms};
   ct_clean_env();
-  int64_t start = pf_now_ms();
+  int64_t start = coll_now_ms();
   coll_status_t st = coll_comm_init_config(&cfg, &comm);
-  int64_t took = pf_now_ms() - start;
+  int64_t took = coll_now_ms() - start;
   int bad = st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "COLL_ARENA_SLOT_BYTES") == NULL ||
             took > 3000;
   if (bad) fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took, coll_last_error());

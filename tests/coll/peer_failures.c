@@ -5,16 +5,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-enum { BIG = 1 << 18, LATE_COUNT = 64, ABORT_COUNT = 4096 };
+#include "common/clock.h"
 
-int64_t pf_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+enum { BIG = 1 << 18, LATE_COUNT = 64, ABORT_COUNT = 4096 };
 
 static void finish(const pf_case_t *c, coll_comm_t *comm, void *buf) {
   coll_comm_destroy(comm);
@@ -37,9 +32,9 @@ int pf_rank_killed(int rank, int nranks, void *arg) {
   coll_status_t st = COLL_OK;
   int64_t took = 0;
   for (int k = 0; k < 1000 && st == COLL_OK; k++) {
-    int64_t start = pf_now_ms();
+    int64_t start = coll_now_ms();
     st = coll_all_reduce(x, x, BIG, COLL_FLOAT32, COLL_SUM, comm);
-    took = pf_now_ms() - start;
+    took = coll_now_ms() - start;
   }
   const char *msg = coll_last_error();
   int bad = st == COLL_OK || took > c->timeout_ms || strstr(msg, "rank 2") == NULL ||
@@ -64,9 +59,9 @@ int pf_rank_late(int rank, int nranks, void *arg) {
   if (v == NULL) return 1;
   memset(v, 0, LATE_COUNT * sizeof *v);
   if (rank == PF_VICTIM) usleep((useconds_t)(c->timeout_ms + 1500) * 1000);
-  int64_t start = pf_now_ms();
+  int64_t start = coll_now_ms();
   coll_status_t st = coll_all_reduce(v, v, LATE_COUNT, COLL_INT32, COLL_SUM, comm);
-  int64_t took = pf_now_ms() - start;
+  int64_t took = coll_now_ms() - start;
   const char *msg = coll_last_error();
   int bad;
   if (rank == PF_VICTIM)
@@ -104,9 +99,9 @@ int pf_rank_abort(int rank, int nranks, void *arg) {
     usleep(1000 * 1000); /* keep the process (and its lock) while the others look */
   } else {
     usleep(600 * 1000);
-    int64_t start = pf_now_ms();
+    int64_t start = coll_now_ms();
     coll_status_t st = coll_all_reduce(v, v, ABORT_COUNT, COLL_FLOAT32, COLL_SUM, comm);
-    int64_t took = pf_now_ms() - start;
+    int64_t took = coll_now_ms() - start;
     bad = st != COLL_ERR_REMOTE || strstr(coll_last_error(), "rank 0") == NULL || took > 2000;
   }
   if (bad) fprintf(stderr, "rank %d: %s\n", rank, coll_last_error());

@@ -29,7 +29,6 @@ typedef struct {
   const char *late_says;   /* words naming rank 2 in the late rank's timeout */
 } pf_case_t;
 
-int64_t pf_now_ms(void);
 /* PF_VICTIM dies during an async all-reduce (after 0-2 blocking ones); the others must
  * fail within the deadline with an error naming it. Every rank but the victim returns 0
  * when that holds, so mp_run reports 1 (the victim's death). */
