@@ -385,6 +385,13 @@ static void span(const run_t *r, const char *name, bool begin) {
   (void)(begin ? coll_trace_span_begin(r->comm, name) : coll_trace_span_end(r->comm, name));
 }
 
+/* Charge the time since *since to phase `phase` of this run; *since becomes now. */
+static void lap(run_t *r, phase_t phase, double *since) {
+  double now = progress_now();
+  r->phase_s[phase] += now - *since;
+  *since = now;
+}
+
 /* The optimizer's step on one reduced bucket [begin, end) of the flat buffers. */
 static train_status_t bucket_step(void *ctx, size_t begin, size_t end) {
   run_t *r = ctx;
@@ -400,33 +407,26 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   const train_config_t *c = r->cfg;
   float scale = 1.0f / (float)(count * (size_t)r->world);
   train_status_t st = TRAIN_OK;
-  double *ph = r->phase_s;
   span(r, "step", true);
-  double t = progress_now(), t1;
+  double t = progress_now();
   for (size_t done = 0; done < count && st == TRAIN_OK;) {
     size_t nb = count - done < c->batch ? count - done : c->batch;
     bool last = done + nb == count;
     st = load_batch(r, &r->train, r->sampler.indices + first + done, nb);
     if (st != TRAIN_OK) break;
-    t1 = progress_now();
-    ph[PHASE_DATA] += t1 - t;
-    t = t1;
+    lap(r, PHASE_DATA, &t);
     span(r, "forward", true);
     st = train_model_forward(r->model, r->dev_x, nb);
     if (st == TRAIN_OK) st = train_model_loss(r->model, r->dev_labels, nb, scale, loss, NULL);
     span(r, "forward", false);
-    t1 = progress_now();
-    ph[PHASE_FORWARD] += t1 - t;
-    t = t1;
+    lap(r, PHASE_FORWARD, &t);
     if (st == TRAIN_OK && last) train_ddp_begin_sync(r->ddp);
     span(r, "backward", true);
     if (st == TRAIN_OK)
       st = train_model_backward(r->model, r->dev_x, nb, done > 0,
                                 last ? train_ddp_grad_ready : NULL, r->ddp);
     span(r, "backward", false);
-    t1 = progress_now();
-    ph[PHASE_BACKWARD] += t1 - t;
-    t = t1;
+    lap(r, PHASE_BACKWARD, &t);
     done += nb;
   }
   /* While the buckets are being reduced: gather the next step's first micro-batch, when
@@ -438,9 +438,7 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
     train_dataset_gather(&r->train, r->next_indices, left < c->batch ? left : c->batch, r->next_x,
                          r->next_labels);
     r->next_ready = true;
-    t1 = progress_now();
-    ph[PHASE_DATA] += t1 - t;
-    t = t1;
+    lap(r, PHASE_DATA, &t);
   }
   /* The optimizer steps each bucket as soon as its all-reduce is done, while the
    * later buckets are still being reduced. */
@@ -454,10 +452,10 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   if (st == TRAIN_OK) train_optimizer_step_done(r->opt);
   span(r, "ddp wait + optimizer", false);
   span(r, "step", false);
-  t1 = progress_now();
   *wait_s += waited;
-  ph[PHASE_WAIT] += waited;
-  ph[PHASE_OPTIM] += t1 - t - waited;
+  r->phase_s[PHASE_WAIT] += waited;
+  lap(r, PHASE_OPTIM, &t);
+  r->phase_s[PHASE_OPTIM] -= waited; /* that lap held the waits too */
   r->steps_timed++;
   return st;
 }
