@@ -20,7 +20,9 @@ typedef struct {
   int variant;
 } case_t;
 
-static bool is_unsigned(coll_dtype_t dt) { return dt == COLL_UINT8 || dt == COLL_UINT32 || dt == COLL_UINT64; }
+static bool is_unsigned(coll_dtype_t dt) {
+  return dt == COLL_UINT8 || dt == COLL_UINT32 || dt == COLL_UINT64;
+}
 static bool is_float(coll_dtype_t dt) { return dt >= COLL_FLOAT16; }
 
 /* Rank r's input element i: a small integer, exact in every type. */
@@ -31,31 +33,60 @@ static double value(coll_dtype_t dt, int rank, size_t i, int salt) {
 
 static void put(void *buf, coll_dtype_t dt, size_t i, double v) {
   switch (dt) {
-    case COLL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case COLL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case COLL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case COLL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case COLL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case COLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case COLL_FLOAT16: ((uint16_t *)buf)[i] = float_to_half_inline((float)v); break;
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16_inline((float)v); break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    default: ((double *)buf)[i] = v;
+    case COLL_INT8:
+      ((int8_t *)buf)[i] = (int8_t)v;
+      break;
+    case COLL_UINT8:
+      ((uint8_t *)buf)[i] = (uint8_t)v;
+      break;
+    case COLL_INT32:
+      ((int32_t *)buf)[i] = (int32_t)v;
+      break;
+    case COLL_UINT32:
+      ((uint32_t *)buf)[i] = (uint32_t)v;
+      break;
+    case COLL_INT64:
+      ((int64_t *)buf)[i] = (int64_t)v;
+      break;
+    case COLL_UINT64:
+      ((uint64_t *)buf)[i] = (uint64_t)v;
+      break;
+    case COLL_FLOAT16:
+      ((uint16_t *)buf)[i] = float_to_half_inline((float)v);
+      break;
+    case COLL_BFLOAT16:
+      ((uint16_t *)buf)[i] = float_to_bf16_inline((float)v);
+      break;
+    case COLL_FLOAT32:
+      ((float *)buf)[i] = (float)v;
+      break;
+    default:
+      ((double *)buf)[i] = v;
   }
 }
 
 static double get(const void *buf, coll_dtype_t dt, size_t i) {
   switch (dt) {
-    case COLL_INT8: return ((const int8_t *)buf)[i];
-    case COLL_UINT8: return ((const uint8_t *)buf)[i];
-    case COLL_INT32: return ((const int32_t *)buf)[i];
-    case COLL_UINT32: return ((const uint32_t *)buf)[i];
-    case COLL_INT64: return (double)((const int64_t *)buf)[i];
-    case COLL_UINT64: return (double)((const uint64_t *)buf)[i];
-    case COLL_FLOAT16: return half_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16: return bf16_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32: return ((const float *)buf)[i];
-    default: return ((const double *)buf)[i];
+    case COLL_INT8:
+      return ((const int8_t *)buf)[i];
+    case COLL_UINT8:
+      return ((const uint8_t *)buf)[i];
+    case COLL_INT32:
+      return ((const int32_t *)buf)[i];
+    case COLL_UINT32:
+      return ((const uint32_t *)buf)[i];
+    case COLL_INT64:
+      return (double)((const int64_t *)buf)[i];
+    case COLL_UINT64:
+      return (double)((const uint64_t *)buf)[i];
+    case COLL_FLOAT16:
+      return half_to_float_inline(((const uint16_t *)buf)[i]);
+    case COLL_BFLOAT16:
+      return bf16_to_float_inline(((const uint16_t *)buf)[i]);
+    case COLL_FLOAT32:
+      return ((const float *)buf)[i];
+    default:
+      return ((const double *)buf)[i];
   }
 }
 
@@ -63,7 +94,8 @@ static double get(const void *buf, coll_dtype_t dt, size_t i) {
 static coll_op_t op_for(coll_dtype_t dt, int turn) {
   static const coll_op_t ops[] = {COLL_SUM, COLL_MAX, COLL_MIN, COLL_PROD, COLL_AVG};
   coll_op_t op = ops[turn % 5];
-  if (op == COLL_PROD && !(dt == COLL_INT32 || dt == COLL_INT64 || dt == COLL_FLOAT64)) op = COLL_SUM;
+  if (op == COLL_PROD && !(dt == COLL_INT32 || dt == COLL_INT64 || dt == COLL_FLOAT64))
+    op = COLL_SUM;
   if (op == COLL_AVG && !is_float(dt)) op = COLL_MAX;
   return op;
 }
@@ -72,7 +104,10 @@ static double reduce_ref(coll_dtype_t dt, coll_op_t op, int n, size_t i, int sal
   double acc = value(dt, 0, i, salt);
   for (int r = 1; r < n; r++) {
     double v = value(dt, r, i, salt);
-    acc = op == COLL_PROD ? acc * v : op == COLL_MIN ? fmin(acc, v) : op == COLL_MAX ? fmax(acc, v) : acc + v;
+    acc = op == COLL_PROD  ? acc * v
+          : op == COLL_MIN ? fmin(acc, v)
+          : op == COLL_MAX ? fmax(acc, v)
+                           : acc + v;
   }
   return op == COLL_AVG ? acc / n : acc;
 }
@@ -225,8 +260,8 @@ static int rank_all(int rank, int n, void *arg) {
     for (size_t k = 0; k < 3 && !bad; k++, turn++)
       bad += one_round(comm, rank, n, (coll_dtype_t)dt, counts[k], turn, (turn & 3) == 3);
   /* Every forced algorithm, large enough for several segments. */
-  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD, COLL_ALGO_MASTER,
-                                      COLL_ALGO_AUTO};
+  static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
+                                      COLL_ALGO_MASTER, COLL_ALGO_AUTO};
   for (size_t a = 0; a < 5 && !bad; a++) {
     bad += status_ok("set_algo", rank, coll_comm_set_algo(comm, algos[a]));
     bad += one_round(comm, rank, n, COLL_FLOAT32, 70001, turn++, a == 2);
@@ -240,13 +275,15 @@ static const int shm_sizes[] = {1, 2, 3, 4, 5, 8};
 static const int tcp_sizes[] = {2, 3, 5};
 
 START_TEST(every_collective_over_shm_matches_the_reference) {
-  case_t c = {.job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
+  case_t c = {
+      .job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
   ck_assert_int_eq(mp_run(shm_sizes[_i], 60000, rank_all, &c), 0);
 }
 END_TEST
 
 START_TEST(every_collective_over_tcp_matches_the_reference) {
-  case_t c = {.job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
+  case_t c = {
+      .job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
   ck_assert_int_eq(mp_run(tcp_sizes[_i], 60000, rank_all, &c), 0);
 }
 END_TEST
@@ -271,7 +308,8 @@ static int rank_split(int rank, int n, void *arg) {
       bad = 1;
     }
     int32_t x = rank, sum = 0;
-    bad += status_ok("child all_reduce", rank, coll_all_reduce(&x, &sum, 1, COLL_INT32, COLL_SUM, child));
+    bad += status_ok("child all_reduce", rank,
+                     coll_all_reduce(&x, &sum, 1, COLL_INT32, COLL_SUM, child));
     if (!bad && sum != (color == 0 ? 0 + 2 : 1 + 3)) bad = 1;
     int32_t g[2] = {0, 0};
     bad += status_ok("child all_gather", rank, coll_all_gather(&x, g, 1, COLL_INT32, child));
@@ -279,7 +317,8 @@ static int rank_split(int rank, int n, void *arg) {
     bad += status_ok("child destroy", rank, coll_comm_destroy(child));
   }
   int32_t y = 1, total = 0;
-  bad += status_ok("parent all_reduce", rank, coll_all_reduce(&y, &total, 1, COLL_INT32, COLL_SUM, comm));
+  bad += status_ok("parent all_reduce", rank,
+                   coll_all_reduce(&y, &total, 1, COLL_INT32, COLL_SUM, comm));
   if (total != n) bad = 1;
   if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
   return bad ? 1 : 0;
@@ -314,13 +353,15 @@ static int rank_bad_args(int rank, int n, void *arg) {
                         coll_reduce_async(x, x, 1, COLL_FLOAT32, COLL_SUM, 0, comm, NULL));
   bad += expect_invalid("all_gather overlap", coll_all_gather(x + 1, x, 4, COLL_FLOAT32, comm));
   bad += expect_invalid("all_gather NULL", coll_all_gather(x, NULL, 4, COLL_FLOAT32, comm));
-  bad += expect_invalid("all_gather huge", coll_all_gather(x, x + 32, SIZE_MAX / 2, COLL_FLOAT32, comm));
+  bad += expect_invalid("all_gather huge",
+                        coll_all_gather(x, x + 32, SIZE_MAX / 2, COLL_FLOAT32, comm));
   bad += expect_invalid("reduce_scatter overlap",
                         coll_reduce_scatter(x, x + 1, 2, COLL_FLOAT32, COLL_SUM, comm));
   bad += expect_invalid("reduce_scatter op",
                         coll_reduce_scatter(x, x + 32, 2, COLL_FLOAT32, COLL_OP_COUNT, comm));
   bad += expect_invalid("all_to_all in-place", coll_all_to_all(x, x, 2, COLL_FLOAT32, comm));
-  bad += expect_invalid("all_to_all_async", coll_all_to_all_async(x, x + 32, 2, COLL_FLOAT32, comm, NULL));
+  bad += expect_invalid("all_to_all_async",
+                        coll_all_to_all_async(x, x + 32, 2, COLL_FLOAT32, comm, NULL));
   bad += expect_invalid("barrier NULL", coll_barrier(NULL));
   bad += expect_invalid("barrier_async", coll_barrier_async(comm, NULL));
   bad += expect_invalid("send peer", coll_send(x, 1, COLL_FLOAT32, n, comm));
