@@ -34,7 +34,17 @@ extern "C" {
  *  5. Strings returned by coll_status_string() are static; coll_last_error() points
  *     to thread-local storage valid until the next libcoll call on that thread.
  *  6. After coll_comm_abort(), every pending and later call on the communicator
- *     returns COLL_ERR_ABORTED; only coll_comm_destroy() remains to be called. */
+ *     returns COLL_ERR_ABORTED, whatever its other arguments, with a message naming the
+ *     rank and the call ("rank 1: coll_group_start: the communicator was aborted"). That
+ *     includes the queries: coll_comm_rank, coll_comm_size and coll_comm_mem_stats answer
+ *     nothing more, and coll_comm_get_async_error returns COLL_ERR_ABORTED and also sets
+ *     *async_error to it. The exceptions: coll_comm_destroy(), which is all that
+ *     remains to be called; a second coll_comm_abort(), which returns COLL_OK and does
+ *     nothing; coll_trace_enabled(), which returns no status and keeps answering; and
+ *     coll_request_wait/test of a request that completed before the abort, which return
+ *     its own result. A *failed* communicator (a dead peer, a timeout, a mismatch) is
+ *     different: the calls that start work (collectives, send/recv, coll_group_end,
+ *     coll_comm_split, coll_mem_alloc) return its error, while the others keep working. */
 
 /* Status codes: 0 is success, positive means "not yet", negative are errors.
  * X(name, value, description) */
@@ -131,8 +141,8 @@ COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_c
 /* Free the communicator. Collective only in the sense that peers see the connections
  * close; it never blocks longer than the communicator's timeout. NULL is allowed. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);
-/* Stop all pending work at once; pending and later calls fail with COLL_ERR_ABORTED.
- * Safe to call from another thread. */
+/* Stop all pending work at once; pending and later calls fail with COLL_ERR_ABORTED
+ * (rule 6). Safe to call from another thread; a second call does nothing. */
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
 COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank);
 COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size);

@@ -581,6 +581,135 @@ START_TEST(ranks_that_disagree_on_the_count_get_a_mismatch_naming_both) {
 }
 END_TEST
 
+/* ---- The small promises of coll.h, to the letter ---- */
+
+/* The message every call on an aborted communicator gives, exactly. */
+static int expect_aborted(int rank, const char *what, coll_status_t st) {
+  char want[128];
+  snprintf(want, sizeof want, "rank %d: %s: the communicator was aborted", rank, what);
+  if (st == COLL_ERR_ABORTED && strcmp(coll_last_error(), want) == 0) return 0;
+  fprintf(stderr, "rank %d: %s after abort: expected ABORTED '%s', got %s '%s'\n", rank, what, want,
+          coll_status_name(st), coll_last_error());
+  return 1;
+}
+
+/* Rule 6: a group and a window are pending when the rank aborts; the group's end and
+ * every later call (bad arguments included) return COLL_ERR_ABORTED naming the rank and
+ * the call; a second abort and destroy succeed. */
+static int rank_calls_after_abort(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  static float x[64], y[64];
+  void *win = NULL, *p = NULL;
+  int peer = (rank + 1) % nranks, bad = 0;
+  if (coll_mem_alloc(comm, 4096, &win) != COLL_OK || coll_group_start(comm) != COLL_OK ||
+      coll_send(x, 4, COLL_FLOAT32, peer, comm) != COLL_OK || coll_comm_abort(comm) != COLL_OK) {
+    fprintf(stderr, "rank %d: setting up: %s\n", rank, coll_last_error());
+    return 1;
+  }
+  bad += expect_aborted(rank, "coll_group_end", coll_group_end(comm));
+  coll_request_t *req = NULL;
+  coll_comm_t *child = NULL;
+  coll_mem_stats_t ms;
+  coll_status_t async_error = COLL_OK;
+  int r = -1, n = -1;
+#define AFTER_ABORT(name, call) bad += expect_aborted(rank, name, (call))
+  AFTER_ABORT("coll_all_reduce", coll_all_reduce(x, y, 4, COLL_FLOAT32, COLL_SUM, comm));
+  AFTER_ABORT("coll_all_reduce_async",
+              coll_all_reduce_async(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, &req));
+  AFTER_ABORT("coll_all_reduce_async",
+              coll_all_reduce_async(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, NULL));
+  AFTER_ABORT("coll_all_reduce_stream",
+              coll_all_reduce_stream(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, NULL));
+  AFTER_ABORT("coll_broadcast", coll_broadcast(x, 4, COLL_FLOAT32, 0, comm));
+  AFTER_ABORT("coll_broadcast_async", coll_broadcast_async(x, 4, COLL_FLOAT32, 0, comm, &req));
+  AFTER_ABORT("coll_broadcast_stream", coll_broadcast_stream(x, 4, COLL_FLOAT32, 0, comm, NULL));
+  AFTER_ABORT("coll_reduce", coll_reduce(x, y, 4, COLL_FLOAT32, COLL_SUM, 0, comm));
+  AFTER_ABORT("coll_reduce_async",
+              coll_reduce_async(x, y, 4, COLL_FLOAT32, COLL_SUM, 0, comm, &req));
+  AFTER_ABORT("coll_reduce_stream",
+              coll_reduce_stream(x, y, 4, COLL_FLOAT32, COLL_SUM, 0, comm, NULL));
+  AFTER_ABORT("coll_all_gather", coll_all_gather(x, y, 4, COLL_FLOAT32, comm));
+  AFTER_ABORT("coll_all_gather_async", coll_all_gather_async(x, y, 4, COLL_FLOAT32, comm, &req));
+  AFTER_ABORT("coll_all_gather_stream", coll_all_gather_stream(x, y, 4, COLL_FLOAT32, comm, NULL));
+  AFTER_ABORT("coll_reduce_scatter", coll_reduce_scatter(x, y, 4, COLL_FLOAT32, COLL_SUM, comm));
+  AFTER_ABORT("coll_reduce_scatter_async",
+              coll_reduce_scatter_async(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, &req));
+  AFTER_ABORT("coll_reduce_scatter_stream",
+              coll_reduce_scatter_stream(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, NULL));
+  AFTER_ABORT("coll_all_to_all", coll_all_to_all(x, y, 4, COLL_FLOAT32, comm));
+  AFTER_ABORT("coll_all_to_all_async", coll_all_to_all_async(x, y, 4, COLL_FLOAT32, comm, &req));
+  AFTER_ABORT("coll_all_to_all_stream", coll_all_to_all_stream(x, y, 4, COLL_FLOAT32, comm, NULL));
+  AFTER_ABORT("coll_barrier", coll_barrier(comm));
+  AFTER_ABORT("coll_barrier_async", coll_barrier_async(comm, &req));
+  AFTER_ABORT("coll_send", coll_send(x, 4, COLL_FLOAT32, peer, comm));
+  AFTER_ABORT("coll_send", coll_send(x, 4, COLL_FLOAT32, rank, comm));
+  AFTER_ABORT("coll_recv", coll_recv(y, 4, COLL_FLOAT32, peer, comm));
+  AFTER_ABORT("coll_send_async", coll_send_async(x, 4, COLL_FLOAT32, peer, comm, &req));
+  AFTER_ABORT("coll_recv_async", coll_recv_async(y, 4, COLL_FLOAT32, peer, comm, &req));
+  AFTER_ABORT("coll_group_start", coll_group_start(comm));
+  AFTER_ABORT("coll_group_end", coll_group_end(comm));
+  AFTER_ABORT("coll_comm_split", coll_comm_split(comm, 0, rank, &child));
+  AFTER_ABORT("coll_comm_set_algo", coll_comm_set_algo(comm, COLL_ALGO_RING));
+  AFTER_ABORT("coll_comm_set_timeout", coll_comm_set_timeout(comm, 1000));
+  AFTER_ABORT("coll_comm_set_poll_us", coll_comm_set_poll_us(comm, 10));
+  AFTER_ABORT("coll_mem_alloc", coll_mem_alloc(comm, 4096, &p));
+  AFTER_ABORT("coll_mem_free", coll_mem_free(comm, win));
+  AFTER_ABORT("coll_mem_free", coll_mem_free(comm, NULL));
+  AFTER_ABORT("coll_comm_mem_stats", coll_comm_mem_stats(comm, &ms));
+  AFTER_ABORT("coll_trace_span_begin", coll_trace_span_begin(comm, "phase"));
+  AFTER_ABORT("coll_trace_span_end", coll_trace_span_end(comm, "phase"));
+  AFTER_ABORT("coll_comm_rank", coll_comm_rank(comm, &r));
+  AFTER_ABORT("coll_comm_rank", coll_comm_rank(comm, NULL));
+  AFTER_ABORT("coll_comm_size", coll_comm_size(comm, &n));
+  AFTER_ABORT("coll_comm_get_async_error", coll_comm_get_async_error(comm, &async_error));
+#undef AFTER_ABORT
+  if (req != NULL || child != NULL || p != NULL || r != -1 || n != -1 ||
+      async_error != COLL_ERR_ABORTED) {
+    fprintf(stderr, "rank %d: outputs after abort: req %p child %p ptr %p rank %d size %d %s\n",
+            rank, (void *)req, (void *)child, p, r, n, coll_status_name(async_error));
+    bad = 1;
+  }
+  if (coll_comm_abort(comm) != COLL_OK || coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad;
+}
+
+START_TEST(every_call_after_abort_returns_aborted_naming_the_rank_and_the_call) {
+  ct_job_t job = {.port = mp_free_port()};
+  ck_assert_int_eq(mp_run(2, 30000, rank_calls_after_abort, &job), 0);
+}
+END_TEST
+
+/* A failed (not aborted) communicator refuses work with its failure, but still answers
+ * the queries and takes a new timeout. */
+static int rank_failed_comm(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  static float x[8];
+  int bad =
+      coll_all_reduce(x, x, rank == 0 ? 4 : 5, COLL_FLOAT32, COLL_SUM, comm) != COLL_ERR_MISMATCH;
+  int r = -1, n = -1;
+  coll_status_t async_error = COLL_OK;
+  coll_mem_stats_t ms;
+  if (coll_comm_rank(comm, &r) != COLL_OK || r != rank || coll_comm_size(comm, &n) != COLL_OK ||
+      n != nranks || coll_comm_get_async_error(comm, &async_error) != COLL_OK ||
+      async_error != COLL_ERR_MISMATCH || coll_comm_mem_stats(comm, &ms) != COLL_OK ||
+      coll_comm_set_timeout(comm, 1000) != COLL_OK) {
+    fprintf(stderr, "rank %d: a query on the failed communicator: %s\n", rank, coll_last_error());
+    bad = 1;
+  }
+  if (coll_all_reduce(x, x, 4, COLL_FLOAT32, COLL_SUM, comm) != COLL_ERR_MISMATCH) bad = 1;
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_failed_communicator_still_answers_queries_but_refuses_work) {
+  ct_job_t job = {.port = mp_free_port(), .timeout_ms = 1500};
+  ck_assert_int_eq(mp_run(2, 30000, rank_failed_comm, &job), 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -600,6 +729,8 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, info_log_names_algorithm_and_transport_and_staging_is_reported);
   tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
   tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
+  tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
+  tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
   suite_add_tcase(s, tc);
   return s;
 }

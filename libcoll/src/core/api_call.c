@@ -176,12 +176,15 @@ coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
 
 coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
                       coll_request_t **request, bool async) {
-  if (async) {
-    if (request == NULL)
-      return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
-    *request = NULL;
-  }
-  coll_status_t st = api_prepare(comm, what, &call);
+  /* The communicator first: after an abort every call returns COLL_ERR_ABORTED, whatever
+   * its arguments (rule 6 of coll.h). */
+  if (async && request != NULL) *request = NULL;
+  coll_status_t st = comm_check(comm, what);
+  if (st == COLL_OK) st = comm_check_usable(comm, what);
+  if (st != COLL_OK) return st;
+  if (async && request == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+  st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   /* Device buffers of a plain or _async call: what the legacy default stream holds (the
    * caller's last writes, as cudaMemcpy leaves them) comes first. */
@@ -196,6 +199,7 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
 coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call,
                              void *stream) {
   coll_status_t st = comm_check(comm, what);
+  if (st == COLL_OK) st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
   if (comm->group_depth > 0)
     return coll_error(COLL_ERR_UNSUPPORTED,

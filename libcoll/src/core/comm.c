@@ -272,14 +272,24 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
 coll_status_t coll_comm_abort(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_comm_abort");
   if (st != COLL_OK) return st;
-  atomic_store(&comm->aborted, 1);
-  progress_wake_all(comm);
+  /* A second abort finds the flag set and does nothing (rule 6). */
+  if (atomic_exchange(&comm->aborted, 1) == 0) progress_wake_all(comm);
   coll_error_clear();
   return COLL_OK;
 }
 
+/* Rule 6 of coll.h for the calls below, which start no work: after coll_comm_abort they
+ * refuse (same message as comm_check_usable), while a failed communicator still answers
+ * them. */
+static coll_status_t refuse_if_aborted(const coll_comm_t *comm, const char *what) {
+  if (!atomic_load_explicit(&comm->aborted, memory_order_relaxed)) return COLL_OK;
+  return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->rank,
+                    what);
+}
+
 coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank) {
   coll_status_t st = comm_check(comm, "coll_comm_rank");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_rank");
   if (st != COLL_OK) return st;
   if (rank == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_rank: rank is NULL");
   *rank = comm->rank;
@@ -289,6 +299,7 @@ coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank) {
 
 coll_status_t coll_comm_size(const coll_comm_t *comm, int *size) {
   coll_status_t st = comm_check(comm, "coll_comm_size");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_size");
   if (st != COLL_OK) return st;
   if (size == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_size: size is NULL");
   *size = comm->nranks;
@@ -298,6 +309,7 @@ coll_status_t coll_comm_size(const coll_comm_t *comm, int *size) {
 
 coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *stats) {
   coll_status_t st = comm_check(comm, "coll_comm_mem_stats");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_mem_stats");
   if (st != COLL_OK) return st;
   if (stats == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_mem_stats: stats is NULL");
@@ -311,6 +323,7 @@ coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *sta
 
 coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
   coll_status_t st = comm_check(comm, "coll_comm_set_algo");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_set_algo");
   if (st != COLL_OK) return st;
   if ((unsigned)algo >= COLL_ALGO_COUNT)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_set_algo: unknown algorithm %d",
@@ -324,6 +337,7 @@ coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
 
 coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
   coll_status_t st = comm_check(comm, "coll_comm_set_timeout");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_set_timeout");
   if (st != COLL_OK) return st;
   if (timeout_ms < 1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
@@ -336,6 +350,7 @@ coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
 
 coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
   coll_status_t st = comm_check(comm, "coll_comm_set_poll_us");
+  if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_set_poll_us");
   if (st != COLL_OK) return st;
   if (poll_us < 0 || poll_us > 1000000)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
@@ -349,14 +364,16 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
 coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error) {
   coll_status_t st = comm_check(comm, "coll_comm_get_async_error");
   if (st != COLL_OK) return st;
+  if (atomic_load(&comm->aborted)) {
+    if (async_error != NULL) *async_error = COLL_ERR_ABORTED;
+    return refuse_if_aborted(comm, "coll_comm_get_async_error");
+  }
   if (async_error == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_get_async_error: async_error is NULL");
   int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
   *async_error = (coll_status_t)failed;
   if (failed != 0)
     coll_error((coll_status_t)failed, "rank %d: %s", comm->rank, comm->failed_message);
-  else if (atomic_load(&comm->aborted))
-    *async_error = coll_error(COLL_ERR_ABORTED, "rank %d: the communicator was aborted", comm->rank);
   else
     coll_error_clear();
   return COLL_OK;

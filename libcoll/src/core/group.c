@@ -30,14 +30,12 @@ void group_free(coll_comm_t *comm) {
 static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const void *buf,
                          size_t count, coll_dtype_t dtype, int peer, coll_request_t **request,
                          bool async) {
-  if (async) {
-    if (request == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
-    *request = NULL;
-  }
+  if (async && request != NULL) *request = NULL;
   coll_status_t st = comm_check(comm, what);
+  if (st == COLL_OK) st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
-  st = comm_check_usable(comm, what);
-  if (st != COLL_OK) return st;
+  if (async && request == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
   size_t esz = coll_dtype_size(dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)dtype);
@@ -84,8 +82,16 @@ coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int p
   return p2p(comm, "coll_recv_async", false, buf, count, dtype, peer, request, true);
 }
 
+/* Rule 6 of coll.h: after coll_comm_abort a group neither opens nor closes. A failed
+ * communicator still opens one; coll_group_end then returns the failure. */
+static coll_status_t refuse_if_aborted(coll_comm_t *comm, const char *what) {
+  coll_status_t st = comm_check(comm, what);
+  if (st == COLL_OK && atomic_load(&comm->aborted)) st = comm_check_usable(comm, what);
+  return st;
+}
+
 coll_status_t coll_group_start(coll_comm_t *comm) {
-  coll_status_t st = comm_check(comm, "coll_group_start");
+  coll_status_t st = refuse_if_aborted(comm, "coll_group_start");
   if (st != COLL_OK) return st;
   comm->group_depth++;
   coll_error_clear();
@@ -113,7 +119,7 @@ static coll_status_t run_p2p(coll_comm_t *comm, size_t first, size_t end) {
 }
 
 coll_status_t coll_group_end(coll_comm_t *comm) {
-  coll_status_t st = comm_check(comm, "coll_group_end");
+  coll_status_t st = refuse_if_aborted(comm, "coll_group_end");
   if (st != COLL_OK) return st;
   if (comm->group_depth == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
@@ -122,6 +128,7 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
     coll_error_clear();
     return COLL_OK;
   }
+  st = comm_check_usable(comm, "coll_group_end"); /* failed: the recorded calls are dropped */
   size_t i = 0;
   while (i < comm->group_n && st == COLL_OK) {
     if (comm->group_calls[i].kind != COLL_KIND_P2P) {

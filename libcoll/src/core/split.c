@@ -47,13 +47,12 @@ static coll_status_t exchange(coll_comm_t *comm, uint64_t k, int color, int key,
 }
 
 coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t **newcomm) {
+  if (newcomm != NULL) *newcomm = NULL;
   coll_status_t st = comm_check(comm, "coll_comm_split");
+  if (st == COLL_OK) st = comm_check_usable(comm, "coll_comm_split");
   if (st != COLL_OK) return st;
   if (newcomm == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_split: newcomm is NULL");
-  *newcomm = NULL;
-  st = comm_check_usable(comm, "coll_comm_split");
-  if (st != COLL_OK) return st;
   if (comm->group_depth > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_split: not allowed inside a group");
   uint64_t k = ++comm->splits;

@@ -157,15 +157,14 @@ static coll_status_t quiesce(coll_comm_t *comm) {
 }
 
 coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
+  if (ptr != NULL) *ptr = NULL;
   coll_status_t st = comm_check(comm, "coll_mem_alloc");
+  if (st == COLL_OK) st = comm_check_usable(comm, "coll_mem_alloc");
   if (st != COLL_OK) return st;
   if (ptr == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: ptr is NULL");
-  *ptr = NULL;
   if (bytes == 0) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: bytes is 0");
   if (bytes > SIZE_MAX / 2)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: %zu bytes is too large", bytes);
-  st = comm_check_usable(comm, "coll_mem_alloc");
-  if (st != COLL_OK) return st;
   if (comm->windows == NULL) {
     comm->windows = calloc(1, sizeof *comm->windows);
     if (comm->windows == NULL)
@@ -222,6 +221,9 @@ static void free_window(coll_comm_t *comm, window_t *w) {
 coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr) {
   coll_status_t st = comm_check(comm, "coll_mem_free");
   if (st != COLL_OK) return st;
+  /* Rule 6 of coll.h: refused after an abort (destroy releases the windows); a failed
+   * communicator still frees, which needs no peer. */
+  if (atomic_load(&comm->aborted)) return comm_check_usable(comm, "coll_mem_free");
   if (ptr == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_free: ptr is NULL");
   window_t **link = comm->windows != NULL ? &comm->windows->head : NULL;
   while (link != NULL && *link != NULL && (*link)->base != ptr) link = &(*link)->next;
