@@ -47,7 +47,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
   coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
            call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
            reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
-           call->win_send != NULL       ? " (zero-copy window: buffers from coll_mem_alloc)"
+           call->win_send != NULL     ? " (zero-copy window: buffers from coll_mem_alloc)"
            : comm->algo == call->algo ? " (forced)"
                                       : " (cost model)",
            call->on_device ? exec_cuda_path_name(comm) : exec_transport_name(comm),
@@ -87,14 +87,14 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *what, const ex
       in_place = s == r;
   }
   if (!in_place && overlaps(s, in_count * esz, r, out_count * esz))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "%s: sendbuf and recvbuf overlap (%s)", what,
-                      c->kind == COLL_KIND_ALL_GATHER       ? "in-place is sendbuf == recvbuf + rank * "
-                                                              "sendcount"
-                      : c->kind == COLL_KIND_REDUCE_SCATTER ? "in-place is recvbuf == sendbuf + rank "
-                                                              "* recvcount"
-                      : c->kind == COLL_KIND_ALL_TO_ALL     ? "all_to_all has no in-place form"
-                                                            : "in-place passes the same pointer twice");
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: sendbuf and recvbuf overlap (%s)", what,
+                      c->kind == COLL_KIND_ALL_GATHER ? "in-place is sendbuf == recvbuf + rank * "
+                                                        "sendcount"
+                      : c->kind == COLL_KIND_REDUCE_SCATTER
+                          ? "in-place is recvbuf == sendbuf + rank "
+                            "* recvcount"
+                      : c->kind == COLL_KIND_ALL_TO_ALL ? "all_to_all has no in-place form"
+                                                        : "in-place passes the same pointer twice");
   return COLL_OK;
 }
 
@@ -136,11 +136,10 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
     if (call->kind == COLL_KIND_ALL_REDUCE)
       coll_log(COLL_LOG_INFO,
-               "%s: algo arena is forced but cannot run here (%s); the cost model chooses",
-               what,
-               call->on_device      ? "device buffers"
+               "%s: algo arena is forced but cannot run here (%s); the cost model chooses", what,
+               call->on_device     ? "device buffers"
                : comm->nranks == 1 ? "one rank"
-                                    : "ranks on several hosts, or a transport other than shm");
+                                   : "ranks on several hosts, or a transport other than shm");
     call->algo = COLL_ALGO_AUTO;
   }
   if (call->algo == COLL_ALGO_AUTO) {
@@ -151,7 +150,8 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   }
   /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
    * another algorithm is forced. */
-  if (arena_ok && call->count > 0 && (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
+  if (arena_ok && call->count > 0 &&
+      (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
     window_prepare_call(comm, call);
   if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;
@@ -196,8 +196,7 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
 /* The _stream forms: device buffers are queued on the caller's stream (exec_cuda.c);
  * host buffers wait for the stream, then run like the blocking call. Not inside a group:
  * a recorded call would run at coll_group_end, out of the stream's order. */
-coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call,
-                             void *stream) {
+coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call, void *stream) {
   coll_status_t st = comm_check(comm, what);
   if (st == COLL_OK) st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
@@ -217,4 +216,3 @@ coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t ca
   if (st == COLL_OK) coll_error_clear();
   return st;
 }
-

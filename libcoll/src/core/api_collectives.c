@@ -24,15 +24,15 @@ static exec_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, i
 
 coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
                               coll_op_t op, coll_comm_t *comm) {
-  return api_run(comm, "coll_all_reduce", all_reduce_call(sendbuf, recvbuf, count, dtype, op),
-                 NULL, false);
+  return api_run(comm, "coll_all_reduce", all_reduce_call(sendbuf, recvbuf, count, dtype, op), NULL,
+                 false);
 }
 
 coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                     coll_request_t **request) {
-  return api_run(comm, "coll_all_reduce_async",
-                 all_reduce_call(sendbuf, recvbuf, count, dtype, op), request, true);
+  return api_run(comm, "coll_all_reduce_async", all_reduce_call(sendbuf, recvbuf, count, dtype, op),
+                 request, true);
 }
 
 coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,

@@ -7,94 +7,101 @@
 
 static exec_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
                         coll_op_t op, int root) {
-  return (exec_call_t){
-      .kind = kind, .sendbuf = s, .recvbuf = r, .count = count, .dtype = dt, .op = op, .root = root};
+  return (exec_call_t){.kind = kind,
+                       .sendbuf = s,
+                       .recvbuf = r,
+                       .count = count,
+                       .dtype = dt,
+                       .op = op,
+                       .root = root};
 }
 
 coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
                           coll_op_t op, int root, coll_comm_t *comm) {
-  return api_run(comm, "coll_reduce", make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
-             NULL, false);
+  return api_run(comm, "coll_reduce",
+                 make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), NULL, false);
 }
 
 coll_status_t coll_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                 coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
                                 coll_request_t **request) {
   return api_run(comm, "coll_reduce_async",
-             make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), request, true);
+                 make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), request, true);
 }
 
 coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                               coll_dtype_t dtype, coll_comm_t *comm) {
   return api_run(comm, "coll_all_gather",
-             make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), NULL,
-             false);
+                 make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), NULL,
+                 false);
 }
 
 coll_status_t coll_all_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
                                     coll_dtype_t dtype, coll_comm_t *comm,
                                     coll_request_t **request) {
   return api_run(comm, "coll_all_gather_async",
-             make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), request,
-             true);
+                 make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
+                 request, true);
 }
 
 coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                   coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm) {
   return api_run(comm, "coll_reduce_scatter",
-             make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), NULL,
-             false);
+                 make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), NULL,
+                 false);
 }
 
 coll_status_t coll_reduce_scatter_async(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                         coll_request_t **request) {
   return api_run(comm, "coll_reduce_scatter_async",
-             make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), request,
-             true);
+                 make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), request,
+                 true);
 }
 
-coll_status_t coll_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
-                              coll_dtype_t dtype, coll_comm_t *comm) {
+coll_status_t coll_all_to_all(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
+                              coll_comm_t *comm) {
   return api_run(comm, "coll_all_to_all",
-             make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), NULL, false);
+                 make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), NULL,
+                 false);
 }
 
 coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_comm_t *comm,
                                     coll_request_t **request) {
   return api_run(comm, "coll_all_to_all_async",
-             make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), request,
-             true);
+                 make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0), request,
+                 true);
 }
 
 coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                  coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
                                  void *cuda_stream) {
   return api_run_stream(comm, "coll_reduce_stream",
-                    make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root), cuda_stream);
+                        make(COLL_KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
+                        cuda_stream);
 }
 
 coll_status_t coll_all_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                      coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
   return api_run_stream(comm, "coll_all_gather_stream",
-                    make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
-                    cuda_stream);
+                        make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
+                        cuda_stream);
 }
 
 coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                          coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                          void *cuda_stream) {
   return api_run_stream(comm, "coll_reduce_scatter_stream",
-                    make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0),
-                    cuda_stream);
+                        make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0),
+                        cuda_stream);
 }
 
 coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t count,
                                      coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
   return api_run_stream(comm, "coll_all_to_all_stream",
-                    make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0),
-                    cuda_stream);
+                        make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0),
+                        cuda_stream);
 }
 
 /* The barrier reduces one byte held by the communicator: every rank must have sent its

@@ -52,13 +52,13 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
   size_t bytes = count * esz;
   if (bytes > 0) st = exec_cuda_refuse_device(comm, what, buf);
   if (st != COLL_OK) return st;
-  exec_call_t call = {.kind = COLL_KIND_P2P,
-                      .count = bytes,
-                      .dtype = COLL_UINT8,
-                      .algo = COLL_ALGO_RING,
-                      .root = peer,
-                      .one = {.send = send, .peer = peer, .buf = (void *)(uintptr_t)buf,
-                              .bytes = bytes}};
+  exec_call_t call = {
+      .kind = COLL_KIND_P2P,
+      .count = bytes,
+      .dtype = COLL_UINT8,
+      .algo = COLL_ALGO_RING,
+      .root = peer,
+      .one = {.send = send, .peer = peer, .buf = (void *)(uintptr_t)buf, .bytes = bytes}};
   if (bytes == 0 && comm->group_depth > 0 && !async) return COLL_OK; /* nothing to pair */
   return api_submit(comm, what, &call, async ? request : NULL);
 }
