@@ -583,6 +583,20 @@ END_TEST
 
 /* ---- The small promises of coll.h, to the letter ---- */
 
+/* 0 when st is want and the message starts "rank R: what: " and holds needle; else 1,
+ * said on stderr. */
+static int expect_error(int rank, const char *what, coll_status_t st, coll_status_t want,
+                        const char *needle) {
+  char prefix[96];
+  snprintf(prefix, sizeof prefix, "rank %d: %s: ", rank, what);
+  const char *msg = coll_last_error();
+  if (st == want && strncmp(msg, prefix, strlen(prefix)) == 0 && strstr(msg, needle) != NULL)
+    return 0;
+  fprintf(stderr, "rank %d: %s: expected %s '%s...%s', got %s '%s'\n", rank, what,
+          coll_status_name(want), prefix, needle, coll_status_name(st), msg);
+  return 1;
+}
+
 /* The message every call on an aborted communicator gives, exactly. */
 static int expect_aborted(int rank, const char *what, coll_status_t st) {
   char want[128];
@@ -710,6 +724,79 @@ START_TEST(a_failed_communicator_still_answers_queries_but_refuses_work) {
 }
 END_TEST
 
+/* A sample of each entry point's argument errors, on two ranks: each names the rank and
+ * the call ("rank 1: coll_all_reduce: count ... overflows"), and none breaks the
+ * communicator. */
+static int rank_argument_errors(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  static float x[64], y[64];
+  coll_request_t *req = NULL;
+  void *p = NULL;
+  int bad = 0, peer = (rank + 1) % nranks;
+  const coll_status_t inval = COLL_ERR_INVALID_ARGUMENT;
+#define ARG_ERROR(name, call, needle) bad += expect_error(rank, name, (call), inval, needle)
+  ARG_ERROR("coll_all_reduce", coll_all_reduce(x, y, SIZE_MAX / 2, COLL_FLOAT32, COLL_SUM, comm),
+            "overflows");
+  ARG_ERROR("coll_all_reduce_async",
+            coll_all_reduce_async(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, NULL), "request is NULL");
+  ARG_ERROR("coll_broadcast", coll_broadcast(x, 4, COLL_FLOAT32, nranks, comm), "is outside");
+  ARG_ERROR("coll_broadcast_stream", coll_broadcast_stream(x, 4, COLL_FLOAT32, -1, comm, NULL),
+            "root -1");
+  ARG_ERROR("coll_reduce", coll_reduce(x, y, 4, COLL_DTYPE_COUNT, COLL_SUM, 0, comm),
+            "unknown dtype");
+  ARG_ERROR("coll_reduce_async",
+            coll_reduce_async(x, y, 4, COLL_FLOAT32, COLL_OP_COUNT, 0, comm, &req), "unknown op");
+  ARG_ERROR("coll_all_gather", coll_all_gather(x, x + 1, 2, COLL_FLOAT32, comm), "overlap");
+  ARG_ERROR("coll_reduce_scatter", coll_reduce_scatter(NULL, y, 4, COLL_FLOAT32, COLL_SUM, comm),
+            "sendbuf is NULL");
+  ARG_ERROR("coll_all_to_all_stream", coll_all_to_all_stream(x, x, 4, COLL_FLOAT32, comm, NULL),
+            "no in-place form");
+  ARG_ERROR("coll_barrier_async", coll_barrier_async(comm, NULL), "request is NULL");
+  ARG_ERROR("coll_send", coll_send(x, 4, COLL_FLOAT32, nranks, comm), "is outside");
+  ARG_ERROR("coll_recv", coll_recv(y, 4, COLL_FLOAT32, rank, comm), "is this rank");
+  ARG_ERROR("coll_recv", coll_recv(NULL, 4, COLL_FLOAT32, peer, comm), "buf is NULL");
+  ARG_ERROR("coll_send_async", coll_send_async(x, 4, COLL_FLOAT32, peer, comm, NULL),
+            "request is NULL");
+  ARG_ERROR("coll_group_end", coll_group_end(comm), "no group is open");
+  if (coll_group_start(comm) != COLL_OK) bad = 1;
+  ARG_ERROR("coll_all_reduce_async",
+            coll_all_reduce_async(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, &req), "inside a group");
+  bad += expect_error(rank, "coll_all_reduce_stream",
+                      coll_all_reduce_stream(x, y, 4, COLL_FLOAT32, COLL_SUM, comm, NULL),
+                      COLL_ERR_UNSUPPORTED, "inside a group");
+  coll_comm_t *child = NULL;
+  ARG_ERROR("coll_comm_split", coll_comm_split(comm, 0, 0, &child), "inside a group");
+  if (coll_group_end(comm) != COLL_OK) bad = 1;
+  ARG_ERROR("coll_comm_split", coll_comm_split(comm, 0, 0, NULL), "newcomm is NULL");
+  ARG_ERROR("coll_comm_set_algo", coll_comm_set_algo(comm, COLL_ALGO_COUNT), "unknown algorithm");
+  ARG_ERROR("coll_comm_set_timeout", coll_comm_set_timeout(comm, 0), "timeout_ms 0");
+  ARG_ERROR("coll_comm_set_poll_us", coll_comm_set_poll_us(comm, -1), "poll_us -1");
+  ARG_ERROR("coll_mem_alloc", coll_mem_alloc(comm, 0, &p), "bytes is 0");
+  ARG_ERROR("coll_mem_alloc", coll_mem_alloc(comm, 64, NULL), "ptr is NULL");
+  ARG_ERROR("coll_mem_free", coll_mem_free(comm, x), "was not returned by coll_mem_alloc");
+  ARG_ERROR("coll_comm_mem_stats", coll_comm_mem_stats(comm, NULL), "stats is NULL");
+  ARG_ERROR("coll_trace_span_begin", coll_trace_span_begin(comm, NULL), "name is NULL");
+  ARG_ERROR("coll_comm_rank", coll_comm_rank(comm, NULL), "rank is NULL");
+  ARG_ERROR("coll_comm_size", coll_comm_size(comm, NULL), "size is NULL");
+  ARG_ERROR("coll_comm_get_async_error", coll_comm_get_async_error(comm, NULL),
+            "async_error is NULL");
+#undef ARG_ERROR
+  /* Still usable: nothing above started work. */
+  float one = 1, sum = 0;
+  if (coll_all_reduce(&one, &sum, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK ||
+      sum != (float)nranks || req != NULL || child != NULL || p != NULL)
+    bad = 1;
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad;
+}
+
+START_TEST(argument_errors_on_a_live_communicator_name_the_rank_and_the_call) {
+  ct_job_t job = {.port = mp_free_port()};
+  ck_assert_int_eq(mp_run(2, 30000, rank_argument_errors, &job), 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -731,6 +818,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
   tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
   tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
+  tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
   suite_add_tcase(s, tc);
   return s;
 }

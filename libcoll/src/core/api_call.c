@@ -14,6 +14,8 @@
 #include "core/window.h"
 #include "mem/mem_cuda.h"
 
+enum { WHO_MAX = 96 }; /* "rank 12345: coll_reduce_scatter_stream" */
+
 /* What the cost model needs of a call. */
 static sched_params_t call_params(const coll_comm_t *comm, const exec_call_t *call) {
   return (sched_params_t){.collective = call->kind,
@@ -58,17 +60,18 @@ static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
   return a < b + blen && b < a + alen;
 }
 
-/* The in-place forms allowed per collective; any other overlap is refused. */
-static coll_status_t check_buffers(coll_comm_t *comm, const char *what, const exec_call_t *c,
+/* The in-place forms allowed per collective; any other overlap is refused. who: "rank R:
+ * coll_x", how the call's argument errors begin. */
+static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const exec_call_t *c,
                                    size_t esz) {
   size_t in_count, out_count;
   sched_buffer_counts(c->kind, c->count, comm->nranks, &in_count, &out_count);
   bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->rank != c->root;
   if (c->sendbuf == NULL || (c->recvbuf == NULL && !rooted_out))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", what,
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", who,
                       c->sendbuf == NULL ? "sendbuf" : "recvbuf", c->count);
   if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->nranks)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", what,
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", who,
                       c->count, coll_dtype_name(c->dtype));
   if (c->recvbuf == NULL) return COLL_OK;
   uintptr_t s = (uintptr_t)c->sendbuf, r = (uintptr_t)c->recvbuf;
@@ -87,7 +90,7 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *what, const ex
       in_place = s == r;
   }
   if (!in_place && overlaps(s, in_count * esz, r, out_count * esz))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: sendbuf and recvbuf overlap (%s)", what,
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: sendbuf and recvbuf overlap (%s)", who,
                       c->kind == COLL_KIND_ALL_GATHER ? "in-place is sendbuf == recvbuf + rank * "
                                                         "sendcount"
                       : c->kind == COLL_KIND_REDUCE_SCATTER
@@ -103,22 +106,25 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (st != COLL_OK) return st;
   st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
+  /* Argument errors name the rank and the call (README), like every later error. */
+  char who[WHO_MAX];
+  snprintf(who, sizeof who, "rank %d: %s", comm->rank, what);
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)call->dtype);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)call->dtype);
   bool reduces = kind_reduces(call->kind);
   if (reduces && coll_op_name(call->op) == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", what, (int)call->op);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", who, (int)call->op);
   bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;
   if (rooted && (call->root < 0 || call->root >= comm->nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", what, call->root,
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", who, call->root,
                       comm->nranks);
   if (call->count > 0) {
-    st = check_buffers(comm, what, call, esz);
+    st = check_buffers(comm, who, call, esz);
     if (st != COLL_OK) return st;
     /* Device buffers (exec_cuda.c): the cuda_ipc connections are made at the first
      * device call, which every rank makes alike. */
-    st = exec_cuda_classify(comm, what, call);
+    st = exec_cuda_classify(comm, who, call);
     if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
     if (st != COLL_OK) return st;
   }
@@ -163,7 +169,8 @@ coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
   if (comm->group_depth > 0) {
     if (request != NULL)
       return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                        "%s: asynchronous calls are not allowed inside a group", what);
+                        "rank %d: %s: asynchronous calls are not allowed inside a group",
+                        comm->rank, what);
     st = group_record(comm, call);
   } else if (request != NULL) {
     st = progress_submit(comm, call, request);
@@ -183,7 +190,7 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
   if (st == COLL_OK) st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
   if (async && request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->rank, what);
   st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   /* Device buffers of a plain or _async call: what the legacy default stream holds (the
@@ -202,8 +209,9 @@ coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t ca
   if (st != COLL_OK) return st;
   if (comm->group_depth > 0)
     return coll_error(COLL_ERR_UNSUPPORTED,
-                      "%s: stream calls are not allowed inside a group (use the blocking form)",
-                      what);
+                      "rank %d: %s: stream calls are not allowed inside a group (use the blocking "
+                      "form)",
+                      comm->rank, what);
   st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   if (call.on_device) {

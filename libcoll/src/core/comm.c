@@ -291,7 +291,9 @@ coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank) {
   coll_status_t st = comm_check(comm, "coll_comm_rank");
   if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_rank");
   if (st != COLL_OK) return st;
-  if (rank == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_rank: rank is NULL");
+  if (rank == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_rank: rank is NULL",
+                      comm->rank);
   *rank = comm->rank;
   coll_error_clear();
   return COLL_OK;
@@ -301,7 +303,9 @@ coll_status_t coll_comm_size(const coll_comm_t *comm, int *size) {
   coll_status_t st = comm_check(comm, "coll_comm_size");
   if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_size");
   if (st != COLL_OK) return st;
-  if (size == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_size: size is NULL");
+  if (size == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_size: size is NULL",
+                      comm->rank);
   *size = comm->nranks;
   coll_error_clear();
   return COLL_OK;
@@ -312,7 +316,8 @@ coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *sta
   if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_mem_stats");
   if (st != COLL_OK) return st;
   if (stats == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_mem_stats: stats is NULL");
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_mem_stats: stats is NULL",
+                      comm->rank);
   stats->staging_bytes = staging_now(comm);
   stats->staging_bytes_peak =
       comm->staging_peak > stats->staging_bytes ? comm->staging_peak : stats->staging_bytes;
@@ -326,8 +331,8 @@ coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
   if (st == COLL_OK) st = refuse_if_aborted(comm, "coll_comm_set_algo");
   if (st != COLL_OK) return st;
   if ((unsigned)algo >= COLL_ALGO_COUNT)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_set_algo: unknown algorithm %d",
-                      (int)algo);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "rank %d: coll_comm_set_algo: unknown algorithm %d", comm->rank, (int)algo);
   comm->algo = algo;
   /* Agreement costs a store round trip; it is paid once, at the next collective. */
   if (comm->nranks > 1) comm->algo_check_pending = true;
@@ -341,7 +346,8 @@ coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
   if (st != COLL_OK) return st;
   if (timeout_ms < 1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_comm_set_timeout: timeout_ms %d must be >= 1", timeout_ms);
+                      "rank %d: coll_comm_set_timeout: timeout_ms %d must be >= 1", comm->rank,
+                      timeout_ms);
   /* Read by the executor at the start of each operation. */
   comm->timeout_ms = timeout_ms;
   coll_error_clear();
@@ -354,7 +360,8 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
   if (st != COLL_OK) return st;
   if (poll_us < 0 || poll_us > 1000000)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_comm_set_poll_us: poll_us %d is outside [0, 1000000]", poll_us);
+                      "rank %d: coll_comm_set_poll_us: poll_us %d is outside [0, 1000000]",
+                      comm->rank, poll_us);
   /* Crowded ranks keep their short spin (choose_spin); the user's COLL_SPIN_US wins. */
   if (!comm->spin_crowded && !comm->spin_from_env) comm->exec.spin_ns = (int64_t)poll_us * 1000;
   coll_error_clear();
@@ -369,7 +376,8 @@ coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_
     return refuse_if_aborted(comm, "coll_comm_get_async_error");
   }
   if (async_error == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_get_async_error: async_error is NULL");
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "rank %d: coll_comm_get_async_error: async_error is NULL", comm->rank);
   int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
   *async_error = (coll_status_t)failed;
   if (failed != 0)

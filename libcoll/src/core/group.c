@@ -4,10 +4,13 @@
  * one step (exec.c), so a ring of exchanges cannot deadlock the way blocking sends
  * would. Collectives in a group run where they were recorded. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
 #include "core/comm.h"
+
+enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_async" */
 
 coll_status_t group_record(coll_comm_t *comm, const exec_call_t *call) {
   if (comm->group_n == comm->group_cap) {
@@ -34,23 +37,26 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
   coll_status_t st = comm_check(comm, what);
   if (st == COLL_OK) st = comm_check_usable(comm, what);
   if (st != COLL_OK) return st;
+  /* Argument errors name the rank and the call (README), like every later error. */
+  char who[WHO_MAX];
+  snprintf(who, sizeof who, "rank %d: %s", comm->rank, what);
   if (async && request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", what);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", who);
   size_t esz = coll_dtype_size(dtype);
   if (esz == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)dtype);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)dtype);
   if (peer < 0 || peer >= comm->nranks)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)", what, peer,
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)", who, peer,
                       comm->nranks);
   if (peer == comm->rank)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is this rank (no self transfers)",
-                      what, peer);
+                      who, peer);
   if (count > 0 && buf == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: buf is NULL with count %zu", what, count);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: buf is NULL with count %zu", who, count);
   if (count > (SIZE_MAX / 4) / esz)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", what, count);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", who, count);
   size_t bytes = count * esz;
-  if (bytes > 0) st = exec_cuda_refuse_device(comm, what, buf);
+  if (bytes > 0) st = exec_cuda_refuse_device(comm, who, buf);
   if (st != COLL_OK) return st;
   exec_call_t call = {
       .kind = COLL_KIND_P2P,
@@ -123,7 +129,8 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
   if (st != COLL_OK) return st;
   if (comm->group_depth == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_group_end: no group is open (coll_group_start first)");
+                      "rank %d: coll_group_end: no group is open (coll_group_start first)",
+                      comm->rank);
   if (--comm->group_depth > 0) {
     coll_error_clear();
     return COLL_OK;

@@ -52,9 +52,11 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
   if (st == COLL_OK) st = comm_check_usable(comm, "coll_comm_split");
   if (st != COLL_OK) return st;
   if (newcomm == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_split: newcomm is NULL");
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_split: newcomm is NULL",
+                      comm->rank);
   if (comm->group_depth > 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_split: not allowed inside a group");
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "rank %d: coll_comm_split: not allowed inside a group", comm->rank);
   uint64_t k = ++comm->splits;
   int n = comm->nranks;
   member_t *m = calloc((size_t)n, sizeof *m);
@@ -85,8 +87,9 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
                      color);
   if (len < 0 || (size_t)len >= sizeof prefix)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_comm_split: splits nested too deep (key prefix over %d bytes)",
-                      COMM_KEY_PREFIX_MAX - 1);
+                      "rank %d: coll_comm_split: splits nested too deep (key prefix over %d "
+                      "bytes)",
+                      comm->rank, COMM_KEY_PREFIX_MAX - 1);
   coll_config_t cfg = {.rank = me,
                        .size = size,
                        .local_rank = -1,

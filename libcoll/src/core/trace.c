@@ -529,7 +529,8 @@ static coll_status_t span(coll_comm_t *comm, const char *name, rec_type_t type, 
   if (st != COLL_OK) return st;
   /* Rule 6 of coll.h: refused after an abort; a failed communicator still records. */
   if (atomic_load(&comm->aborted)) return comm_check_usable(comm, what);
-  if (name == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: name is NULL", what);
+  if (name == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: name is NULL", comm->rank, what);
   trace_t *t = comm->trace;
   if (t == NULL) return COLL_OK;
   int64_t now = coll_now_ns();

@@ -161,10 +161,14 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
   coll_status_t st = comm_check(comm, "coll_mem_alloc");
   if (st == COLL_OK) st = comm_check_usable(comm, "coll_mem_alloc");
   if (st != COLL_OK) return st;
-  if (ptr == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: ptr is NULL");
-  if (bytes == 0) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: bytes is 0");
+  if (ptr == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: ptr is NULL",
+                      comm->rank);
+  if (bytes == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: bytes is 0", comm->rank);
   if (bytes > SIZE_MAX / 2)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_alloc: %zu bytes is too large", bytes);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: %zu bytes is too large",
+                      comm->rank, bytes);
   if (comm->windows == NULL) {
     comm->windows = calloc(1, sizeof *comm->windows);
     if (comm->windows == NULL)
@@ -224,14 +228,15 @@ coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr) {
   /* Rule 6 of coll.h: refused after an abort (destroy releases the windows); a failed
    * communicator still frees, which needs no peer. */
   if (atomic_load(&comm->aborted)) return comm_check_usable(comm, "coll_mem_free");
-  if (ptr == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_mem_free: ptr is NULL");
+  if (ptr == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_free: ptr is NULL", comm->rank);
   window_t **link = comm->windows != NULL ? &comm->windows->head : NULL;
   while (link != NULL && *link != NULL && (*link)->base != ptr) link = &(*link)->next;
   if (link == NULL || *link == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "coll_mem_free: %p was not returned by coll_mem_alloc on this communicator "
-                      "(or is freed already)",
-                      ptr);
+                      "rank %d: coll_mem_free: %p was not returned by coll_mem_alloc on this "
+                      "communicator (or is freed already)",
+                      comm->rank, ptr);
   window_t *w = *link;
   *link = w->next;
   /* Peers are done with it: every window all-reduce waits, before returning, until all
