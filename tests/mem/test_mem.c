@@ -218,6 +218,70 @@ START_TEST(reduction_matches_reference_for_every_dtype_and_op) {
 }
 END_TEST
 
+/* Offsets in bytes past malloc's alignment (at least 8) of dst, a and b: each alone,
+ * all together, and three different ones, for every misalignment 1..7 of an 8-byte
+ * type; then the same with dst == a, dst == b and dst == a == b. */
+enum { OFFSET_SETS = 5 * 7 };
+static void offset_set(int k, size_t off[3]) {
+  size_t m = (size_t)(k / 5) + 1, form = (size_t)(k % 5);
+  off[0] = form == 0 || form == 1 || form == 4 ? m : 0;
+  off[1] = form == 0 || form == 2 ? m : form == 4 ? (m + 3) % 8 : 0;
+  off[2] = form == 0 || form == 3 ? m : form == 4 ? (m + 6) % 8 : 0;
+}
+
+/* Run fn on copies of a and b placed at the given offsets in fresh buffers, with alias
+ * form `alias` (as in check_reduction), and copy the n result elements to out. */
+static void reduce_placed(mem_reduce_fn fn, const char *a, const char *b, size_t n, size_t sz,
+                          int alias, const size_t off[3], char *out) {
+  char *bd = malloc(n * sz + 8), *ba = malloc(n * sz + 8), *bb = malloc(n * sz + 8);
+  ck_assert(bd && ba && bb);
+  char *pd = bd + off[0], *pa = ba + off[1], *pb = bb + off[2];
+  if (alias == 1 || alias == 3) pd = pa;
+  if (alias == 2) pd = pb;
+  if (alias == 3) pb = pa;
+  memcpy(pa, a, n * sz);
+  if (alias != 3) memcpy(pb, b, n * sz);
+  fn(pd, pa, pb, n);
+  memcpy(out, pd, n * sz);
+  free(bd);
+  free(ba);
+  free(bb);
+}
+
+/* The same reduction on buffers at every byte offset gives the bits it gives on aligned
+ * ones (NaNs included): user buffers may have any alignment. */
+START_TEST(reductions_give_the_same_bits_at_every_misalignment) {
+  coll_dtype_t t = (coll_dtype_t)(_i / COLL_OP_COUNT);
+  coll_op_t op = (coll_op_t)(_i % COLL_OP_COUNT);
+  mem_reduce_fn fn = mem_host_reduce_fn(t, op);
+  size_t sz = dtype_sizes[t];
+  static const size_t ns[] = {1, 3, 17, 257, 1000};
+  static const size_t aligned[3] = {0, 0, 0};
+  for (size_t li = 0; li < sizeof ns / sizeof ns[0]; li++) {
+    size_t n = ns[li];
+    char *a = malloc(n * sz), *b = malloc(n * sz), *want = malloc(n * sz), *got = malloc(n * sz);
+    ck_assert(a && b && want && got);
+    fill(a, n, t, 55 + n);
+    fill(b, n, t, 77 + n * 3);
+    for (int alias = 0; alias < 4; alias++) {
+      reduce_placed(fn, a, b, n, sz, alias, aligned, want);
+      for (int k = 0; k < OFFSET_SETS; k++) {
+        size_t off[3];
+        offset_set(k, off);
+        reduce_placed(fn, a, b, n, sz, alias, off, got);
+        if (memcmp(got, want, n * sz) != 0)
+          ck_abort_msg("dtype %d op %d alias %d n %zu at offsets %zu/%zu/%zu: not the aligned bits",
+                       (int)t, (int)op, alias, n, off[0], off[1], off[2]);
+      }
+    }
+    free(a);
+    free(b);
+    free(want);
+    free(got);
+  }
+}
+END_TEST
+
 START_TEST(reduce_table_rejects_unknown_dtype_and_op) {
   ck_assert(mem_host_reduce_fn(COLL_DTYPE_COUNT, COLL_SUM) == NULL);
   ck_assert(mem_host_reduce_fn(COLL_FLOAT32, COLL_OP_COUNT) == NULL);
@@ -274,6 +338,31 @@ START_TEST(finish_avg_divides_every_type) {
   int8_t one[1] = {5};
   mem_host_finish_avg(one, 1, COLL_INT8, 1); /* one rank: unchanged */
   ck_assert_int_eq(one[0], 5);
+}
+END_TEST
+
+/* mem_host_finish_avg on a buffer at every byte offset gives the aligned bits. */
+START_TEST(finish_avg_gives_the_same_bits_at_every_misalignment) {
+  coll_dtype_t t = (coll_dtype_t)_i;
+  size_t sz = dtype_sizes[t], n = 257;
+  static const int nranks[] = {2, 3, 7};
+  char *src = malloc(n * sz), *want = malloc(n * sz), *buf = malloc(n * sz + 8);
+  ck_assert(src && want && buf);
+  fill(src, n, t, 31337);
+  for (size_t ri = 0; ri < sizeof nranks / sizeof nranks[0]; ri++) {
+    memcpy(want, src, n * sz);
+    mem_host_finish_avg(want, n, t, nranks[ri]);
+    for (size_t off = 1; off < 8; off++) {
+      memcpy(buf + off, src, n * sz);
+      mem_host_finish_avg(buf + off, n, t, nranks[ri]);
+      if (memcmp(buf + off, want, n * sz) != 0)
+        ck_abort_msg("dtype %d nranks %d at offset %zu: not the aligned bits", (int)t, nranks[ri],
+                     off);
+    }
+  }
+  free(src);
+  free(want);
+  free(buf);
 }
 END_TEST
 
@@ -397,19 +486,62 @@ START_TEST(array_conversions_match_the_portable_code_bit_for_bit) {
 }
 END_TEST
 
+/* The array conversions read and write the 16-bit side at odd addresses (a float16
+ * buffer inside a byte stream) with the bits they give on aligned arrays. */
+START_TEST(array_conversions_give_the_same_bits_at_odd_addresses) {
+  size_t n = 1000 + 5;
+  uint16_t *h = malloc(n * 2), *hw = malloc(n * 2);
+  float *f = malloc(n * 4), *fw = malloc(n * 4), *fg = malloc(n * 4);
+  char *odd_buf = malloc(n * 2 + 1);
+  ck_assert(h && hw && f && fw && fg && odd_buf);
+  void *odd = odd_buf + 1;
+  uint64_t s = 99;
+  for (size_t i = 0; i < n; i++) {
+    h[i] = (uint16_t)(rng_next(&s) >> 48);
+    uint32_t bits = (uint32_t)(rng_next(&s) >> 32);
+    memcpy(&f[i], &bits, 4);
+  }
+  memcpy(odd, h, n * 2);
+  mem_half_to_float_n(fw, h, n);
+  mem_half_to_float_n(fg, odd, n);
+  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float at an odd address");
+  mem_half_to_float_n_portable(fw, h, n);
+  mem_half_to_float_n_portable(fg, odd, n);
+  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float (portable) at an odd address");
+  mem_bf16_to_float_n(fw, h, n);
+  mem_bf16_to_float_n(fg, odd, n);
+  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "bf16 to float at an odd address");
+  mem_float_to_half_n(hw, f, n);
+  mem_float_to_half_n(odd, f, n);
+  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half at an odd address");
+  mem_float_to_half_n_portable(hw, f, n);
+  mem_float_to_half_n_portable(odd, f, n);
+  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half (portable) at an odd address");
+  mem_float_to_bf16_n(hw, f, n);
+  mem_float_to_bf16_n(odd, f, n);
+  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to bf16 at an odd address");
+  free(h), free(hw), free(f), free(fw), free(fg), free(odd_buf);
+}
+END_TEST
+
 static Suite *mem_suite(void) {
   Suite *s = suite_create("mem");
   TCase *tc = tcase_create("host");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, reduction_matches_reference_for_every_dtype_and_op, 0,
                       COLL_DTYPE_COUNT * COLL_OP_COUNT);
+  tcase_add_loop_test(tc, reductions_give_the_same_bits_at_every_misalignment, 0,
+                      COLL_DTYPE_COUNT * COLL_OP_COUNT);
   tcase_add_test(tc, reduce_table_rejects_unknown_dtype_and_op);
   tcase_add_test(tc, integer_sum_and_product_wrap_around);
   tcase_add_test(tc, float_min_max_propagate_nan_from_either_side);
   tcase_add_test(tc, finish_avg_divides_every_type);
+  tcase_add_loop_test(tc, finish_avg_gives_the_same_bits_at_every_misalignment, 0,
+                      COLL_DTYPE_COUNT);
   tcase_add_test(tc, half_conversions_round_trip_every_encoding);
   tcase_add_test(tc, half_conversions_round_to_nearest_even);
   tcase_add_test(tc, array_conversions_match_the_portable_code_bit_for_bit);
+  tcase_add_test(tc, array_conversions_give_the_same_bits_at_odd_addresses);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,7 +1,8 @@
 /* float16 / bfloat16 <-> float32 conversions as branch-free inline functions (selects on
  * integers, no table), so that loops over arrays of them vectorise. Round to nearest
  * even; Inf preserved; NaN stays NaN (quieted, sign and top payload bits kept). The
- * subnormal float16 path relies on the default rounding mode (round to nearest). */
+ * subnormal float16 path relies on the default rounding mode (round to nearest). And a
+ * 16-bit element read and written at any address, for buffers of any alignment. */
 #ifndef COLL_MEM_HALF_INLINE_H
 #define COLL_MEM_HALF_INLINE_H
 
@@ -19,6 +20,15 @@ static inline float half_bits_float(uint32_t u) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
+
+/* The element at p, which need not be 2-byte aligned (memcpy: one unaligned load). */
+static inline uint16_t half_load(const void *p) {
+  uint16_t h;
+  memcpy(&h, p, sizeof h);
+  return h;
+}
+
+static inline void half_store(void *p, uint16_t h) { memcpy(p, &h, sizeof h); }
 
 static inline float half_to_float_inline(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

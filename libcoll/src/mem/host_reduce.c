@@ -1,8 +1,18 @@
 /* Host reductions dst = a OP b for every dtype and op, as simple loops the compiler
- * vectorises (this module is built at -O3, see meson.build), and the AVG division. */
+ * vectorises (this module is built at -O3, see meson.build), and the AVG division.
+ * Buffers may have any alignment: each function first checks its pointers against the
+ * element type's _Alignof; all aligned, it runs the typed loops, otherwise a loop that
+ * moves each element through a local with memcpy (one unaligned load or store each, no
+ * undefined behaviour: a misaligned pointer is never even converted to a typed one).
+ * float16/bfloat16 reductions leave their 16-bit side to half.c, which does the same. */
 #include <stdint.h>
+#include <string.h>
 
+#include "mem/half_inline.h"
 #include "mem/memops.h"
+
+/* Whether every address in `bits` (pointers or'ed together as integers) suits T. */
+#define ALIGNED_FOR(T, bits) (((bits) & (_Alignof(T) - 1)) == 0)
 
 /* Element-wise expressions on x (from a) and y (from b). Integer sum and product go
  * through the unsigned type so that overflow wraps instead of being undefined. Float min
@@ -19,8 +29,20 @@
 /* One reduction as three loops: distinct buffers, dst == a, dst == b. Each loop's
  * pointers are then truly non-aliasing (restrict is honest) and vectorise without
  * runtime overlap checks; the operand order x = a, y = b is kept in all three. The
- * all-equal case (x OP x) takes the plain loop. */
+ * all-equal case (x OP x) takes the plain loop. Misaligned buffers take the _any loop,
+ * without restrict: it reads element i of a and b before it writes element i of dst, so
+ * every exact aliasing is fine there too. */
 #define DEFINE_REDUCE(NAME, T, U, EXPR)                                                       \
+  static void NAME##_any(unsigned char *d, const unsigned char *a, const unsigned char *b,    \
+                         size_t n) {                                                          \
+    for (size_t i = 0; i < n; i++) {                                                          \
+      T x, y, r;                                                                              \
+      memcpy(&x, a + i * sizeof x, sizeof x);                                                 \
+      memcpy(&y, b + i * sizeof y, sizeof y);                                                 \
+      r = EXPR(T, U);                                                                         \
+      memcpy(d + i * sizeof r, &r, sizeof r);                                                 \
+    }                                                                                         \
+  }                                                                                           \
   static void NAME##_abd(T *restrict d, const T *restrict a, const T *restrict b, size_t n) { \
     for (size_t i = 0; i < n; i++) {                                                          \
       T x = a[i], y = b[i];                                                                   \
@@ -46,6 +68,10 @@
     }                                                                                         \
   }                                                                                           \
   static void NAME(void *dst, const void *a, const void *b, size_t n) {                       \
+    if (!ALIGNED_FOR(T, (uintptr_t)dst | (uintptr_t)a | (uintptr_t)b)) {                      \
+      NAME##_any(dst, a, b, n);                                                               \
+      return;                                                                                 \
+    }                                                                                         \
     if (dst == a && dst == b)                                                                 \
       NAME##_same((T *)dst, n);                                                               \
     else if (dst == a)                                                                        \
@@ -79,21 +105,22 @@ DEFINE_FLOAT_OPS(f64, double)
 
 /* float16 / bfloat16: widen a block of each operand to float32, reduce with the float32
  * loop, round back. Blocks stay in L1 and keep the float32 loop vectorised. dst may alias
- * a or b exactly: each block is fully read before it is written. */
+ * a or b exactly: each block is fully read before it is written. The 16-bit side is
+ * addressed in bytes: the array conversions (half.c) take it at any alignment. */
 enum { HALF_BLOCK = 256 };
 
 #define DEFINE_HALF_OPS(NAME, TO_FLOAT_N, FROM_FLOAT_N)                              \
   static void NAME##_apply(void *dst, const void *a, const void *b, size_t n,        \
                            void (*op)(void *, const void *, const void *, size_t)) { \
-    const uint16_t *pa = a, *pb = b;                                                 \
-    uint16_t *pd = dst;                                                              \
+    const unsigned char *pa = a, *pb = b;                                            \
+    unsigned char *pd = dst;                                                         \
     float fa[HALF_BLOCK], fb[HALF_BLOCK];                                            \
     for (size_t base = 0; base < n; base += HALF_BLOCK) {                            \
       size_t len = n - base < HALF_BLOCK ? n - base : HALF_BLOCK;                    \
-      TO_FLOAT_N(fa, pa + base, len);                                                \
-      TO_FLOAT_N(fb, pb + base, len);                                                \
+      TO_FLOAT_N(fa, pa + base * 2, len);                                            \
+      TO_FLOAT_N(fb, pb + base * 2, len);                                            \
       op(fa, fa, fb, len);                                                           \
-      FROM_FLOAT_N(pd + base, fa, len);                                              \
+      FROM_FLOAT_N(pd + base * 2, fa, len);                                          \
     }                                                                                \
   }                                                                                  \
   static void NAME##_sum(void *d, const void *a, const void *b, size_t n) {          \
@@ -133,53 +160,72 @@ mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op) {
 }
 
 /* Integer AVG truncates toward zero (C division); floats divide exactly rounded rather
- * than multiply by a reciprocal, so an average of equal values is that value. */
-#define DIVIDE_LOOP(T)                                       \
-  do {                                                       \
-    T *p = buf;                                              \
-    T d = (T)nranks;                                         \
-    for (size_t i = 0; i < count; i++) p[i] = (T)(p[i] / d); \
-  } while (0)
+ * than multiply by a reciprocal, so an average of equal values is that value. T is the
+ * element type, D the type divided in, DIV the new value of v (an element) given d. */
+#define DEFINE_DIVIDE(NAME, T, D, DIV)                    \
+  static void NAME(void *buf, size_t count, int nranks) { \
+    const D d = (D)nranks;                                \
+    if (ALIGNED_FOR(T, (uintptr_t)buf)) {                 \
+      T *p = buf;                                         \
+      for (size_t i = 0; i < count; i++) {                \
+        T v = p[i];                                       \
+        p[i] = DIV;                                       \
+      }                                                   \
+    } else {                                              \
+      unsigned char *p = buf;                             \
+      for (size_t i = 0; i < count; i++) {                \
+        T v;                                              \
+        memcpy(&v, p + i * sizeof v, sizeof v);           \
+        v = DIV;                                          \
+        memcpy(p + i * sizeof v, &v, sizeof v);           \
+      }                                                   \
+    }                                                     \
+  }
 
-#define DIVIDE_HALF(TO_FLOAT, FROM_FLOAT)                                     \
-  do {                                                                        \
-    uint16_t *p = buf;                                                        \
-    float d = (float)nranks;                                                  \
-    for (size_t i = 0; i < count; i++) p[i] = FROM_FLOAT(TO_FLOAT(p[i]) / d); \
-  } while (0)
+#define DIV_PLAIN(T) (T)(v / d)
+DEFINE_DIVIDE(divide_i8, int8_t, int8_t, DIV_PLAIN(int8_t))
+DEFINE_DIVIDE(divide_u8, uint8_t, uint8_t, DIV_PLAIN(uint8_t))
+DEFINE_DIVIDE(divide_i32, int32_t, int32_t, DIV_PLAIN(int32_t))
+DEFINE_DIVIDE(divide_u32, uint32_t, uint32_t, DIV_PLAIN(uint32_t))
+DEFINE_DIVIDE(divide_i64, int64_t, int64_t, DIV_PLAIN(int64_t))
+DEFINE_DIVIDE(divide_u64, uint64_t, uint64_t, DIV_PLAIN(uint64_t))
+DEFINE_DIVIDE(divide_f32, float, float, DIV_PLAIN(float))
+DEFINE_DIVIDE(divide_f64, double, double, DIV_PLAIN(double))
+DEFINE_DIVIDE(divide_f16, uint16_t, float, float_to_half_inline(half_to_float_inline(v) / d))
+DEFINE_DIVIDE(divide_bf16, uint16_t, float, float_to_bf16_inline(bf16_to_float_inline(v) / d))
 
 void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks) {
   if (nranks <= 1 || buf == NULL) return;
   switch (dtype) {
     case COLL_INT8:
-      DIVIDE_LOOP(int8_t);
+      divide_i8(buf, count, nranks);
       break;
     case COLL_UINT8:
-      DIVIDE_LOOP(uint8_t);
+      divide_u8(buf, count, nranks);
       break;
     case COLL_INT32:
-      DIVIDE_LOOP(int32_t);
+      divide_i32(buf, count, nranks);
       break;
     case COLL_UINT32:
-      DIVIDE_LOOP(uint32_t);
+      divide_u32(buf, count, nranks);
       break;
     case COLL_INT64:
-      DIVIDE_LOOP(int64_t);
+      divide_i64(buf, count, nranks);
       break;
     case COLL_UINT64:
-      DIVIDE_LOOP(uint64_t);
+      divide_u64(buf, count, nranks);
       break;
     case COLL_FLOAT16:
-      DIVIDE_HALF(mem_half_to_float, mem_float_to_half);
+      divide_f16(buf, count, nranks);
       break;
     case COLL_BFLOAT16:
-      DIVIDE_HALF(mem_bf16_to_float, mem_float_to_bf16);
+      divide_bf16(buf, count, nranks);
       break;
     case COLL_FLOAT32:
-      DIVIDE_LOOP(float);
+      divide_f32(buf, count, nranks);
       break;
     case COLL_FLOAT64:
-      DIVIDE_LOOP(double);
+      divide_f64(buf, count, nranks);
       break;
     default:
       break;

@@ -1,6 +1,6 @@
-/* Memory operations on host buffers: element-wise reductions for every type and op
- * (float16/bfloat16 computed in float32), and the final division of AVG. CUDA versions
- * of the same table live beside it in .cu files (later). */
+/* Memory operations on host buffers of any alignment: element-wise reductions for every
+ * type and op (float16/bfloat16 computed in float32), and the final division of AVG.
+ * CUDA versions of the same table live beside it (cuda_reduce.cu, mem_cuda.h). */
 #ifndef COLL_MEM_MEMOPS_H
 #define COLL_MEM_MEMOPS_H
 
@@ -10,13 +10,15 @@
 #include "coll.h"
 
 /* dst[i] = a[i] OP b[i] for i < count. dst may alias a or b (exactly, not partially).
+ * Any alignment of each pointer (aligned ones take the vectorised loops, host_reduce.c).
  * For COLL_AVG the function sums; mem_host_finish_avg() divides at the end. */
 typedef void (*mem_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
 
 /* The host reduction for (dtype, op); NULL if either is out of range. */
 mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op);
 
-/* buf[i] /= nranks (integers: truncating division), used once after an AVG sum. */
+/* buf[i] /= nranks (integers: truncating division), used once after an AVG sum; buf at
+ * any alignment. */
 void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks);
 
 /* float16 / bfloat16 <-> float32 conversions (round to nearest even), for tests and the
@@ -25,14 +27,16 @@ float mem_half_to_float(uint16_t h);
 uint16_t mem_float_to_half(float f);
 float mem_bf16_to_float(uint16_t h);
 uint16_t mem_float_to_bf16(float f);
-/* The same on arrays (vectorised): dst[i] = convert(src[i]) for i < n, no aliasing. */
-void mem_half_to_float_n(float *restrict dst, const uint16_t *restrict src, size_t n);
-void mem_float_to_half_n(uint16_t *restrict dst, const float *restrict src, size_t n);
-void mem_bf16_to_float_n(float *restrict dst, const uint16_t *restrict src, size_t n);
-void mem_float_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t n);
+/* The same on arrays (vectorised): dst[i] = convert(src[i]) for i < n, no aliasing. The
+ * 16-bit side is void *: n 16-bit elements at any address (not necessarily 2-byte
+ * aligned, so never passed as uint16_t *); the float side is an aligned float array. */
+void mem_half_to_float_n(float *restrict dst, const void *restrict src, size_t n);
+void mem_float_to_half_n(void *restrict dst, const float *restrict src, size_t n);
+void mem_bf16_to_float_n(float *restrict dst, const void *restrict src, size_t n);
+void mem_float_to_bf16_n(void *restrict dst, const float *restrict src, size_t n);
 /* The float16 array conversions without CPU-specific instructions (the ones above may use
  * F16C); same results, exported so that tests can compare the two. */
-void mem_half_to_float_n_portable(float *restrict dst, const uint16_t *restrict src, size_t n);
-void mem_float_to_half_n_portable(uint16_t *restrict dst, const float *restrict src, size_t n);
+void mem_half_to_float_n_portable(float *restrict dst, const void *restrict src, size_t n);
+void mem_float_to_half_n_portable(void *restrict dst, const float *restrict src, size_t n);
 
 #endif
