@@ -14,7 +14,8 @@
 
 enum { TOKEN_BYTES = 16, EXIT_NOT_FOUND = 127, EXIT_USAGE = 2 };
 
-/* libcoll's rank 0 writes its hang report (after a deadline passed) to COLL_HANG_REPORT:
+/* libcoll writes the hang report (after a deadline passed; the first rank whose deadline
+ * it was) to COLL_HANG_REPORT:
  * point it at a file of ours, unless the user chose one, so the exit message can add it. */
 static void hang_report_path(char *path, size_t cap) {
   const char *user = getenv("COLL_HANG_REPORT");
@@ -34,7 +35,7 @@ static void print_hang_report(const char *path) {
   fclose(f);
   unlink(path);
   text[n] = '\0';
-  if (n > 0) fprintf(stderr, "collrun: rank 0's %s\n", text);
+  if (n > 0) fprintf(stderr, "collrun: %s\n", text);
 }
 
 /* Closed 0, 1 or 2 would be reused by our pipes and break the ranks' dup2 onto them. */

@@ -46,6 +46,10 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
                                    int timeout_ms, store_client_t **client);
 /* Close the connection and free. NULL is allowed. */
 void store_client_close(store_client_t *client);
+/* From another thread: end the call in progress (it fails) and every later one
+ * (COLL_ERR_ABORTED), so that a thread parked in a long get can be stopped. The client
+ * must still be closed by its own thread afterwards. */
+void store_client_interrupt(store_client_t *client);
 /* "127.0.0.1:29500" — for messages. */
 const char *store_client_address(const store_client_t *client);
 

@@ -3,9 +3,12 @@
  * so a late reply can never be mistaken for the answer to a later request. */
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,7 +27,9 @@ enum {
 };
 
 struct store_client {
-  int fd; /* -1 between a failed call and the next one */
+  int fd; /* -1 between a failed call and the next one; set and closed under fd_mu */
+  pthread_mutex_t fd_mu; /* so that store_client_interrupt never shuts a reused fd */
+  atomic_bool interrupted;
   char *host;
   uint16_t port;
   char *token;
@@ -92,8 +97,26 @@ static coll_status_t call_timeout(const store_client_t *c, const call_t *call,
 }
 
 static void disconnect(store_client_t *c) {
+  pthread_mutex_lock(&c->fd_mu);
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
+  pthread_mutex_unlock(&c->fd_mu);
+}
+
+/* Adopt a new connection, unless the client was interrupted meanwhile. */
+static bool adopt(store_client_t *c, int fd) {
+  pthread_mutex_lock(&c->fd_mu);
+  bool ok = !atomic_load(&c->interrupted);
+  if (ok)
+    c->fd = fd;
+  else
+    close(fd);
+  pthread_mutex_unlock(&c->fd_mu);
+  return ok;
+}
+
+static coll_status_t interrupted_error(const store_client_t *c) {
+  return coll_error(COLL_ERR_ABORTED, "store client of %s: interrupted", c->address);
 }
 
 /* A transfer failed: the connection is in an unknown state, so drop it. */
@@ -186,10 +209,11 @@ static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeo
   int backoff_ms = RETRY_FIRST_MS;
   char last[512] = "no attempt finished";
   for (;;) {
+    if (atomic_load(&c->interrupted)) return interrupted_error(c);
     int err = 0;
     int fd = store_net_connect_once(c->host, c->port, deadline_ns, &err);
     if (fd >= 0) {
-      c->fd = fd;
+      if (!adopt(c, fd)) return interrupted_error(c);
       coll_status_t st = hello(c, deadline_ns, timeout_ms);
       if (st == COLL_OK) return st;
       disconnect(c);
@@ -280,6 +304,8 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
   store_client_t *c = calloc(1, sizeof *c);
   if (c == NULL) return coll_error(COLL_ERR_NO_MEMORY, "store_client_connect: out of memory");
   c->fd = -1;
+  pthread_mutex_init(&c->fd_mu, NULL);
+  atomic_init(&c->interrupted, false);
   c->port = port;
   c->host = strdup(host);
   c->token = token != NULL && token[0] != '\0' ? strdup(token) : NULL;
@@ -305,9 +331,18 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
 void store_client_close(store_client_t *client) {
   if (client == NULL) return;
   disconnect(client);
+  pthread_mutex_destroy(&client->fd_mu);
   free(client->host);
   free(client->token);
   free(client);
+}
+
+void store_client_interrupt(store_client_t *client) {
+  if (client == NULL) return;
+  pthread_mutex_lock(&client->fd_mu);
+  atomic_store(&client->interrupted, true);
+  if (client->fd >= 0) shutdown(client->fd, SHUT_RDWR);
+  pthread_mutex_unlock(&client->fd_mu);
 }
 
 const char *store_client_address(const store_client_t *client) {

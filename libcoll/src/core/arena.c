@@ -174,16 +174,21 @@ coll_status_t arena_check_fingerprints(const arena_t *a) {
   return COLL_OK;
 }
 
+/* Where this rank is stuck, for the hang report. */
+static void note_state(arena_waiter_t *w, int peer, const char *what, size_t step) {
+  w->comm->exec.state = (exec_state_t){.kind = w->call->kind,
+                                       .seq = w->comm->exec.fp_out.seq,
+                                       .count = w->call->count,
+                                       .dtype = w->call->dtype,
+                                       .step = step,
+                                       .nsteps = w->nsteps,
+                                       .waiting_peer = peer,
+                                       .waiting_what = what};
+}
+
 static coll_status_t timed_out(arena_waiter_t *w, int peer, const char *what, size_t step) {
   coll_comm_t *comm = w->comm;
-  comm->exec.state = (exec_state_t){.kind = w->call->kind,
-                                    .seq = comm->exec.fp_out.seq,
-                                    .count = w->call->count,
-                                    .dtype = w->call->dtype,
-                                    .step = step,
-                                    .nsteps = w->nsteps,
-                                    .waiting_peer = peer,
-                                    .waiting_what = what};
+  note_state(w, peer, what, step);
   return coll_error(COLL_ERR_TIMEOUT,
                     "no progress for %d ms, waiting for rank %d (%s, %s step %zu of %zu)",
                     comm->timeout_ms, peer, what, w->label ? w->label : "arena", step, w->nsteps);
@@ -206,6 +211,12 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
     if (failed != 0)
       return coll_error(COLL_ERR_REMOTE, "rank %d failed: %.*s", failed - 1,
                         (int)sizeof h->failure, h->failure);
+    int comm_failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+    if (comm_failed != 0) { /* the failure watcher: another rank failed first */
+      w->stopped_by_peer = true;
+      if (comm_failed == COLL_ERR_TIMEOUT) note_state(w, peer, what, step);
+      return coll_error((coll_status_t)comm_failed, "stopped: %s", comm->failed_message);
+    }
     int64_t now = coll_now_ns();
     if (now - start < comm->exec.pure_spin_ns) {
       cpu_relax();
@@ -437,7 +448,7 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
   trace_coll_begin(comm, call, x.trace_entry);
   coll_status_t st = run_rounds(&x);
   trace_coll_end(comm, call, x.trace_entry, st);
-  return st == COLL_OK ? COLL_OK : arena_fail(comm, call, st, x.w.dead, "arena");
+  return st == COLL_OK ? COLL_OK : arena_fail(&x.w, st, "arena");
 }
 
 void arena_begin_call(coll_comm_t *comm, const exec_call_t *call) {
@@ -453,9 +464,10 @@ void arena_begin_call(coll_comm_t *comm, const exec_call_t *call) {
   arena_note_call(comm, &ex->fp_out);
 }
 
-coll_status_t arena_fail(coll_comm_t *comm, const exec_call_t *call, coll_status_t st, int dead,
-                         const char *label) {
-  if (st != COLL_ERR_TIMEOUT && st != COLL_ERR_MISMATCH) {
+coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *label) {
+  coll_comm_t *comm = w->comm;
+  const exec_call_t *call = w->call;
+  if (st != COLL_ERR_TIMEOUT && st != COLL_ERR_MISMATCH && !w->stopped_by_peer) {
     /* The others stop at once instead of waiting for their deadline. */
     char message[COMM_MESSAGE_MAX];
     snprintf(message, sizeof message, "rank %d: %s", comm->rank, coll_last_error());
@@ -463,9 +475,5 @@ coll_status_t arena_fail(coll_comm_t *comm, const exec_call_t *call, coll_status
   }
   coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", comm->rank,
                     sched_kind_name(call->kind), call->count, coll_dtype_name(call->dtype), label);
-  if (st == COLL_ERR_TIMEOUT) hang_report(comm);
-  if (st == COLL_ERR_ABORTED) return st;
-  comm_mark_failed(comm, st);
-  failure_record(comm, st, dead);
-  return st;
+  return failure_conclude(comm, st, w->dead, w->stopped_by_peer);
 }

@@ -92,6 +92,7 @@ typedef struct {
   size_t nsteps;
   int dead;
   const char *label; /* in timeout messages: "arena" when NULL */
+  bool stopped_by_peer; /* another rank's failure ended the wait (failure_watch.c) */
 } arena_waiter_t;
 /* Wait until *counter (rank peer's) reached target: spin, yield, sleep on the bell;
  * abort, a published failure, a mismatching peer, a dead peer and the deadline end it
@@ -108,10 +109,10 @@ void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t value);
 coll_status_t arena_check_fingerprints(const arena_t *a);
 /* Record this call's fingerprint (seq advanced) in comm->exec and the segment. */
 void arena_begin_call(coll_comm_t *comm, const exec_call_t *call);
-/* The error tail of a call: tell the others, prefix the message with `label`, hang
- * report, mark the communicator failed. Returns st. */
-coll_status_t arena_fail(coll_comm_t *comm, const exec_call_t *call, coll_status_t st, int dead,
-                         const char *label);
+/* The error tail of a call: tell the others, prefix the message with `label`, then
+ * failure_conclude (failure record, hang report, the communicator marked failed).
+ * Returns st. */
+coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *label);
 
 /* A stand-in schedule of three local ops, so that COLL_TRACE records the phases. */
 enum { ARENA_PH_IN = 0, ARENA_PH_REDUCE, ARENA_PH_OUT, ARENA_PH_COUNT };

@@ -53,13 +53,24 @@ coll_status_t comm_check_usable(coll_comm_t *comm, const char *what) {
   return COLL_OK;
 }
 
-void comm_mark_failed(coll_comm_t *comm, coll_status_t status) {
+static void mark_failed(coll_comm_t *comm, coll_status_t status, const char *prefix,
+                        const char *message) {
   if (status == COLL_ERR_ABORTED || status == COLL_OK) return;
   /* The message is written before `failed` is published (release), read after (acquire). */
-  int expected = 0;
-  if (atomic_load(&comm->failed) != 0) return;
-  snprintf(comm->failed_message, sizeof comm->failed_message, "%s", coll_last_error());
-  atomic_compare_exchange_strong(&comm->failed, &expected, (int)status);
+  pthread_mutex_lock(&comm->failed_mu);
+  if (atomic_load(&comm->failed) == 0) {
+    snprintf(comm->failed_message, sizeof comm->failed_message, "%s%s", prefix, message);
+    atomic_store_explicit(&comm->failed, (int)status, memory_order_release);
+  }
+  pthread_mutex_unlock(&comm->failed_mu);
+}
+
+void comm_mark_failed(coll_comm_t *comm, coll_status_t status) {
+  mark_failed(comm, status, "", coll_last_error());
+}
+
+void comm_mark_failed_by_peer(coll_comm_t *comm, coll_status_t status, const char *message) {
+  mark_failed(comm, status, "first failure in the communicator: ", message);
 }
 
 static size_t staging_now(const coll_comm_t *comm) {
@@ -107,6 +118,7 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
 
 /* Free whatever init got to; also the tail of destroy. */
 static void comm_free(coll_comm_t *comm) {
+  failure_watch_stop(comm);
   progress_stop(comm);
   group_free(comm);
   exec_cuda_free(comm);
@@ -120,6 +132,7 @@ static void comm_free(coll_comm_t *comm) {
   pthread_cond_destroy(&comm->queue_cv);
   pthread_cond_destroy(&comm->done_cv);
   pthread_mutex_destroy(&comm->mu);
+  pthread_mutex_destroy(&comm->failed_mu);
   /* volatile: a plain store right before free() may be optimised away. */
   *(volatile uint64_t *)&comm->magic = COMM_DEAD_MAGIC;
   free(comm);
@@ -206,6 +219,7 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   atomic_init(&comm->failed, 0);
   atomic_init(&comm->heartbeat_ns, 0);
   pthread_mutex_init(&comm->mu, NULL);
+  pthread_mutex_init(&comm->failed_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -215,7 +229,7 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   comm->magic = COMM_MAGIC;
   coll_log_set_rank(comm->rank);
 
-  st = exec_init(&comm->exec, comm->nranks);
+  st = exec_init(&comm->exec, comm->rank, comm->nranks);
   if (st != COLL_OK) goto fail;
   if (comm->nranks > 1) {
     st = connect_store(comm, config, token);
@@ -226,7 +240,8 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   if (st == COLL_OK) st = trace_open(comm);
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
-  st = progress_start(comm);
+  st = failure_watch_start(comm);
+  if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;
   *out = comm;
   coll_error_clear();
@@ -252,6 +267,7 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_comm_destroy");
   if (st != COLL_OK) return st;
   progress_stop(comm);
+  failure_watch_stop(comm);
   /* Skip the barrier when the peers may be gone (abort, failure): it could only time
    * out. Otherwise nobody closes its connections, nor rank 0 its store, while a peer
    * may still need them. */

@@ -12,6 +12,7 @@
 #include "algo/schedule.h"
 #include "bootstrap/store.h"
 #include "coll.h"
+#include "core/fp_agree.h"
 #include "transport/transport.h"
 
 /* A live communicator carries COMM_MAGIC; destroy overwrites it, so most uses after
@@ -61,17 +62,6 @@ typedef struct {
   const struct window *win_send, *win_recv;
 } exec_call_t;
 
-/* The fingerprint every rank sends to its ring successor at the start of each
- * collective (mismatch detection, exec.c). */
-typedef struct {
-  uint64_t seq; /* collectives this communicator ran, this one included */
-  uint64_t count;
-  uint32_t kind, dtype, op;
-  int32_t root;
-  /* 1 + the ids of exec_call_t's windows and the buffers' offsets in them; 0: none */
-  uint64_t win_send, win_send_off, win_recv, win_recv_off;
-} exec_fp_t;
-
 /* What the executor is doing now, for the hang report (hang.c). */
 typedef struct {
   coll_kind_t kind;
@@ -119,7 +109,8 @@ typedef struct {
   int64_t spin_ns;      /* spin this long on progress() before blocking in set_wait */
   int64_t pure_spin_ns; /* of which this long without yielding the core */
   uint64_t seq;         /* collectives started (fingerprints) */
-  exec_fp_t fp_out, fp_in;
+  exec_fp_t fp_out;     /* this rank's fingerprint of its current (or last) collective */
+  fpa_t fpa;            /* the agreement on it (fp_agree.h) */
   exec_state_t state;
 } exec_t;
 
@@ -169,9 +160,13 @@ struct coll_comm {
 
   atomic_int aborted;
   atomic_llong heartbeat_ns; /* last time the executor saw progress (for waiters) */
-  /* First transport-level failure: the communicator is unusable afterwards. */
+  /* First failure, this rank's or (from the failure watcher) another's: the
+   * communicator is unusable afterwards. failed_mu orders the writers; the message is
+   * written before `failed` is published and never changes afterwards. */
   atomic_int failed;
+  pthread_mutex_t failed_mu;
   char failed_message[COMM_MESSAGE_MAX];
+  struct failure_watch *watch; /* failure_watch.c; NULL for one rank */
   size_t staging_peak;
 
   /* Groups (group.c): calls recorded between coll_group_start and the outermost end. */
@@ -196,8 +191,12 @@ struct coll_comm {
 coll_status_t comm_check(const coll_comm_t *comm, const char *what);
 /* Refuse work on an aborted or failed communicator. */
 coll_status_t comm_check_usable(coll_comm_t *comm, const char *what);
-/* Record a failure that leaves the transports in an unknown state. */
+/* Record a failure that leaves the transports in an unknown state (the message is
+ * coll_last_error()). The first one wins. */
 void comm_mark_failed(coll_comm_t *comm, coll_status_t status);
+/* Another rank failed first (the failure watcher): "first failure in the communicator:
+ * <its message>" becomes this communicator's failure. */
+void comm_mark_failed_by_peer(coll_comm_t *comm, coll_status_t status, const char *message);
 void comm_update_staging_peak(coll_comm_t *comm);
 /* The store value under `key` as text in out (cut to cap - 1 bytes), waiting up to the
  * communicator's timeout for it to appear. */
@@ -222,7 +221,7 @@ coll_status_t rdv_check_algo(coll_comm_t *comm);
 coll_status_t rdv_finish(coll_comm_t *comm);
 
 /* ---- exec.c ---- */
-coll_status_t exec_init(exec_t *exec, int nranks);
+coll_status_t exec_init(exec_t *exec, int rank, int nranks);
 void exec_free(exec_t *exec);
 /* Run one collective to completion on the calling thread. */
 coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call);
@@ -250,8 +249,6 @@ coll_status_t exec_cuda_submit_stream(coll_comm_t *comm, exec_call_t *call);
 coll_status_t exec_cuda_wait_default_stream(coll_comm_t *comm);
 void exec_cuda_free(coll_comm_t *comm);
 
-/* "all_reduce(float32, 1048576, sum)": a fingerprint for a mismatch message. */
-void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap);
 
 /* ---- exec_deps.c ---- */
 /* Fill e->deps for e->sched (op_step must be set). */
@@ -263,17 +260,42 @@ size_t exec_scratch_bytes(const exec_t *exec);
 const char *exec_transport_name(coll_comm_t *comm);
 
 /* ---- hang.c ---- */
-/* After a timeout: publish this rank's state (exec.state) through the store; rank 0
- * gathers the others' and appends the report to coll_last_error(). Keeps the message. */
-void hang_report(coll_comm_t *comm);
+/* The hang report. A rank whose deadline passed (or that a peer's timeout stopped)
+ * publishes where it is (exec.state) under "<prefix>hang/<rank>"; false when the store
+ * did not answer. */
+bool hang_publish(coll_comm_t *comm);
+/* A rank whose own deadline passed, after hang_publish and the failure record: gather
+ * the others' states for a short grace (they publish as the failure reaches them), name
+ * the ranks that are behind, publish the report (the first one wins, and its writer
+ * writes COLL_HANG_REPORT) and append it to coll_last_error(). */
+void hang_collect(coll_comm_t *comm, bool store_ok);
+/* A rank that a peer's timeout stopped: publish, then append the report when it comes
+ * within the grace. */
+void hang_join(coll_comm_t *comm);
+
+/* ---- failure.c ---- */
 /* After a failure: publish the communicator's first failure (and dead_peer, >= 0 when a
  * connection failed) through the store; when another rank failed first, append its
- * message to coll_last_error(), so a rank that only saw the cascade names the cause. */
-void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer);
+ * message to coll_last_error(), so a rank that only saw the cascade names the cause.
+ * Returns the status to report: st, or the first failure's when st is a broken
+ * connection (COLL_ERR_REMOTE, COLL_ERR_PROTOCOL) that another rank's failure explains. */
+coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer);
+/* The error tail of every execution path (exec.c, arena.c), once the message has its
+ * "rank R: what: " prefix: mark the communicator failed and publish the failure (a
+ * timeout with the hang report); for a call a peer's failure stopped, only join the
+ * hang report. Returns st. */
+coll_status_t failure_conclude(coll_comm_t *comm, coll_status_t st, int dead_peer,
+                               bool stopped_by_peer);
 /* Destroy of a failed communicator, after its connections closed: ranks announce they
  * left; the store's host keeps serving until every rank left or was seen dead (bounded),
  * so the others can still read the failure record. */
 void failure_linger(coll_comm_t *comm);
+
+/* ---- failure_watch.c ---- */
+/* Start (at init, after the rendezvous) and stop (first thing at destroy) the thread
+ * that learns of other ranks' failures through the store. */
+coll_status_t failure_watch_start(coll_comm_t *comm);
+void failure_watch_stop(coll_comm_t *comm);
 
 /* ---- api_call.c ---- */
 /* Argument checks, algorithm choice and the INFO line for a collective call (all kinds

@@ -32,6 +32,7 @@
 #include "core/arena.h"
 #include "core/window.h"
 #include "core/comm.h"
+#include "core/fp_agree.h"
 #include "core/trace.h"
 #include "mem/memops.h"
 
@@ -47,10 +48,9 @@ typedef struct {
   size_t esz;
   mem_reduce_fn reduce;
   char *const *op_base; /* P2P: op i's buffer (user memory), else NULL */
-  bool fp_active;       /* a fingerprint was exchanged for this call */
-  bool fp_sent, fp_checked;
-  int fp_next, fp_prev;
-  uint64_t fp_send_seq, fp_recv_seq;
+  bool fp_active; /* the call's fingerprints are being agreed on (fp_agree.h) */
+  int fp_sent;    /* rounds of the agreement whose message is posted */
+  bool stopped_by_peer; /* another rank's failure ended the call (failure_watch.c) */
   int err_peer; /* the peer whose connection failed, -1: none */
   size_t lo;    /* first op not done */
   size_t hi;    /* one past the last op ever started */
@@ -80,9 +80,8 @@ static coll_status_t fail(run_t *run, coll_status_t st) {
   const exec_call_t *c = run->call;
   coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", run->comm->rank, kind_name(c->kind),
                     c->count, coll_dtype_name(c->dtype), coll_algo_name(run->entry->sched.algo));
-  comm_mark_failed(run->comm, st);
-  failure_record(run->comm, st, st == COLL_ERR_REMOTE ? run->err_peer : -1);
-  return st;
+  return failure_conclude(run->comm, st, st == COLL_ERR_REMOTE ? run->err_peer : -1,
+                          run->stopped_by_peer);
 }
 
 /* Start op i (its turn has come). */
@@ -165,9 +164,15 @@ static coll_status_t scan(run_t *run) {
     uint8_t *chan = transfer ? &blocked[2 * (size_t)op->peer + (op->kind != SCHED_SEND)] : NULL;
     bool ok = chan == NULL || !*chan;
     if (transfer && later && run->inflight >= MAX_INFLIGHT) ok = false;
-    /* Receives wait for the predecessor's fingerprint: a mismatched call's data (its
-     * length differs) must not be read first. Sends go ahead, so nothing waits long. */
-    if (transfer && op->kind != SCHED_SEND && run->fp_active && !run->fp_checked) ok = false;
+    /* Receives wait for the predecessor's fingerprint (round 0): a mismatched call's
+     * data (its length differs) must not be read first. Sends go ahead, but never
+     * before a round's message to the same peer, which must come first on its channel. */
+    if (transfer && run->fp_active) {
+      if (op->kind != SCHED_SEND && run->comm->exec.fpa.checked == 0 && run->comm->exec.fpa.rounds > 0)
+        ok = false;
+      if (op->kind == SCHED_SEND && !fpa_may_send_to(&run->comm->exec.fpa, run->fp_sent, op->peer))
+        ok = false;
+    }
     for (uint32_t d = e->dep_start[i]; ok && d < e->dep_start[i + 1]; d++)
       if (e->state[e->deps[d]] != OP_DONE) ok = false;
     if (!ok) {
@@ -181,46 +186,32 @@ static coll_status_t scan(run_t *run) {
   return COLL_OK;
 }
 
-/* "all_reduce(float32, 1048576, sum)" */
-void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
-  coll_kind_t kind = (coll_kind_t)fp->kind;
-  const char *dt = coll_dtype_name((coll_dtype_t)fp->dtype);
-  int n = snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
-                   (unsigned long long)fp->count);
-  if (n < 0 || (size_t)n >= cap) return;
-  bool reduces = kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
-                 kind == COLL_KIND_REDUCE_SCATTER;
-  if (reduces) {
-    const char *op = coll_op_name((coll_op_t)fp->op);
-    n += snprintf(out + n, cap - (size_t)n, ", %s", op ? op : "?");
+/* Post the agreement's next messages that are due: round k once k rounds were taken in. */
+static coll_status_t fp_send_next(run_t *run) {
+  coll_comm_t *comm = run->comm;
+  exec_t *x = &comm->exec;
+  fpa_t *a = &x->fpa;
+  while (run->fp_sent < a->rounds && run->fp_sent <= a->checked) {
+    int k = run->fp_sent, peer = fpa_send_peer(a, k);
+    const fpa_msg_t *m = fpa_message(a, k);
+    coll_status_t st = transport_post_send(transport_set_conn(comm->transports, peer), m, sizeof *m);
+    if (st != COLL_OK) {
+      run->err_peer = peer;
+      return st;
+    }
+    a->send_seq[k] = x->peers[peer].sends_posted++;
+    run->fp_sent++;
   }
-  if (kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE)
-    n += snprintf(out + n, cap - (size_t)n, ", root %d", (int)fp->root);
-  if ((fp->win_send != 0 || fp->win_recv != 0) && (size_t)n < cap)
-    n += snprintf(out + n, cap - (size_t)n, ", window %llu+%llu -> %llu+%llu",
-                  (unsigned long long)fp->win_send - 1, (unsigned long long)fp->win_send_off,
-                  (unsigned long long)fp->win_recv - 1, (unsigned long long)fp->win_recv_off);
-  if ((size_t)n < cap) snprintf(out + n, cap - (size_t)n, ")");
+  return COLL_OK;
 }
 
-static coll_status_t fp_check(run_t *run) {
-  const exec_t *x = &run->comm->exec;
-  if (memcmp(&x->fp_in, &x->fp_out, sizeof x->fp_in) == 0) return COLL_OK;
-  char theirs[128], mine[128];
-  exec_fp_describe(&x->fp_in, theirs, sizeof theirs);
-  exec_fp_describe(&x->fp_out, mine, sizeof mine);
-  return coll_error(COLL_ERR_MISMATCH, "rank %d called %s #%llu, rank %d called %s #%llu",
-                    run->fp_prev, theirs, (unsigned long long)x->fp_in.seq, run->comm->rank, mine,
-                    (unsigned long long)x->fp_out.seq);
-}
-
-/* Post this call's fingerprint to the ring successor and the receive of the
- * predecessor's: the first messages of the collective on both channels. */
+/* Post the receive of every round of the fingerprint agreement and round 0's send:
+ * they are the first messages of the collective on their channels (a later round's
+ * send goes out before any data to its peer, see scan). */
 static coll_status_t fp_post(run_t *run) {
   coll_comm_t *comm = run->comm;
   exec_t *x = &comm->exec;
   const exec_call_t *c = run->call;
-  int n = comm->nranks;
   x->seq++;
   x->fp_out = (exec_fp_t){.seq = x->seq,
                           .count = c->count,
@@ -228,51 +219,83 @@ static coll_status_t fp_post(run_t *run) {
                           .dtype = (uint32_t)c->dtype,
                           .op = (uint32_t)c->op,
                           .root = c->root};
-  memset(&x->fp_in, 0, sizeof x->fp_in);
   arena_note_call(comm, &x->fp_out); /* an arena call waiting for us can compare */
-  run->fp_next = (comm->rank + 1) % n;
-  run->fp_prev = (comm->rank + n - 1) % n;
-  exec_peer_t *pn = &x->peers[run->fp_next], *pp = &x->peers[run->fp_prev];
-  coll_status_t st =
-      transport_post_send(transport_set_conn(comm->transports, run->fp_next), &x->fp_out,
-                          sizeof x->fp_out);
-  if (st != COLL_OK) return st;
-  run->fp_send_seq = pn->sends_posted++;
-  transport_recv_t recv = {.dst = &x->fp_in, .elem_size = 1, .len = sizeof x->fp_in};
-  st = transport_post_recv(transport_set_conn(comm->transports, run->fp_prev), &recv);
-  if (st != COLL_OK) return st;
-  run->fp_recv_seq = pp->recvs_posted++;
+  fpa_t *a = &x->fpa;
+  fpa_begin(a, &x->fp_out);
   run->fp_active = true;
+  run->fp_sent = 0;
+  for (int k = 0; k < a->rounds; k++) {
+    int peer = fpa_recv_peer(a, k);
+    transport_recv_t recv = {.dst = &a->in[k], .elem_size = 1, .len = sizeof a->in[k]};
+    coll_status_t st = transport_post_recv(transport_set_conn(comm->transports, peer), &recv);
+    if (st != COLL_OK) {
+      run->err_peer = peer;
+      return st;
+    }
+    a->recv_seq[k] = x->peers[peer].recvs_posted++;
+  }
+  return fp_send_next(run);
+}
+
+/* Take in every round whose message arrived, posting the next round's send after each. */
+static coll_status_t fp_advance(run_t *run) {
+  exec_t *x = &run->comm->exec;
+  fpa_t *a = &x->fpa;
+  while (!fpa_all_taken(a) && x->peers[fpa_recv_peer(a, a->checked)].recvs_done >
+                                  a->recv_seq[a->checked]) {
+    fpa_take(a);
+    coll_status_t st = fp_send_next(run);
+    if (st != COLL_OK) return st;
+  }
   return COLL_OK;
 }
 
-/* A transport error while the predecessor's fingerprint is unchecked may come from a
- * mismatched call (a message of the wrong length, found when it is received or when its
- * receive is posted): when the fingerprint arrives within a moment and differs, the
- * mismatch is the better explanation. */
+/* Every round taken in and every round's send complete (its buffer is the agreement's). */
+static bool fp_complete(const run_t *run) {
+  const exec_t *x = &run->comm->exec;
+  const fpa_t *a = &x->fpa;
+  if (!fpa_all_taken(a) || run->fp_sent < a->rounds) return false;
+  for (int k = 0; k < a->rounds; k++)
+    if (x->peers[fpa_send_peer(a, k)].sends_done <= a->send_seq[k]) return false;
+  return true;
+}
+
+/* A transport error before the agreement is complete may come from a mismatched call (a
+ * message of the wrong length from a rank that called something else): finish the
+ * agreement on the other connections for a moment; a mismatch is then the better
+ * explanation. */
 static coll_status_t fp_salvage(run_t *run, coll_status_t st) {
-  if (!run->fp_active || run->fp_checked || st == COLL_ERR_ABORTED) return st;
-  exec_t *x = &run->comm->exec;
-  exec_peer_t *pp = &x->peers[run->fp_prev];
-  int64_t until = coll_now_ns() + 200 * 1000000LL;
+  if (!run->fp_active || st == COLL_ERR_ABORTED || fp_complete(run)) return st;
+  coll_comm_t *comm = run->comm;
+  exec_t *x = &comm->exec;
+  int broken = run->err_peer;
   char saved[COMM_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
-  while (pp->recvs_done <= run->fp_recv_seq && coll_now_ns() < until) {
-    uint64_t sd = pp->sends_done, rd = pp->recvs_done;
-    if (transport_progress(transport_set_conn(run->comm->transports, run->fp_prev), &sd, &rd) !=
-        COLL_OK)
-      break;
-    pp->sends_done = sd;
-    pp->recvs_done = rd;
+  int64_t until = coll_now_ns() + 200 * 1000000LL;
+  while (!fpa_mismatch(&x->fpa) && !fpa_all_taken(&x->fpa) && coll_now_ns() < until) {
+    for (int p = 0; p < comm->nranks; p++) {
+      exec_peer_t *peer = &x->peers[p];
+      if (p == broken || p == comm->rank) continue;
+      if (peer->sends_done == peer->sends_posted && peer->recvs_done == peer->recvs_posted)
+        continue;
+      uint64_t sd = peer->sends_done, rd = peer->recvs_done;
+      if (transport_progress(transport_set_conn(comm->transports, p), &sd, &rd) != COLL_OK) {
+        broken = p;
+        continue;
+      }
+      peer->sends_done = sd;
+      peer->recvs_done = rd;
+    }
+    if (fp_advance(run) != COLL_OK) break;
   }
-  /* A failed channel's counters may lag: a filled-in fingerprint tells. */
-  if (x->fp_in.seq != 0 && fp_check(run) == COLL_ERR_MISMATCH) return COLL_ERR_MISMATCH;
+  /* A failed channel's counters may lag: a filled-in round-0 fingerprint tells. */
+  if (!fpa_mismatch(&x->fpa) && x->fpa.checked == 0 && x->fpa.in[0].fp.seq != 0) fpa_take(&x->fpa);
+  if (fpa_mismatch(&x->fpa)) return fpa_error(&x->fpa);
   return coll_error(st, "%s", saved);
 }
 
 static bool finished(const run_t *run) {
-  return run->lo >= run->entry->sched.nops &&
-         (!run->fp_active || (run->fp_sent && run->fp_checked));
+  return run->lo >= run->entry->sched.nops && (!run->fp_active || fp_complete(run));
 }
 
 /* Ask the transports what finished; mark those ops done. Returns whether any did. */
@@ -294,13 +317,8 @@ static coll_status_t poll(run_t *run, bool *any) {
     peer->recvs_done = rd;
   }
   if (!*any) return COLL_OK;
-  if (run->fp_active && !run->fp_sent &&
-      comm->exec.peers[run->fp_next].sends_done > run->fp_send_seq)
-    run->fp_sent = true;
-  if (run->fp_active && !run->fp_checked &&
-      comm->exec.peers[run->fp_prev].recvs_done > run->fp_recv_seq) {
-    run->fp_checked = true;
-    coll_status_t st = fp_check(run);
+  if (run->fp_active) {
+    coll_status_t st = fp_advance(run);
     if (st != COLL_OK) return st;
   }
   for (size_t i = run->lo; i < run->hi; i++) {
@@ -318,8 +336,9 @@ static coll_status_t poll(run_t *run, bool *any) {
   return COLL_OK;
 }
 
-/* Record where this rank is stuck (for the hang report) and fail. */
-static coll_status_t timed_out(run_t *run) {
+/* Record where this rank is stuck in exec.state (for the hang report); returns the
+ * op it waits for, NULL when it waits for a round of the fingerprint agreement. */
+static const sched_op_t *note_state(run_t *run) {
   exec_cache_entry_t *e = run->entry;
   exec_state_t *state = &run->comm->exec.state;
   const sched_op_t *waiting = NULL;
@@ -332,17 +351,29 @@ static coll_status_t timed_out(run_t *run) {
                           .step = run->lo < e->sched.nops ? e->op_step[run->lo] : e->sched.nsteps,
                           .nsteps = e->sched.nsteps,
                           .waiting_peer = -1};
-  if (run->fp_active && !run->fp_checked) {
-    state->waiting_peer = run->fp_prev;
+  const fpa_t *a = &run->comm->exec.fpa;
+  if (run->fp_active && !fpa_all_taken(a) && (waiting == NULL || a->checked == 0)) {
+    state->waiting_peer = fpa_recv_peer(a, a->checked);
     state->waiting_what = "its fingerprint: it has not started this collective";
+    return NULL;
+  }
+  if (waiting != NULL) {
+    state->waiting_peer = waiting->peer;
+    state->waiting_what = op_kind_name(waiting->kind);
+  }
+  return waiting;
+}
+
+/* This rank's deadline passed: note where it is stuck and fail. */
+static coll_status_t timed_out(run_t *run) {
+  const sched_op_t *waiting = note_state(run);
+  int peer = run->comm->exec.state.waiting_peer;
+  if (waiting == NULL && peer >= 0)
     return coll_error(COLL_ERR_TIMEOUT,
                       "no progress for %d ms, waiting for rank %d to start the collective",
-                      run->comm->timeout_ms, run->fp_prev);
-  }
+                      run->comm->timeout_ms, peer);
   if (waiting == NULL)
     return coll_error(COLL_ERR_TIMEOUT, "no progress for %d ms", run->comm->timeout_ms);
-  state->waiting_peer = waiting->peer;
-  state->waiting_what = op_kind_name(waiting->kind);
   return coll_error(
       COLL_ERR_TIMEOUT, "no progress for %d ms, waiting for rank %d (%s of %zu bytes)",
       run->comm->timeout_ms, waiting->peer, op_kind_name(waiting->kind), waiting->count * run->esz);
@@ -352,6 +383,14 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+/* The failure watcher (failure_watch.c) marked the communicator failed: another rank
+ * failed first. Stop, with its message; a timeout's hang report counts us in. */
+static coll_status_t stopped_by_peer(run_t *run, coll_status_t failed) {
+  run->stopped_by_peer = true;
+  if (failed == COLL_ERR_TIMEOUT) note_state(run);
+  return coll_error(failed, "stopped: %s", run->comm->failed_message);
 }
 
 static coll_status_t run_schedule(run_t *run) {
@@ -369,9 +408,15 @@ static coll_status_t run_schedule(run_t *run) {
       return coll_error(COLL_ERR_ABORTED, "rank %d: %s of %zu %s: the communicator was aborted",
                         comm->rank, kind_name(run->call->kind), run->call->count,
                         coll_dtype_name(run->call->dtype));
+    int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+    if (failed != 0) return stopped_by_peer(run, (coll_status_t)failed);
+    /* A known mismatch: start no more data, finish the agreement (the others learn it
+     * through our later rounds), then fail. */
+    bool mismatch = run->fp_active && fpa_mismatch(&comm->exec.fpa);
+    if (mismatch && fp_complete(run)) break;
     coll_status_t st;
     if (dirty) {
-      if (run->lo < nops) {
+      if (run->lo < nops && !mismatch) {
         st = scan(run);
         if (st != COLL_OK) return fp_salvage(run, st);
       }
@@ -407,6 +452,7 @@ static coll_status_t run_schedule(run_t *run) {
     trace_wait_end(comm);
     if (st != COLL_OK && st != COLL_ERR_TIMEOUT) return st;
   }
+  if (run->fp_active && fpa_mismatch(&comm->exec.fpa)) return fpa_error(&comm->exec.fpa);
   return COLL_OK;
 }
 
@@ -600,7 +646,6 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   if (st == COLL_OK) st = run_schedule(&run);
   free(op_base);
   trace_coll_end(comm, call, e, st);
-  if (st == COLL_ERR_TIMEOUT) hang_report(comm);
   if (st != COLL_OK) return st == COLL_ERR_ABORTED ? st : fail(&run, st);
   bool averaged = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER ||
                   (call->kind == COLL_KIND_REDUCE && call->root == comm->rank);
@@ -609,11 +654,12 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   return COLL_OK;
 }
 
-coll_status_t exec_init(exec_t *exec, int nranks) {
+coll_status_t exec_init(exec_t *exec, int rank, int nranks) {
   memset(exec, 0, sizeof *exec);
   exec->peers = calloc((size_t)nranks, sizeof *exec->peers);
   exec->chan_blocked = calloc(2 * (size_t)nranks, 1);
-  if (exec->peers == NULL || exec->chan_blocked == NULL) {
+  if (exec->peers == NULL || exec->chan_blocked == NULL ||
+      fpa_init(&exec->fpa, rank, nranks) != COLL_OK) {
     exec_free(exec);
     return coll_error(COLL_ERR_NO_MEMORY, "out of memory for the executor of %d ranks", nranks);
   }
@@ -626,6 +672,7 @@ void exec_free(exec_t *exec) {
   free(exec->peers);
   free(exec->chan_blocked);
   free(exec->scratch);
+  fpa_free(&exec->fpa);
   memset(exec, 0, sizeof *exec);
 }
 

@@ -1,9 +1,13 @@
-/* Failure records: the first failure of a communicator is published through the store
- * ("<prefix>failure" = "rank|message", first writer wins), and every connection found
- * dead as "<prefix>dead/<peer>". A rank that only sees the cascade (a survivor that
- * failed first closed its connections) appends the first failure to its message, so
- * every rank names the rank that died. At destroy, the store's host keeps serving until
- * the others have left or are known dead, within a short bound. */
+/* Failure records and the error tail of every execution path. The first failure of a
+ * communicator is published through the store ("<prefix>failure" =
+ * "rank|status|message", first writer wins), and every connection found dead as
+ * "<prefix>dead/<peer>"; the other ranks' failure watchers (failure_watch.c) wait on
+ * that key, so they stop within a store round trip. A rank that only sees the cascade (a
+ * survivor that failed first closed its connections) appends the first failure to its
+ * message, so every rank names the rank that died. At destroy, the store's host keeps
+ * serving until the others have left or are known dead, within a short bound. Store
+ * calls on this path are short (STORE_OP_MS): a failure is reported within its deadline
+ * plus a stated margin even when the store's host is the rank that stopped. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,29 +17,29 @@
 #include "common/error.h"
 #include "core/comm.h"
 
-enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10 };
+enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
 
 static int quick_ms(const coll_comm_t *comm) {
-  return comm->timeout_ms < 500 ? comm->timeout_ms : 500;
+  return comm->timeout_ms < STORE_OP_MS ? comm->timeout_ms : STORE_OP_MS;
 }
 
-void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
-  if (comm->store == NULL || comm->nranks < 2 || st == COLL_ERR_ABORTED) return;
+coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
+  if (comm->store == NULL || comm->nranks < 2 || st == COLL_ERR_ABORTED) return st;
   char saved[COMM_MESSAGE_MAX], key[KEY_MAX], mine[COMM_MESSAGE_MAX + 16];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (dead_peer >= 0) {
     snprintf(key, sizeof key, "%sdead/%d", comm->key_prefix, dead_peer);
     if (store_set(comm->store, key, "1", 1, quick_ms(comm)) != COLL_OK) {
       coll_error(st, "%s", saved); /* the store is gone too: nothing to learn there */
-      return;
+      return st;
     }
   }
   snprintf(key, sizeof key, "%sfailure", comm->key_prefix);
-  snprintf(mine, sizeof mine, "%d|%s", comm->rank, saved);
+  snprintf(mine, sizeof mine, "%d|%d|%s", comm->rank, (int)st, saved);
   void *current = NULL;
   size_t len = 0;
-  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, mine, strlen(mine), &current,
-                                      &len, quick_ms(comm));
+  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, mine, strlen(mine), &current, &len,
+                                      quick_ms(comm));
   char first[COMM_MESSAGE_MAX] = "";
   int first_rank = comm->rank;
   if (s == COLL_OK && current != NULL) {
@@ -44,10 +48,18 @@ void failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
   }
   free(current);
   const char *bar = strchr(first, '|');
-  if (first_rank != comm->rank && bar != NULL)
-    coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
-  else
+  int first_st = bar != NULL ? atoi(bar + 1) : 0;
+  if (bar != NULL) bar = strchr(bar + 1, '|');
+  if (first_rank == comm->rank || bar == NULL) {
     coll_error(st, "%s", saved);
+    return st;
+  }
+  /* A broken or closed connection after another rank's mismatch or timeout is its
+   * consequence (that rank gave up and left): report the cause's status. */
+  bool cascade = st == COLL_ERR_REMOTE || st == COLL_ERR_PROTOCOL;
+  if (cascade && first_st < 0) st = (coll_status_t)first_st;
+  coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
+  return st;
 }
 
 /* Whether rank r has left or was seen dead. */
@@ -75,4 +87,21 @@ void failure_linger(coll_comm_t *comm) {
     if (r == comm->rank) continue;
     while (!accounted(comm, r) && coll_now_ns() < deadline) usleep(POLL_MS * 1000);
   }
+}
+
+coll_status_t failure_conclude(coll_comm_t *comm, coll_status_t st, int dead_peer,
+                               bool stopped_by_peer) {
+  if (st == COLL_ERR_ABORTED || st == COLL_OK) return st;
+  if (stopped_by_peer) {
+    /* The watcher has marked us failed with the first failure's message. */
+    if (st == COLL_ERR_TIMEOUT) hang_join(comm);
+    return st;
+  }
+  bool store_ok = true;
+  if (st == COLL_ERR_TIMEOUT) store_ok = hang_publish(comm);
+  /* (Our own watcher ignores our record: it names this rank.) */
+  if (store_ok) st = failure_record(comm, st, dead_peer);
+  comm_mark_failed(comm, st);
+  if (st == COLL_ERR_TIMEOUT) hang_collect(comm, store_ok);
+  return st;
 }

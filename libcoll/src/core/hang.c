@@ -1,10 +1,14 @@
-/* The hang report: when an operation's deadline passes, each rank publishes through the
- * store where it is (collective, sequence number, step, the peer it waits on); rank 0
- * waits briefly for the others, names the ranks that are behind or silent, logs the
- * report at WARN, appends it to its error message, publishes it for the others (which
- * wait for it, briefly, so that no rank exits and makes a launcher stop the job before
- * the report exists) and, when COLL_HANG_REPORT names a file (collrun sets it), writes it
- * there for the launcher's exit message. */
+/* The hang report: when an operation's deadline passes, the rank whose deadline it was
+ * publishes where it is through the store (collective, sequence number, step, the peer
+ * it waits on) and records the failure, which stops every other rank within a store
+ * round trip (failure_watch.c); those publish where they were too. The first rank
+ * gathers the states for a short grace, names the ranks that are behind (silent, or at
+ * an older collective) and the chain of waits that leads to them, and publishes the
+ * report; the first report published is the one every rank appends to its error and the
+ * one written to COLL_HANG_REPORT (collrun sets it and prints it on exit). Any rank can
+ * write it, so a stopped rank 0 is reported like any other. Every store call here is
+ * short, so the error comes within the deadline plus about GRACE_MAX_MS + a few
+ * STORE_OP_MS. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +20,27 @@
 #include "common/log.h"
 #include "core/comm.h"
 
-enum { KEY_MAX = 128, LINE_MAX_ = 200, REPORT_MAX = 2048, POLL_MS = 20 };
+enum {
+  KEY_MAX = 128,
+  LINE_MAX_ = 200,
+  REPORT_MAX = 2048,
+  POLL_MS = 5,
+  STORE_OP_MS = 150,
+  GRACE_MIN_MS = 50,
+  GRACE_MAX_MS = 200,
+};
 
-/* "all_reduce(float32, 1000) #5, step 3 of 8, waiting for rank 1 (receive)" */
+static int op_ms(const coll_comm_t *comm) {
+  return comm->timeout_ms < STORE_OP_MS ? comm->timeout_ms : STORE_OP_MS;
+}
+
+/* How long the reporting rank waits for the others' states. */
+static int grace_ms(const coll_comm_t *comm) {
+  int g = comm->timeout_ms / 10;
+  return g < GRACE_MIN_MS ? GRACE_MIN_MS : g > GRACE_MAX_MS ? GRACE_MAX_MS : g;
+}
+
+/* "all_reduce(float32, 1000) #5 on host, step 3 of 8, waiting for rank 1 (receive)" */
 static void describe(const coll_comm_t *comm, char *out, size_t cap) {
   const exec_state_t *s = &comm->exec.state;
   char host[64] = "?";
@@ -40,104 +62,166 @@ static void write_file(const char *report) {
   fclose(f);
 }
 
-/* Rank 0: gather what the others published within a short grace period. */
-/* How long rank 0 waits for the others' states. */
-static int grace_ms(const coll_comm_t *comm) {
-  int grace = comm->timeout_ms / 2 < 2000 ? comm->timeout_ms / 2 : 2000;
-  return grace < 200 ? 200 : grace;
+static void key_of(const coll_comm_t *comm, const char *what, char *key, size_t cap) {
+  snprintf(key, cap, "%shang/%s", comm->key_prefix, what);
 }
 
-static void collect(coll_comm_t *comm, const char *saved, const char *mine) {
+bool hang_publish(coll_comm_t *comm) {
+  if (comm->store == NULL || comm->nranks < 2) return false;
+  char mine[LINE_MAX_], value[LINE_MAX_ + 48], key[KEY_MAX], who[16];
+  describe(comm, mine, sizeof mine);
+  /* "seq|waiting peer|description" */
+  snprintf(value, sizeof value, "%llu|%d|%s", (unsigned long long)comm->exec.state.seq,
+           comm->exec.state.waiting_peer, mine);
+  snprintf(who, sizeof who, "%d", comm->rank);
+  key_of(comm, who, key, sizeof key);
+  char saved[COMM_MESSAGE_MAX];
+  snprintf(saved, sizeof saved, "%s", coll_last_error());
+  bool ok = store_set(comm->store, key, value, strlen(value), op_ms(comm)) == COLL_OK;
+  coll_error(COLL_ERR_TIMEOUT, "%s", saved);
+  return ok;
+}
+
+/* What the gathering rank knows of every rank. */
+typedef struct {
+  bool present;
+  unsigned long long seq;
+  int waits_for;
+  char line[LINE_MAX_];
+} rank_state_t;
+
+static bool read_state(coll_comm_t *comm, int r, rank_state_t *out) {
+  char key[KEY_MAX], who[16];
+  snprintf(who, sizeof who, "%d", r);
+  key_of(comm, who, key, sizeof key);
+  const char *keys[1] = {key};
+  bool exists = false;
+  if (store_check(comm->store, keys, 1, &exists, op_ms(comm)) != COLL_OK || !exists) return false;
+  void *val = NULL;
+  size_t len = 0;
+  if (store_get(comm->store, key, &val, &len, op_ms(comm)) != COLL_OK) return false;
+  char text[LINE_MAX_ + 48];
+  snprintf(text, sizeof text, "%.*s", (int)len, (const char *)val);
+  free(val);
+  char *bar1 = strchr(text, '|');
+  char *bar2 = bar1 ? strchr(bar1 + 1, '|') : NULL;
+  if (bar2 == NULL) return false;
+  out->present = true;
+  out->seq = strtoull(text, NULL, 10);
+  out->waits_for = atoi(bar1 + 1);
+  snprintf(out->line, sizeof out->line, "%s", bar2 + 1);
+  return true;
+}
+
+/* The report: every rank's line, the ranks behind, and from this rank the chain of waits
+ * that ends at one of them ("rank 2 waits for rank 1, which waits for rank 0"). */
+static void build(const coll_comm_t *comm, const rank_state_t *st, char *out, size_t cap) {
   int n = comm->nranks;
-  int64_t deadline = coll_deadline_ns(grace_ms(comm));
-  char *report = malloc(REPORT_MAX);
-  unsigned long long *seqs = calloc((size_t)n, sizeof *seqs);
-  char *present = calloc((size_t)n, 1);
-  char (*lines)[LINE_MAX_] = calloc((size_t)n, LINE_MAX_);
-  if (report == NULL || seqs == NULL || present == NULL || lines == NULL) goto out;
-  present[0] = 1;
-  seqs[0] = comm->exec.state.seq;
-  snprintf(lines[0], LINE_MAX_, "%s", mine);
-  int missing = n - 1;
-  while (missing > 0) {
-    for (int r = 1; r < n; r++) {
-      if (present[r]) continue;
-      char key[KEY_MAX];
-      snprintf(key, sizeof key, "%shang/%d", comm->key_prefix, r);
-      const char *keys[1] = {key};
-      bool exists = false;
-      if (store_check(comm->store, keys, 1, &exists, 500) != COLL_OK || !exists) continue;
-      void *val = NULL;
-      size_t len = 0;
-      if (store_get(comm->store, key, &val, &len, 500) != COLL_OK) continue;
-      char text[LINE_MAX_ + 32];
-      snprintf(text, sizeof text, "%.*s", (int)len, (const char *)val);
-      free(val);
-      char *bar = strchr(text, '|');
-      seqs[r] = strtoull(text, NULL, 10);
-      snprintf(lines[r], LINE_MAX_, "%.*s", LINE_MAX_ - 1, bar ? bar + 1 : text);
-      present[r] = 1;
-      missing--;
-    }
-    if (missing == 0 || coll_now_ns() > deadline) break;
-    usleep(POLL_MS * 1000);
-  }
   unsigned long long newest = 0;
   for (int r = 0; r < n; r++)
-    if (present[r] && seqs[r] > newest) newest = seqs[r];
-  int len = snprintf(report, REPORT_MAX, "hang report (%d ranks):", n);
-  for (int r = 0; r < n && len > 0 && len < REPORT_MAX; r++) {
-    if (!present[r])
-      len += snprintf(report + len, REPORT_MAX - (size_t)len,
-                      "\n  rank %d: NO REPORT (stopped, dead, or blocked outside libcoll)", r);
+    if (st[r].present && st[r].seq > newest) newest = st[r].seq;
+  char behind[256] = "";
+  int nbehind = 0, len = 0;
+  for (int r = 0; r < n; r++) {
+    if (st[r].present && st[r].seq >= newest) continue;
+    len += snprintf(behind + len, sizeof behind - (size_t)len, "%s%d", nbehind ? ", " : "", r);
+    nbehind++;
+    if ((size_t)len >= sizeof behind) break;
+  }
+  int w = snprintf(out, cap, "hang report (%d ranks): ", n);
+  if (nbehind == 0)
+    w += snprintf(out + w, cap - (size_t)w,
+                  "no rank is behind (every rank waits inside "
+                  "collective #%llu)",
+                  newest);
+  else
+    w += snprintf(out + w, cap - (size_t)w,
+                  "%s %s %s behind (silent: stopped, dead or blocked "
+                  "outside libcoll; or at an older collective)",
+                  nbehind == 1 ? "rank" : "ranks", behind, nbehind == 1 ? "is" : "are");
+  /* From this rank, follow who waits for whom until a rank that is behind. */
+  int at = comm->rank, steps = 0;
+  if (nbehind > 0 && (size_t)w < cap) w += snprintf(out + w, cap - (size_t)w, "; rank %d", at);
+  while (nbehind > 0 && steps++ < n && (size_t)w < cap) {
+    int next = st[at].present ? st[at].waits_for : -1;
+    if (next < 0 || next >= n) break;
+    bool last = !st[next].present || st[next].seq < newest;
+    w += snprintf(out + w, cap - (size_t)w, "%s rank %d",
+                  steps == 1 ? " waits for" : ", which waits for", next);
+    if (last) break;
+    at = next;
+  }
+  for (int r = 0; r < n && (size_t)w < cap; r++) {
+    if (!st[r].present)
+      w += snprintf(out + w, cap - (size_t)w,
+                    "\n  rank %d: NO REPORT (stopped, dead, or blocked outside libcoll)", r);
     else
-      len += snprintf(report + len, REPORT_MAX - (size_t)len, "\n  rank %d: %s%s", r, lines[r],
-                      seqs[r] < newest ? " [BEHIND]" : "");
+      w += snprintf(out + w, cap - (size_t)w, "\n  rank %d: %s%s", r, st[r].line,
+                    st[r].seq < newest ? " [BEHIND]" : "");
   }
-  if (len > 0 && len < REPORT_MAX) {
-    int behind = 0;
-    for (int r = 0; r < n; r++) behind += !present[r] || seqs[r] < newest;
-    snprintf(report + len, REPORT_MAX - (size_t)len, "\n  %d rank(s) behind or silent", behind);
-  }
-  coll_log(COLL_LOG_WARN, "%s", report);
-  write_file(report);
-  char key[KEY_MAX];
-  snprintf(key, sizeof key, "%shang/report", comm->key_prefix);
-  store_set(comm->store, key, report, strlen(report), 500);
-  coll_error(COLL_ERR_TIMEOUT, "%s; %s", saved, report);
-  free(report);
-  report = NULL;
-out:
-  if (report != NULL) coll_error(COLL_ERR_TIMEOUT, "%s", saved);
-  free(report);
-  free(seqs);
-  free(present);
-  free(lines);
+  if ((size_t)w < cap)
+    snprintf(out + w, cap - (size_t)w, "\n  %d rank(s) behind or silent", nbehind);
 }
 
-void hang_report(coll_comm_t *comm) {
+void hang_collect(coll_comm_t *comm, bool store_ok) {
   if (comm->store == NULL || comm->nranks < 2) return;
   char saved[COMM_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
-  char mine[LINE_MAX_], value[LINE_MAX_ + 32], key[KEY_MAX];
-  describe(comm, mine, sizeof mine);
-  snprintf(value, sizeof value, "%llu|%s", (unsigned long long)comm->exec.state.seq, mine);
-  snprintf(key, sizeof key, "%shang/%d", comm->key_prefix, comm->rank);
-  int quick = comm->timeout_ms < 1000 ? comm->timeout_ms : 1000;
-  if (store_set(comm->store, key, value, strlen(value), quick) != COLL_OK) {
+  if (!store_ok) {
     coll_error(COLL_ERR_TIMEOUT, "%s (no hang report: the store is unreachable)", saved);
     return;
   }
-  if (comm->rank == 0) {
-    collect(comm, saved, mine);
-    return;
+  int n = comm->nranks;
+  rank_state_t *st = calloc((size_t)n, sizeof *st);
+  char *report = malloc(REPORT_MAX);
+  if (st == NULL || report == NULL) goto out;
+  const exec_state_t *me = &comm->exec.state;
+  char mine[LINE_MAX_];
+  describe(comm, mine, sizeof mine);
+  st[comm->rank] = (rank_state_t){.present = true, .seq = me->seq, .waits_for = me->waiting_peer};
+  snprintf(st[comm->rank].line, sizeof st[comm->rank].line, "%s", mine);
+  int64_t deadline = coll_deadline_ns(grace_ms(comm));
+  for (;;) {
+    int missing = 0;
+    for (int r = 0; r < n; r++)
+      if (!st[r].present && !read_state(comm, r, &st[r])) missing++;
+    if (missing == 0 || coll_now_ns() > deadline) break;
+    usleep(POLL_MS * 1000);
   }
-  /* Wait for rank 0's report (it may be the one that is stuck: then give up). */
-  snprintf(key, sizeof key, "%shang/report", comm->key_prefix);
+  build(comm, st, report, REPORT_MAX);
+  char key[KEY_MAX];
+  key_of(comm, "report", key, sizeof key);
+  void *first = NULL;
+  size_t first_len = 0;
+  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, report, strlen(report), &first,
+                                      &first_len, op_ms(comm));
+  bool ours = s != COLL_OK || first == NULL ||
+              (first_len == strlen(report) && memcmp(first, report, first_len) == 0);
+  if (ours) {
+    coll_log(COLL_LOG_WARN, "%s", report);
+    write_file(report);
+    coll_error(COLL_ERR_TIMEOUT, "%s; %s", saved, report);
+  } else {
+    coll_error(COLL_ERR_TIMEOUT, "%s; %.*s", saved, (int)first_len, (const char *)first);
+  }
+  free(first);
+out:
+  if (report == NULL || st == NULL) coll_error(COLL_ERR_TIMEOUT, "%s", saved);
+  free(report);
+  free(st);
+}
+
+void hang_join(coll_comm_t *comm) {
+  if (comm->store == NULL || comm->nranks < 2) return;
+  char saved[COMM_MESSAGE_MAX];
+  snprintf(saved, sizeof saved, "%s", coll_last_error());
+  if (!hang_publish(comm)) return;
+  char key[KEY_MAX];
+  key_of(comm, "report", key, sizeof key);
   void *report = NULL;
   size_t len = 0;
-  if (store_get(comm->store, key, &report, &len, grace_ms(comm) + 1000) == COLL_OK)
-    coll_error(COLL_ERR_TIMEOUT, "%s; rank 0's %.*s", saved, (int)len, (const char *)report);
+  if (store_get(comm->store, key, &report, &len, grace_ms(comm) + 2 * op_ms(comm)) == COLL_OK)
+    coll_error(COLL_ERR_TIMEOUT, "%s; %.*s", saved, (int)len, (const char *)report);
   else
     coll_error(COLL_ERR_TIMEOUT, "%s", saved);
   free(report);

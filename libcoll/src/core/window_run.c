@@ -147,5 +147,5 @@ coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
   trace_coll_begin(comm, call, x.trace ? &ts.entry : NULL);
   coll_status_t st = run(&x);
   trace_coll_end(comm, call, x.trace ? &ts.entry : NULL, st);
-  return st == COLL_OK ? COLL_OK : arena_fail(comm, call, st, x.w.dead, "zero-copy window");
+  return st == COLL_OK ? COLL_OK : arena_fail(&x.w, st, "zero-copy window");
 }

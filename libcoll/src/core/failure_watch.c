@@ -1,0 +1,108 @@
+/* The failure watcher: a thread per communicator (of more than one rank) that holds a
+ * parked get on the store key where the communicator's first failure is published
+ * (failure.c). When another rank fails, the get returns within one store round trip, the
+ * watcher marks this communicator failed with that rank's status and message, and the
+ * call in progress stops at its next look at `failed` (the waits sleep in slices of at
+ * most 10 ms); later calls refuse at once, and coll_comm_get_async_error reports it.
+ * So a failure seen by two ranks reaches all of them in milliseconds on one host, not
+ * when each one's own deadline passes. It has its own store connection (a client serves
+ * one thread) and is stopped by interrupting that connection. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "core/comm.h"
+
+enum { PARK_MS = 60000, RETRY_MS = 200, KEY_MAX = 128 };
+
+struct failure_watch {
+  pthread_t thread;
+  store_client_t *client;
+  atomic_int stop;
+  coll_comm_t *comm;
+  char key[KEY_MAX];
+};
+
+static void pause_unless_stopped(struct failure_watch *w, int ms) {
+  for (int slept = 0; slept < ms && !atomic_load(&w->stop); slept += 10) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* "rank|status|message" (failure.c) */
+static void take(struct failure_watch *w, const char *value, size_t len) {
+  char text[COMM_MESSAGE_MAX + 32];
+  snprintf(text, sizeof text, "%.*s", (int)len, value);
+  char *bar1 = strchr(text, '|');
+  char *bar2 = bar1 != NULL ? strchr(bar1 + 1, '|') : NULL;
+  if (bar2 == NULL) return;
+  int rank = atoi(text);
+  int status = atoi(bar1 + 1);
+  if (rank == w->comm->rank || status >= 0) return; /* our own: already failed */
+  comm_mark_failed_by_peer(w->comm, (coll_status_t)status, bar2 + 1);
+  coll_log(COLL_LOG_INFO, "rank %d failed: %s", rank, bar2 + 1);
+}
+
+static void *watch_main(void *arg) {
+  struct failure_watch *w = arg;
+  coll_log_set_rank(w->comm->rank);
+  while (!atomic_load(&w->stop)) {
+    void *value = NULL;
+    size_t len = 0;
+    coll_status_t st = store_get(w->client, w->key, &value, &len, PARK_MS);
+    if (atomic_load(&w->stop)) {
+      free(value);
+      break;
+    }
+    if (st == COLL_OK) {
+      take(w, value, len);
+      free(value);
+      break; /* the first failure is the only one published */
+    }
+    /* Nothing yet (the get timed out) or the store is away: ask again. */
+    if (st != COLL_ERR_TIMEOUT) pause_unless_stopped(w, RETRY_MS);
+  }
+  coll_error_clear();
+  return NULL;
+}
+
+coll_status_t failure_watch_start(coll_comm_t *comm) {
+  if (comm->nranks < 2 || comm->store == NULL) return COLL_OK;
+  struct failure_watch *w = calloc(1, sizeof *w);
+  if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for the failure watcher");
+  w->comm = comm;
+  atomic_init(&w->stop, 0);
+  snprintf(w->key, sizeof w->key, "%sfailure", comm->key_prefix);
+  coll_status_t st =
+      store_client_connect(comm->store_addr, (uint16_t)comm->store_port,
+                           comm->token[0] ? comm->token : NULL, comm->timeout_ms, &w->client);
+  if (st != COLL_OK) {
+    free(w);
+    return coll_error_prefix(st, "rank %d: the failure watcher's store connection: ", comm->rank);
+  }
+  int rc = pthread_create(&w->thread, NULL, watch_main, w);
+  if (rc != 0) {
+    store_client_close(w->client);
+    free(w);
+    return coll_error_errno(COLL_ERR_SYSTEM, rc, "rank %d: creating the failure watcher",
+                            comm->rank);
+  }
+  comm->watch = w;
+  return COLL_OK;
+}
+
+void failure_watch_stop(coll_comm_t *comm) {
+  struct failure_watch *w = comm->watch;
+  if (w == NULL) return;
+  atomic_store(&w->stop, 1);
+  store_client_interrupt(w->client);
+  pthread_join(w->thread, NULL);
+  store_client_close(w->client);
+  free(w);
+  comm->watch = NULL;
+}

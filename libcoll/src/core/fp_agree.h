@@ -1,0 +1,70 @@
+/* Fingerprints and how the ranks agree on them: every collective call is summed up in an
+ * exec_fp_t, and before a rank may return from the call it must know that every rank's
+ * fingerprint equals its own. fp_agree.c holds the agreement's logic (a dissemination
+ * over ceil(log2 n) rounds); the executor (exec.c) moves its messages. Pure logic: no
+ * I/O, no communicator. */
+#ifndef COLL_CORE_FP_AGREE_H
+#define COLL_CORE_FP_AGREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* One collective call as every rank must see it (mismatch detection). */
+typedef struct {
+  uint64_t seq; /* collectives this communicator ran, this one included */
+  uint64_t count;
+  uint32_t kind, dtype, op;
+  int32_t root;
+  /* 1 + the ids of the call's windows and the buffers' offsets in them; 0: none */
+  uint64_t win_send, win_send_off, win_recv, win_recv_off;
+} exec_fp_t;
+
+/* "all_reduce(float32, 1048576, sum)": a fingerprint for a mismatch message. */
+void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap);
+
+/* The message of one round: the sender's own fingerprint and what it knows of the ring
+ * pairs (rank b-1, rank b) so far: the lowest b whose ring predecessor called something
+ * else, with both fingerprints (bad_rank -1: none known). */
+typedef struct {
+  exec_fp_t fp;
+  int32_t bad_rank;
+  uint32_t unused;
+  exec_fp_t bad_prev, bad_mine;
+} fpa_msg_t;
+
+/* Round k: send to rank + 2^k, receive from rank - 2^k (mod n). Round 0 is the ring
+ * exchange: rank b compares its predecessor's fingerprint with its own. Every later
+ * round passes on what the sender knows, so after the last round every rank knows the
+ * lowest mismatching pair of the whole ring, or that there is none (2^rounds >= n). */
+typedef struct {
+  int rank, nranks, rounds;
+  fpa_msg_t *out, *in;           /* per round; a send's buffer stays valid until the next call */
+  uint64_t *send_seq, *recv_seq; /* per round, the executor's transport bookkeeping */
+  int checked;                   /* rounds whose message was received and taken in */
+  exec_fp_t mine;
+  fpa_msg_t know; /* what this rank knows now (know.fp is its own) */
+} fpa_t;
+
+/* rounds = ceil(log2 nranks) (0 for one rank). */
+coll_status_t fpa_init(fpa_t *a, int rank, int nranks);
+void fpa_free(fpa_t *a);
+/* Start a call's agreement: forget the last call's, fill round 0's message. */
+void fpa_begin(fpa_t *a, const exec_fp_t *mine);
+int fpa_send_peer(const fpa_t *a, int round);
+int fpa_recv_peer(const fpa_t *a, int round);
+/* Round k's message, to send once k rounds were taken in (k == a->checked). */
+const fpa_msg_t *fpa_message(fpa_t *a, int round);
+/* Take in round a->checked's message (it arrived in a->in[a->checked]). */
+void fpa_take(fpa_t *a);
+/* Whether data sends to peer may start: no round's message to peer is still to come
+ * (it must be the first message of the call on that channel). `sent` rounds are posted. */
+bool fpa_may_send_to(const fpa_t *a, int sent, int peer);
+bool fpa_mismatch(const fpa_t *a);
+bool fpa_all_taken(const fpa_t *a);
+/* COLL_ERR_MISMATCH naming the lowest mismatching pair; the same text on every rank. */
+coll_status_t fpa_error(const fpa_t *a);
+
+#endif

@@ -1,0 +1,265 @@
+/* Failures reach every rank, with real processes: a mismatched call (collective, count,
+ * dtype, op or root) fails on every rank of 2-5, over shm and tcp, with the same message
+ * and the same async error, and none returns COLL_OK; a failure seen by some ranks
+ * reaches a rank that is not even in a collective within milliseconds (the failure
+ * watcher); a stopped rank (SIGSTOP, rank 0 included) turns into COLL_ERR_TIMEOUT on
+ * every other rank within the deadline plus a stated margin, with a hang report that
+ * names the stopped rank as the one behind, whichever rank writes it. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/store.h"
+#include "coll_test_util.h"
+#include "common/clock.h"
+#include "multiproc.h"
+
+/* The error must come within the deadline plus this (docs/architecture.md states 500 ms
+ * on one host; the test allows a loaded CI machine some more). */
+enum { MARGIN_MS = 900, LONG_TIMEOUT_MS = 20000 };
+
+typedef enum {
+  DIFF_COLLECTIVE,
+  DIFF_COUNT,
+  DIFF_DTYPE,
+  DIFF_OP,
+  DIFF_ROOT,
+  DIFF_REDUCE_ROOT,
+  DIFF_KINDS
+} diff_t;
+static const char *const diff_names[DIFF_KINDS] = {"collective", "count",          "dtype",
+                                                   "op",         "broadcast root", "reduce root"};
+
+typedef struct {
+  ct_job_t job;
+  diff_t diff;
+  int odd; /* the rank that calls something else */
+} mismatch_job_t;
+
+/* Every rank calls the same but `odd`, which differs in one argument. */
+static coll_status_t mismatched_call(const mismatch_job_t *m, int rank, coll_comm_t *comm) {
+  static float buf[4096];
+  bool odd = rank == m->odd;
+  switch (m->diff) {
+    case DIFF_COLLECTIVE:
+      return odd ? coll_broadcast(buf, 1000, COLL_FLOAT32, 0, comm)
+                 : coll_all_reduce(buf, buf, 1000, COLL_FLOAT32, COLL_SUM, comm);
+    case DIFF_COUNT:
+      return coll_all_reduce(buf, buf, odd ? 1001 : 1000, COLL_FLOAT32, COLL_SUM, comm);
+    case DIFF_DTYPE:
+      return coll_all_reduce(buf, buf, 1000, odd ? COLL_INT32 : COLL_FLOAT32, COLL_SUM, comm);
+    case DIFF_OP:
+      return coll_all_reduce(buf, buf, 1000, COLL_FLOAT32, odd ? COLL_MAX : COLL_SUM, comm);
+    case DIFF_ROOT:
+      return coll_broadcast(buf, 1000, COLL_FLOAT32, odd ? 1 : 0, comm);
+    default:
+      return coll_reduce(buf, buf, 1000, COLL_FLOAT32, COLL_SUM, odd ? 1 : 0, comm);
+  }
+}
+
+static int rank_mismatch(int rank, int nranks, void *arg) {
+  const mismatch_job_t *m = arg;
+  coll_comm_t *comm;
+  if (ct_init(&m->job, rank, nranks, &comm) != 0) return 1;
+  float warm = 1;
+  int bad = coll_all_reduce(&warm, &warm, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  int64_t start = coll_now_ms();
+  coll_status_t st = mismatched_call(m, rank, comm);
+  int64_t took = coll_now_ms() - start;
+  char msg[2048];
+  snprintf(msg, sizeof msg, "%s", coll_last_error());
+  coll_status_t async_err = COLL_OK;
+  coll_status_t ast = coll_comm_get_async_error(comm, &async_err);
+  /* Every rank: the call itself fails (none believes it succeeded), as a mismatch, naming
+   * #2 of both sides, long before any deadline; the async error says the same. */
+  if (st != COLL_ERR_MISMATCH || strstr(msg, "called") == NULL || strstr(msg, "#2") == NULL ||
+      took > 3000 || ast != COLL_OK || async_err != COLL_ERR_MISMATCH)
+    bad = 1;
+  /* A later call refuses at once with the same cause. */
+  coll_status_t later = coll_all_reduce(&warm, &warm, 1, COLL_FLOAT32, COLL_SUM, comm);
+  if (later != COLL_ERR_MISMATCH) bad = 1;
+  if (bad)
+    fprintf(stderr,
+            "%s mismatch, %d ranks, odd rank %d, %s: rank %d got %s after %lld ms (async %s, "
+            "later %s): %s\n",
+            diff_names[m->diff], nranks, m->odd, m->job.transport, rank, coll_status_name(st),
+            (long long)took, coll_status_name(async_err), coll_status_name(later), msg);
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+/* _i: diff kind x transport; every rank count 2..5, the odd rank last and (where there
+ * is one) in the middle. */
+START_TEST(a_mismatch_of_any_kind_fails_the_call_on_every_rank) {
+  diff_t diff = (diff_t)(_i / 2);
+  const char *transport = _i % 2 ? "tcp" : "shm";
+  for (int n = 2; n <= 5; n++) {
+    for (int which = 0; which < 2; which++) {
+      int odd = which == 0 ? n - 1 : n / 2;
+      if (which == 1 && odd == n - 1) continue;
+      if ((diff == DIFF_ROOT || diff == DIFF_REDUCE_ROOT) && odd == 0) continue;
+      mismatch_job_t m = {
+          .job = {.port = mp_free_port(), .transport = transport, .timeout_ms = LONG_TIMEOUT_MS},
+          .diff = diff,
+          .odd = odd};
+      ck_assert_msg(mp_run(n, 30000, rank_mismatch, &m) == 0, "%s mismatch over %s, %d ranks",
+                    diff_names[diff], transport, n);
+    }
+  }
+}
+END_TEST
+
+/* Ranks 0 and 1 wait in an all-reduce for rank 2, which computes: their deadline passes,
+ * and rank 2, which never called anything, sees the failure in its async error before it
+ * would have called (the failure watcher); its next call refuses at once. The ranks that
+ * waited name rank 2 as the one behind. */
+static int rank_away(int rank, int nranks, void *arg) {
+  const ct_job_t *job = arg;
+  coll_comm_t *comm;
+  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  int32_t v = 1;
+  int bad = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK;
+  if (rank == 2) {
+    usleep((useconds_t)(job->timeout_ms + 1500) * 1000);
+    coll_status_t async_err = COLL_OK;
+    coll_comm_get_async_error(comm, &async_err);
+    const char *msg = coll_last_error();
+    if (async_err != COLL_ERR_TIMEOUT || strstr(msg, "first failure in the communicator") == NULL ||
+        strstr(msg, "no progress for") == NULL) {
+      fprintf(stderr, "rank 2: async error %s: %s\n", coll_status_name(async_err), msg);
+      bad = 1;
+    }
+    int64_t start = coll_now_ms();
+    coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+    if (st != COLL_ERR_TIMEOUT || coll_now_ms() - start > 100) {
+      fprintf(stderr, "rank 2: a later call gave %s: %s\n", coll_status_name(st),
+              coll_last_error());
+      bad = 1;
+    }
+  } else {
+    int64_t start = coll_now_ms();
+    coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+    int64_t took = coll_now_ms() - start;
+    const char *msg = coll_last_error();
+    if (st != COLL_ERR_TIMEOUT || took > job->timeout_ms + MARGIN_MS ||
+        strstr(msg, "rank 2 is behind") == NULL) {
+      fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st),
+              (long long)took, msg);
+      bad = 1;
+    }
+  }
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_failure_reaches_a_rank_that_is_not_in_a_collective) {
+  ct_job_t job = {.port = mp_free_port(), .transport = _i ? "tcp" : "shm", .timeout_ms = 600};
+  ck_assert_int_eq(mp_run(3, 20000, rank_away, &job), 0);
+}
+END_TEST
+
+/* ---- stopped ranks, the store hosted by the test (as a launcher would) ---- */
+
+typedef struct {
+  uint16_t port;
+  const char *transport;
+  int timeout_ms;
+  int victim;
+} stop_job_t;
+
+static int init_launched(const stop_job_t *j, int rank, int nranks, coll_comm_t **comm) {
+  ct_clean_env();
+  setenv("COLL_TRANSPORT", j->transport, 1);
+  coll_config_t cfg = {0};
+  cfg.rank = rank;
+  cfg.size = nranks;
+  cfg.local_rank = rank;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = j->port;
+  cfg.host_store = 0;
+  cfg.timeout_ms = j->timeout_ms;
+  if (coll_comm_init_config(&cfg, comm) != COLL_OK) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+/* The victim stops itself between two all-reduces; every other rank's error comes
+ * within [deadline, deadline + margin] of its call and names the victim as behind. */
+static int rank_stopped(int rank, int nranks, void *arg) {
+  const stop_job_t *j = arg;
+  coll_comm_t *comm;
+  if (init_launched(j, rank, nranks, &comm) != 0) return 1;
+  float v[256] = {0};
+  int bad = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  if (rank == j->victim) raise(SIGSTOP);
+  int64_t start = coll_now_ms();
+  coll_status_t st = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = coll_now_ms() - start;
+  const char *msg = coll_last_error();
+  char behind[64], silent[64];
+  snprintf(behind, sizeof behind, "rank %d is behind", j->victim);
+  snprintf(silent, sizeof silent, "rank %d: NO REPORT", j->victim);
+  /* Not before the deadline (less the start skew between ranks, which a loaded machine
+   * can stretch), and not long after it. */
+  if (st != COLL_ERR_TIMEOUT || took < j->timeout_ms - 250 || took > j->timeout_ms + MARGIN_MS ||
+      strstr(msg, "hang report") == NULL || strstr(msg, behind) == NULL ||
+      strstr(msg, silent) == NULL)
+    bad = 1;
+  if (bad)
+    fprintf(stderr,
+            "%s, %d ranks, rank %d stopped: rank %d got %s after %lld ms (deadline %d): %s\n",
+            j->transport, nranks, j->victim, rank, coll_status_name(st), (long long)took,
+            j->timeout_ms, msg);
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+/* _i: transport; 2-4 ranks, the first and the last rank stopped (rank 0 is where a
+ * report used to be written). mp_run kills the stopped victim at its own deadline:
+ * exactly one failed rank. */
+START_TEST(a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind) {
+  const char *transport = _i ? "tcp" : "shm";
+  for (int n = 2; n <= 4; n++) {
+    for (int victim = 0; victim < n; victim += n - 1) {
+      store_server_t *server = NULL;
+      store_server_options_t opts = {.bind_addr = "127.0.0.1", .port = 0};
+      ck_assert_int_eq(store_server_start(&opts, &server), COLL_OK);
+      stop_job_t j = {.port = store_server_port(server),
+                      .transport = transport,
+                      .timeout_ms = 1000,
+                      .victim = victim};
+      int failed = mp_run(n, 1000 + 2000, rank_stopped, &j);
+      store_server_stop(server);
+      ck_assert_msg(failed == 1, "%s, %d ranks, rank %d stopped: %d ranks failed", transport, n,
+                    victim, failed);
+    }
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coll reach");
+  TCase *tc = tcase_create("mismatch");
+  tcase_set_timeout(tc, 600);
+  tcase_add_loop_test(tc, a_mismatch_of_any_kind_fails_the_call_on_every_rank, 0, 2 * DIFF_KINDS);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("propagation");
+  tcase_set_timeout(tc, 600);
+  tcase_add_loop_test(tc, a_failure_reaches_a_rank_that_is_not_in_a_collective, 0, 2);
+  tcase_add_loop_test(tc, a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind, 0,
+                      2);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}
