@@ -797,6 +797,31 @@ START_TEST(argument_errors_on_a_live_communicator_name_the_rank_and_the_call) {
 }
 END_TEST
 
+/* The names after "is not one of " are exactly coll_algo_name's. */
+START_TEST(an_unknown_coll_algo_is_refused_listing_every_accepted_name) {
+  ct_clean_env();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("COLL_ALGO", "fastest", 1);
+  coll_comm_t *comm = NULL;
+  EXPECT_INVALID(coll_comm_init_env(&comm), "COLL_ALGO='fastest'");
+  ct_clean_env();
+  const char *list = strstr(coll_last_error(), "is not one of ");
+  ck_assert_ptr_nonnull(list);
+  char names[256];
+  snprintf(names, sizeof names, "%s", list + strlen("is not one of "));
+  int seen = 0;
+  for (char *save = NULL, *name = strtok_r(names, ", ", &save); name != NULL;
+       name = strtok_r(NULL, ", ", &save)) {
+    int a = 0;
+    while (a < COLL_ALGO_COUNT && strcmp(name, coll_algo_name((coll_algo_t)a)) != 0) a++;
+    ck_assert_msg(a < COLL_ALGO_COUNT, "'%s' in '%s' is not an algorithm", name, list);
+    seen |= 1 << a;
+  }
+  ck_assert_msg(seen == (1 << COLL_ALGO_COUNT) - 1, "'%s' leaves out a name", list);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -819,6 +844,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
   tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
   tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
+  tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -228,14 +228,19 @@ coll_status_t launch_env_algo(coll_algo_t *algo) {
   *algo = COLL_ALGO_AUTO;
   const char *v = coll_env_str("COLL_ALGO");
   if (v == NULL) return COLL_OK;
+  /* The names accepted and the names the error lists come from one loop: they cannot
+   * drift apart when an algorithm is added. */
+  char names[128] = "";
+  size_t len = 0;
   for (int a = 0; a < COLL_ALGO_COUNT; a++) {
-    if (strcasecmp(v, coll_algo_name((coll_algo_t)a)) == 0) {
+    const char *name = coll_algo_name((coll_algo_t)a);
+    if (strcasecmp(v, name) == 0) {
       *algo = (coll_algo_t)a;
       return COLL_OK;
     }
+    if (len < sizeof names)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", a > 0 ? ", " : "", name);
   }
   return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                    "environment variable COLL_ALGO='%s' is not one of auto, ring, tree, hd, "
-                    "master",
-                    v);
+                    "environment variable COLL_ALGO='%s' is not one of %s", v, names);
 }
