@@ -245,9 +245,13 @@ COLL_API int coll_trace_enabled(const coll_comm_t *comm);
 
 /* ---- More collectives. `count` is per rank, as in NCCL. Every rank must call the same
  * collective with the same arguments (root, count, type, op) in the same order: a
- * difference fails the call on the ranks next to the odd one with COLL_ERR_MISMATCH
- * naming both calls ("rank 3 called all_reduce(float32, 1048576, sum) #1580, rank 4
- * called broadcast(float32, 1048576, root 0) #1580"). */
+ * difference fails the call on EVERY rank (none returns COLL_OK) with COLL_ERR_MISMATCH
+ * and the same message naming two neighbouring calls ("rank 3 called all_reduce(float32,
+ * 1048576, sum) #1580, rank 4 called broadcast(float32, 1048576, root 0) #1580").
+ * Any other failure (a dead peer, a deadline, a broken link) seen by some ranks reaches
+ * the others within a store round trip: their current call fails with its status and
+ * "first failure in the communicator: ...", or, outside a call, the async error and the
+ * next call report it. A deadline's error comes within the timeout plus 500 ms. */
 
 /* Reduce `count` elements of every rank into recvbuf at `root` (recvbuf is not touched
  * elsewhere and may be NULL there). sendbuf == recvbuf is in-place. */
