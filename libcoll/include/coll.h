@@ -223,8 +223,9 @@ COLL_API coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_sta
  * such windows at the same offsets on every rank then reads and writes the peers'
  * buffers directly (zero-copy, no staging). Elsewhere it is plain memory, so callers need
  * one code path. It first waits for this rank's queued asynchronous calls to finish.
- * coll_mem_free (collective too) releases it; every window still allocated is released
- * by coll_comm_destroy. No call may be using it then. */
+ * coll_mem_free (collective too) releases it; coll_mem_free(comm, NULL) does nothing and
+ * is not collective. Every window still allocated is released by coll_comm_destroy. No
+ * call may be using it then. */
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr);
 COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 

@@ -797,6 +797,29 @@ START_TEST(argument_errors_on_a_live_communicator_name_the_rank_and_the_call) {
 }
 END_TEST
 
+/* coll_mem_free(comm, NULL) is free(NULL): only rank 0 calls it, and the next collective
+ * still pairs up. */
+static int rank_free_null(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  if (rank == 0 && (coll_mem_free(comm, NULL) != COLL_OK || coll_last_error()[0] != '\0')) {
+    fprintf(stderr, "rank 0: coll_mem_free(NULL): %s\n", coll_last_error());
+    bad = 1;
+  }
+  int32_t one = 1, sum = 0;
+  if (coll_all_reduce(&one, &sum, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK || sum != nranks)
+    bad = 1;
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad;
+}
+
+START_TEST(freeing_null_registered_memory_does_nothing_and_is_not_collective) {
+  ct_job_t job = {.port = mp_free_port(), .timeout_ms = 5000};
+  ck_assert_int_eq(mp_run(2, 30000, rank_free_null, &job), 0);
+}
+END_TEST
+
 /* The names after "is not one of " are exactly coll_algo_name's. */
 START_TEST(an_unknown_coll_algo_is_refused_listing_every_accepted_name) {
   ct_clean_env();
@@ -844,6 +867,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
   tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
   tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
+  tcase_add_test(tc, freeing_null_registered_memory_does_nothing_and_is_not_collective);
   tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
   suite_add_tcase(s, tc);
   return s;

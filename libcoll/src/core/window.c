@@ -228,8 +228,10 @@ coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr) {
   /* Rule 6 of coll.h: refused after an abort (destroy releases the windows); a failed
    * communicator still frees, which needs no peer. */
   if (atomic_load(&comm->aborted)) return comm_check_usable(comm, "coll_mem_free");
-  if (ptr == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_free: ptr is NULL", comm->rank);
+  if (ptr == NULL) { /* like free(NULL): nothing to do, so nothing to agree on */
+    coll_error_clear();
+    return COLL_OK;
+  }
   window_t **link = comm->windows != NULL ? &comm->windows->head : NULL;
   while (link != NULL && *link != NULL && (*link)->base != ptr) link = &(*link)->next;
   if (link == NULL || *link == NULL)
