@@ -122,8 +122,9 @@ typedef struct {
   int rank; /* 0 .. size-1 */
   int size; /* number of ranks, >= 1 */
   int local_rank; /* rank among the processes of this host; -1: unknown */
-  const char *master_addr; /* store host; NULL: "127.0.0.1" */
-  int master_port; /* store port, 1..65535 */
+  const char *master_addr; /* store host, not empty; NULL: "127.0.0.1" */
+  int master_port;         /* store port, 1..65535; checked for every size, though one rank opens
+                              no store */
   const char *token; /* job token shared by all ranks; NULL: COLL_JOB_TOKEN or none */
   int host_store; /* 1: this rank hosts the store; 0: never; -1: rank 0 hosts it
                      unless COLL_STORE_HOSTED=1 says a launcher already does */
@@ -134,7 +135,8 @@ typedef struct {
  * (collrun, torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, or
  * OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK; the store at MASTER_ADDR:MASTER_PORT, which
  * under Slurm and Open MPI may be left unset: then derived from the launcher's variables
- * (docs/cluster.md). */
+ * (docs/cluster.md). A job of one rank opens no store and needs neither (when set, they
+ * are checked all the same). */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm);
 /* Create a communicator from an explicit configuration. Collective over all ranks. */
 COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **comm);

@@ -37,12 +37,13 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A one-rank communicator needs no store. */
+/* A one-rank communicator needs no store (its port is checked, never opened). */
 static coll_comm_t *single_comm(void) {
   ct_clean_env();
   coll_config_t cfg = {0};
   cfg.size = 1;
   cfg.local_rank = -1;
+  cfg.master_port = 29500;
   cfg.host_store = -1;
   coll_comm_t *comm = NULL;
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
@@ -61,7 +62,7 @@ START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
   coll_comm_destroy(comm);
   ct_clean_env();
   setenv("COLL_SPIN_US", "7", 1);
-  coll_config_t cfg = {.size = 1, .local_rank = -1, .host_store = -1};
+  coll_config_t cfg = {.size = 1, .local_rank = -1, .master_port = 29500, .host_store = -1};
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
   ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
   ck_assert_int_eq(comm->exec.spin_ns, 7 * 1000);
@@ -178,6 +179,7 @@ static const env_case_t env_cases[] = {
     {.vars = {"OMPI_COMM_WORLD_SIZE=2"}, .needle = "OMPI_COMM_WORLD_RANK"},
     {.vars = {"RANK=0", "WORLD_SIZE=1", "COLL_ALGO=fastest"}, .needle = "COLL_ALGO"},
     {.vars = {"RANK=0", "WORLD_SIZE=1", "COLL_TIMEOUT_MS=-5"}, .needle = "COLL_TIMEOUT_MS"},
+    {.vars = {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=0"}, .needle = "MASTER_PORT"},
 };
 
 static void set_vars(const char *const *vars) {
@@ -845,6 +847,24 @@ START_TEST(an_unknown_coll_algo_is_refused_listing_every_accepted_name) {
 }
 END_TEST
 
+/* master_port and master_addr are checked for every size, though one rank opens no store. */
+START_TEST(a_one_rank_communicator_checks_master_port_and_master_addr) {
+  ct_clean_env();
+  coll_config_t cfg = {.size = 1, .local_rank = -1, .host_store = -1};
+  coll_comm_t *comm = NULL;
+  EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "master_port 0 is outside 1..65535");
+  cfg.master_port = 65536;
+  EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "master_port 65536");
+  cfg.master_port = 29500;
+  cfg.master_addr = "";
+  EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "master_addr");
+  ck_assert_ptr_null(comm);
+  cfg.master_addr = NULL; /* 127.0.0.1 */
+  ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
+  ck_assert_int_eq(coll_comm_destroy(comm), COLL_OK);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -869,6 +889,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
   tcase_add_test(tc, freeing_null_registered_memory_does_nothing_and_is_not_collective);
   tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
+  tcase_add_test(tc, a_one_rank_communicator_checks_master_port_and_master_addr);
   suite_add_tcase(s, tc);
   return s;
 }

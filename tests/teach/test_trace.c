@@ -477,7 +477,8 @@ END_TEST
 
 START_TEST(an_unwritable_trace_path_fails_init_with_its_name) {
   setenv("COLL_TRACE", "/nonexistent-coll-dir/t.json", 1);
-  coll_config_t cfg = {.rank = 0, .size = 1, .local_rank = 0, .host_store = -1};
+  coll_config_t cfg = {
+      .rank = 0, .size = 1, .local_rank = 0, .master_port = 29500, .host_store = -1};
   coll_comm_t *comm = NULL;
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_ERR_SYSTEM);
   ck_assert_ptr_null(comm);

@@ -103,10 +103,21 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
   if (cfg->local_rank < -1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: local_rank %d must be >= -1", cfg->local_rank);
-  if (cfg->size > 1 && (cfg->master_port < 1 || cfg->master_port > 65535))
+  /* Checked for every size, though one rank opens no store: a configuration that works
+   * alone works the same once the job grows. */
+  if (cfg->master_port < 1 || cfg->master_port > 65535)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: master_port %d is outside 1..65535",
                       cfg->master_port);
+  /* NULL means 127.0.0.1; an address is kept (for split's children) in store_addr. */
+  size_t addr_cap = sizeof((coll_comm_t *)NULL)->store_addr;
+  if (cfg->master_addr != NULL && cfg->master_addr[0] == '\0')
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: master_addr is empty (NULL means 127.0.0.1)");
+  if (cfg->master_addr != NULL && strlen(cfg->master_addr) >= addr_cap)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: master_addr is %zu bytes, over %zu",
+                      strlen(cfg->master_addr), addr_cap - 1);
   if (cfg->timeout_ms < 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: timeout_ms %d must be >= 0", cfg->timeout_ms);

@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "core/comm.h"
 
+enum { ONE_RANK_PORT = 29500 }; /* torchrun's MASTER_PORT default; one rank never opens it */
+
 /* Fills what the user did not set: addr (into addr[cap]) when want_addr, *port when
  * want_port. */
 typedef coll_status_t (*store_finder_t)(const coll_config_t *cfg, bool want_addr, bool want_port,
@@ -196,7 +198,14 @@ coll_status_t launch_env_config(coll_config_t *cfg, char *addr_buf, size_t addr_
   cfg->token = NULL; /* coll_comm_init_config reads COLL_JOB_TOKEN */
   cfg->host_store = -1;
   cfg->timeout_ms = 0;
-  if (cfg->size == 1) return COLL_OK; /* one rank needs no store */
+  if (cfg->size == 1) {
+    /* One rank opens no store, but its configuration is checked like any other:
+     * MASTER_ADDR and MASTER_PORT when set, else torchrun's default port. */
+    cfg->master_addr = coll_env_str("MASTER_ADDR");
+    cfg->master_port = ONE_RANK_PORT;
+    if (coll_env_str("MASTER_PORT") == NULL) return COLL_OK;
+    return required_int("MASTER_PORT", 1, 65535, lv->launcher, &cfg->master_port);
+  }
 
   /* Every larger job meets at MASTER_ADDR:MASTER_PORT; they override what the launcher's
    * variables suggest. */
