@@ -92,6 +92,9 @@ typedef enum {
   COLL_DTYPE_COUNT
 } coll_dtype_t;
 
+/* COLL_AVG is the sum divided by the number of ranks. On integer types the sum wraps as
+ * COLL_SUM's does and the division truncates toward zero: int32 1, 1 and 2 on three ranks
+ * average to 1, and -1, -1 and -2 to -1. */
 typedef enum { COLL_SUM = 0, COLL_PROD, COLL_MIN, COLL_MAX, COLL_AVG, COLL_OP_COUNT } coll_op_t;
 
 /* Size in bytes of one element, 0 for an unknown type. */
@@ -149,8 +152,9 @@ COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
 COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank);
 COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size);
 
-/* Sum, product, min, max or average of `count` elements across all ranks; every rank
- * gets the (bit-identical) result in recvbuf. sendbuf == recvbuf is in-place. */
+/* Sum, product, min, max or average (integer averages truncate toward zero, see COLL_AVG)
+ * of `count` elements across all ranks; every rank gets the (bit-identical) result in
+ * recvbuf. sendbuf == recvbuf is in-place. */
 COLL_API coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                        coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
 COLL_API coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
@@ -290,9 +294,10 @@ COLL_API coll_status_t coll_barrier(coll_comm_t *comm);
 COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, coll_request_t **request);
 
 /* Point to point. The k-th send from a to b meets the k-th receive of b from a, with the
- * same byte count. Not collective (not fingerprinted). A send may wait for the matching
- * receive, and requests (these included) run one at a time in issue order: exchanges in
- * both directions belong in a group. */
+ * same byte count. Not collective (not fingerprinted). A send or receive to oneself (peer
+ * == this rank) is refused with COLL_ERR_INVALID_ARGUMENT. A send may wait for the
+ * matching receive, and requests (these included) run one at a time in issue order:
+ * exchanges in both directions belong in a group. */
 COLL_API coll_status_t coll_send(const void *buf, size_t count, coll_dtype_t dtype, int peer,
                                  coll_comm_t *comm);
 COLL_API coll_status_t coll_recv(void *buf, size_t count, coll_dtype_t dtype, int peer,

@@ -865,6 +865,30 @@ START_TEST(a_one_rank_communicator_checks_master_port_and_master_addr) {
 }
 END_TEST
 
+/* COLL_AVG on integers (coll.h): the sum wraps as COLL_SUM's does, then the division
+ * truncates toward zero, on every rank alike. */
+static int rank_integer_avg(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  int32_t i32[2] = {rank == 2 ? 2 : 1, rank == 2 ? -2 : -1};
+  int8_t i8 = 100; /* 3 x 100 wraps to 44 in int8 */
+  int bad = coll_all_reduce(i32, i32, 2, COLL_INT32, COLL_AVG, comm) != COLL_OK ||
+            coll_all_reduce(&i8, &i8, 1, COLL_INT8, COLL_AVG, comm) != COLL_OK;
+  if (bad || i32[0] != 1 || i32[1] != -1 || i8 != 44 / 3) {
+    fprintf(stderr, "rank %d: averages %d %d %d, expected 1 -1 %d: %s\n", rank, i32[0], i32[1], i8,
+            44 / 3, coll_last_error());
+    bad = 1;
+  }
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad;
+}
+
+START_TEST(integer_averages_wrap_like_the_sum_and_truncate_toward_zero) {
+  ct_job_t job = {.port = mp_free_port()};
+  ck_assert_int_eq(mp_run(3, 30000, rank_integer_avg, &job), 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -890,6 +914,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, freeing_null_registered_memory_does_nothing_and_is_not_collective);
   tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
   tcase_add_test(tc, a_one_rank_communicator_checks_master_port_and_master_addr);
+  tcase_add_test(tc, integer_averages_wrap_like_the_sum_and_truncate_toward_zero);
   suite_add_tcase(s, tc);
   return s;
 }
