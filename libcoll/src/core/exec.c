@@ -191,7 +191,7 @@ static coll_status_t fp_send_next(run_t *run) {
   coll_comm_t *comm = run->comm;
   exec_t *x = &comm->exec;
   fpa_t *a = &x->fpa;
-  while (run->fp_sent < a->rounds && run->fp_sent <= a->checked) {
+  while (run->fp_sent < a->rounds && fpa_send_due(a, run->fp_sent)) {
     int k = run->fp_sent, peer = fpa_send_peer(a, k);
     const fpa_msg_t *m = fpa_message(a, k);
     coll_status_t st = transport_post_send(transport_set_conn(comm->transports, peer), m, sizeof *m);

@@ -13,9 +13,13 @@
  * on rank 2, rank 1 may get its data from rank 0 and be done with the schedule, but it
  * learns of rank 2's mismatch in round 1 before it returns.
  *
- * Cost: ceil(log2 n) small messages each way per rank and call, overlapped with the
- * schedule (round k's send goes out one hop after round k-1's receive); with 2 ranks it
- * is the one exchange there always was. */
+ * Up to FPA_DIRECT_MAX ranks the rounds are replaced by one: every rank sends its
+ * fingerprint to every other and compares all of them, so the answer takes one hop, not
+ * ceil(log2 n) in sequence (on 2 cores with 4 ranks every hop is a wake-up).
+ *
+ * Cost: with 2 ranks the one exchange there always was; up to 8 ranks n - 1 small
+ * messages each way per rank and call, sent together; above, ceil(log2 n) each way,
+ * round k's send one hop after round k-1's receive. All overlap the schedule. */
 #include "core/fp_agree.h"
 
 #include <stdio.h>
@@ -50,7 +54,11 @@ coll_status_t fpa_init(fpa_t *a, int rank, int nranks) {
   memset(a, 0, sizeof *a);
   a->rank = rank;
   a->nranks = nranks;
-  while ((1 << a->rounds) < nranks) a->rounds++;
+  a->direct = nranks <= FPA_DIRECT_MAX;
+  if (a->direct)
+    a->rounds = nranks - 1;
+  else
+    while ((1 << a->rounds) < nranks) a->rounds++;
   size_t k = a->rounds > 0 ? (size_t)a->rounds : 1;
   a->out = calloc(k, sizeof *a->out);
   a->in = calloc(k, sizeof *a->in);
@@ -80,16 +88,38 @@ void fpa_begin(fpa_t *a, const exec_fp_t *mine) {
   for (int k = 0; k < a->rounds; k++) memset(&a->in[k], 0, sizeof a->in[k]);
 }
 
-int fpa_send_peer(const fpa_t *a, int round) { return (a->rank + (1 << round)) % a->nranks; }
+static int distance(const fpa_t *a, int round) { return a->direct ? round + 1 : 1 << round; }
+
+int fpa_send_peer(const fpa_t *a, int round) { return (a->rank + distance(a, round)) % a->nranks; }
 
 int fpa_recv_peer(const fpa_t *a, int round) {
-  int d = (1 << round) % a->nranks;
-  return (a->rank + a->nranks - d) % a->nranks;
+  return (a->rank + a->nranks - distance(a, round)) % a->nranks;
 }
+
+bool fpa_send_due(const fpa_t *a, int round) { return a->direct || round <= a->checked; }
 
 const fpa_msg_t *fpa_message(fpa_t *a, int round) {
   a->out[round] = a->know;
   return &a->out[round];
+}
+
+/* Direct: rank q's fingerprint, once every message arrived. */
+static const exec_fp_t *fp_of(const fpa_t *a, int q) {
+  if (q == a->rank) return &a->mine;
+  return &a->in[(a->rank - q + a->nranks) % a->nranks - 1].fp;
+}
+
+/* Direct, all fingerprints in: the lowest mismatching ring pair, as every rank finds it. */
+static void settle_direct(fpa_t *a) {
+  for (int b = 0; b < a->nranks; b++) {
+    const exec_fp_t *prev = fp_of(a, (b + a->nranks - 1) % a->nranks), *mine = fp_of(a, b);
+    if (memcmp(prev, mine, sizeof *mine) != 0) {
+      a->know.bad_rank = b;
+      a->know.bad_prev = *prev;
+      a->know.bad_mine = *mine;
+      return;
+    }
+  }
 }
 
 void fpa_take(fpa_t *a) {
@@ -101,6 +131,8 @@ void fpa_take(fpa_t *a) {
       a->know.bad_prev = m->fp;
       a->know.bad_mine = a->mine;
     }
+  } else if (a->direct) {
+    /* Nothing to pass on: each message is its sender's fingerprint. */
   } else if (m->bad_rank >= 0 && m->bad_rank < a->nranks &&
              (a->know.bad_rank < 0 || m->bad_rank < a->know.bad_rank)) {
     a->know.bad_rank = m->bad_rank;
@@ -108,6 +140,7 @@ void fpa_take(fpa_t *a) {
     a->know.bad_mine = m->bad_mine;
   }
   a->checked++;
+  if (a->direct && a->checked == a->rounds) settle_direct(a);
 }
 
 bool fpa_may_send_to(const fpa_t *a, int sent, int peer) {

@@ -35,12 +35,16 @@ typedef struct {
   exec_fp_t bad_prev, bad_mine;
 } fpa_msg_t;
 
-/* Round k: send to rank + 2^k, receive from rank - 2^k (mod n). Round 0 is the ring
- * exchange: rank b compares its predecessor's fingerprint with its own. Every later
- * round passes on what the sender knows, so after the last round every rank knows the
- * lowest mismatching pair of the whole ring, or that there is none (2^rounds >= n). */
+/* Up to FPA_DIRECT_MAX ranks, every rank sends its fingerprint to every other at once
+ * ("round" k: to rank + k + 1, from rank - k - 1) and reads them all: one hop. Above, a
+ * dissemination: round k sends to rank + 2^k and receives from rank - 2^k (mod n), each
+ * round's message passing on what the sender knows, so after ceil(log2 n) rounds every
+ * rank knows the lowest mismatching ring pair (2^rounds >= n). Round 0 is the ring
+ * exchange in both: rank b compares its predecessor's fingerprint with its own. */
+#define FPA_DIRECT_MAX 8
 typedef struct {
   int rank, nranks, rounds;
+  bool direct;
   fpa_msg_t *out, *in;           /* per round; a send's buffer stays valid until the next call */
   uint64_t *send_seq, *recv_seq; /* per round, the executor's transport bookkeeping */
   int checked;                   /* rounds whose message was received and taken in */
@@ -55,7 +59,9 @@ void fpa_free(fpa_t *a);
 void fpa_begin(fpa_t *a, const exec_fp_t *mine);
 int fpa_send_peer(const fpa_t *a, int round);
 int fpa_recv_peer(const fpa_t *a, int round);
-/* Round k's message, to send once k rounds were taken in (k == a->checked). */
+/* Whether round k's message may be sent now (direct: at once; dissemination: once k
+ * rounds were taken in), and the message. */
+bool fpa_send_due(const fpa_t *a, int round);
 const fpa_msg_t *fpa_message(fpa_t *a, int round);
 /* Take in round a->checked's message (it arrived in a->in[a->checked]). */
 void fpa_take(fpa_t *a);
