@@ -58,7 +58,11 @@ coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer)
    * consequence (that rank gave up and left): report the cause's status. */
   bool cascade = st == COLL_ERR_REMOTE || st == COLL_ERR_PROTOCOL;
   if (cascade && first_st < 0) st = (coll_status_t)first_st;
-  coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
+  /* Every rank of a mismatch names the same pair already. */
+  if (st == COLL_ERR_MISMATCH && first_st == COLL_ERR_MISMATCH && !cascade)
+    coll_error(st, "%s", saved);
+  else
+    coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
   return st;
 }
 
