@@ -858,6 +858,11 @@ START_TEST(a_one_rank_communicator_checks_master_port_and_master_addr) {
   cfg.master_port = 29500;
   cfg.master_addr = "";
   EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "master_addr");
+  char long_addr[300];
+  memset(long_addr, 'a', sizeof long_addr - 1);
+  long_addr[sizeof long_addr - 1] = '\0';
+  cfg.master_addr = long_addr; /* split's children could not reach it */
+  EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "master_addr is 299 bytes, over 255");
   ck_assert_ptr_null(comm);
   cfg.master_addr = NULL; /* 127.0.0.1 */
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
