@@ -1,15 +1,18 @@
 /* Failures reach every rank, with real processes: a mismatched call (collective, count,
  * dtype, op or root) fails on every rank of 2-5, over shm and tcp, with the same message
  * and the same async error, and none returns COLL_OK; a failure seen by some ranks
- * reaches a rank that is not even in a collective within milliseconds (the failure
- * watcher); a stopped rank (SIGSTOP, rank 0 included) turns into COLL_ERR_TIMEOUT on
- * every other rank within the deadline plus a stated margin, with a hang report that
- * names the stopped rank as the one behind, whichever rank writes it. */
+ * reaches the others, in a collective (a killed rank at 4-5 ranks) or not, within
+ * milliseconds (the failure watcher), the first error to the last measured; a stopped rank
+ * (SIGSTOP, rank 0 included) turns into COLL_ERR_TIMEOUT on every other rank within the deadline
+ * plus a stated margin, with a hang report that names the stopped rank as the one behind, whichever
+ * rank writes it. */
 #include <check.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bootstrap/store.h"
@@ -32,6 +35,29 @@ typedef enum {
 } diff_t;
 static const char *const diff_names[DIFF_KINDS] = {"collective", "count",          "dtype",
                                                    "op",         "broadcast root", "reduce root"};
+
+/* When each rank's call returned (coll_now_ms: CLOCK_MONOTONIC, one clock for all the
+ * processes of this host), in memory the forked ranks share with the test. */
+static int64_t *error_at;
+
+static void shared_times(void) {
+  if (error_at == NULL)
+    error_at = mmap(NULL, 64 * sizeof *error_at, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                    -1, 0);
+  ck_assert_ptr_ne(error_at, MAP_FAILED);
+  memset(error_at, 0, 64 * sizeof *error_at);
+}
+
+/* From the first rank's error to the last one's, over the ranks that are not `skip`. */
+static int64_t spread_ms(int n, int skip) {
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int r = 0; r < n; r++) {
+    if (r == skip) continue;
+    if (error_at[r] < lo) lo = error_at[r];
+    if (error_at[r] > hi) hi = error_at[r];
+  }
+  return hi - lo;
+}
 
 typedef struct {
   ct_job_t job;
@@ -68,7 +94,8 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
   int bad = coll_all_reduce(&warm, &warm, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   int64_t start = coll_now_ms();
   coll_status_t st = mismatched_call(m, rank, comm);
-  int64_t took = coll_now_ms() - start;
+  error_at[rank] = coll_now_ms();
+  int64_t took = error_at[rank] - start;
   char msg[2048];
   snprintf(msg, sizeof msg, "%s", coll_last_error());
   coll_status_t async_err = COLL_OK;
@@ -163,6 +190,46 @@ START_TEST(a_failure_reaches_a_rank_that_is_not_in_a_collective) {
 }
 END_TEST
 
+/* The last rank is killed while the others wait for it inside an all-reduce: the ranks
+ * whose connections to it break fail first, and the failure watcher stops the others
+ * (which only wait for a live neighbour) within milliseconds, all naming the dead rank,
+ * long before the 20 s deadline. */
+static int rank_killed(int rank, int nranks, void *arg) {
+  const ct_job_t *job = arg;
+  coll_comm_t *comm;
+  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  static float v[1 << 16];
+  int bad = coll_all_reduce(v, v, 1 << 16, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  if (rank == nranks - 1) {
+    usleep(300 * 1000);
+    raise(SIGKILL);
+  }
+  coll_status_t st = coll_all_reduce(v, v, 1 << 16, COLL_FLOAT32, COLL_SUM, comm);
+  error_at[rank] = coll_now_ms();
+  char dead[32];
+  snprintf(dead, sizeof dead, "rank %d", nranks - 1);
+  if (st != COLL_ERR_REMOTE || strstr(coll_last_error(), dead) == NULL) {
+    fprintf(stderr, "rank %d: %s: %s\n", rank, coll_status_name(st), coll_last_error());
+    bad = 1;
+  }
+  coll_comm_abort(comm);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_killed_rank_stops_every_other_rank_within_milliseconds) {
+  const char *transport = _i ? "tcp" : "shm";
+  for (int n = 4; n <= 5; n++) {
+    ct_job_t job = {.port = mp_free_port(), .transport = transport, .timeout_ms = LONG_TIMEOUT_MS};
+    shared_times();
+    ck_assert_int_eq(mp_run(n, 15000, rank_killed, &job), 1); /* the victim */
+    int64_t spread = spread_ms(n, n - 1);
+    ck_assert_msg(spread < 1000, "%s, %d ranks: the survivors' errors spread over %lld ms",
+                  transport, n, (long long)spread);
+  }
+}
+END_TEST
+
 /* ---- stopped ranks, the store hosted by the test (as a launcher would) ---- */
 
 typedef struct {
@@ -254,6 +321,7 @@ int main(void) {
   tc = tcase_create("propagation");
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, a_failure_reaches_a_rank_that_is_not_in_a_collective, 0, 2);
+  tcase_add_loop_test(tc, a_killed_rank_stops_every_other_rank_within_milliseconds, 0, 2);
   tcase_add_loop_test(tc, a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind, 0,
                       2);
   suite_add_tcase(s, tc);
