@@ -26,7 +26,9 @@ extern "C" {
  *     holds the dead marker): do not rely on it.
  *  2. Buffers passed to a collective belong to the library from the call until the
  *     request completes (blocking calls: until they return). Do not read the output
- *     or write the input in between.
+ *     or write the input in between. Host buffers may start at any byte address (a
+ *     float64 buffer need not start at a multiple of 8); device buffers must be aligned
+ *     to their element size.
  *  3. A coll_request_t is owned by the caller; coll_request_wait() or a
  *     coll_request_test() that reports completion frees it and sets it to NULL.
  *  4. Calls on one communicator are issued from one thread at a time and every rank

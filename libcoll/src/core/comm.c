@@ -4,7 +4,7 @@
  *
  * Environment read by the core (defaults in parentheses):
  *   COLL_TIMEOUT_MS    deadline of every wait: no progress for this long is an error (300000)
- *   COLL_ALGO          auto|ring|tree|hd|master; must be equal on every rank (auto)
+ *   COLL_ALGO          auto|ring|tree|hd|master|arena; must be equal on every rank (auto)
  *   COLL_TRANSPORT     shm|tcp forces the transport; must be equal on every rank (unset)
  *   COLL_CHUNK_SIZE    bytes per pipelined segment, 0 = the algorithm's; rank 0's wins (0)
  *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)

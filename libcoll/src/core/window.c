@@ -8,8 +8,8 @@
  * memory. Either way the window is recorded, so free knows it and unknown pointers are
  * refused. */
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +41,10 @@ static bool create_own(coll_comm_t *comm, window_t *w, char *name, size_t cap) {
     coll_error_errno(COLL_ERR_SYSTEM, errno, "window: shm_open(%s)", name);
     goto fail;
   }
-  int err = ftruncate(fd, (off_t)w->map_len) == 0 ? posix_fallocate(fd, 0, (off_t)w->map_len) : errno;
-  void *map = err == 0 ? mmap(NULL, w->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                       : MAP_FAILED;
+  int err =
+      ftruncate(fd, (off_t)w->map_len) == 0 ? posix_fallocate(fd, 0, (off_t)w->map_len) : errno;
+  void *map =
+      err == 0 ? mmap(NULL, w->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (err == 0 && map == MAP_FAILED) err = errno;
   close(fd);
   if (err != 0) {
@@ -150,10 +151,11 @@ static coll_status_t quiesce(coll_comm_t *comm) {
   pthread_mutex_unlock(&comm->mu);
   if (idle) return COLL_OK;
   return atomic_load(&comm->aborted)
-             ? coll_error(COLL_ERR_ABORTED, "coll_mem_alloc: the communicator was aborted")
+             ? coll_error(COLL_ERR_ABORTED, "rank %d: coll_mem_alloc: the communicator was aborted",
+                          comm->rank)
              : coll_error(COLL_ERR_TIMEOUT,
-                          "coll_mem_alloc: asynchronous calls still running after %d ms",
-                          comm->timeout_ms);
+                          "rank %d: coll_mem_alloc: asynchronous calls still running after %d ms",
+                          comm->rank, comm->timeout_ms);
 }
 
 coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
