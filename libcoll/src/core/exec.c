@@ -263,7 +263,8 @@ static bool fp_complete(const run_t *run) {
 /* A transport error before the agreement is complete may come from a mismatched call (a
  * message of the wrong length from a rank that called something else): finish the
  * agreement on the other connections for a moment; a mismatch is then the better
- * explanation. */
+ * explanation (when the broken connection carried the deciding fingerprint, the other
+ * ranks' record of the mismatch arrives instead, and failure_record reports its status). */
 static coll_status_t fp_salvage(run_t *run, coll_status_t st) {
   if (!run->fp_active || st == COLL_ERR_ABORTED || fp_complete(run)) return st;
   coll_comm_t *comm = run->comm;
@@ -272,7 +273,9 @@ static coll_status_t fp_salvage(run_t *run, coll_status_t st) {
   char saved[COMM_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   int64_t until = coll_now_ns() + 200 * 1000000LL;
-  while (!fpa_mismatch(&x->fpa) && !fpa_all_taken(&x->fpa) && coll_now_ns() < until) {
+  /* Until the agreement answers, or another rank's record (the failure watcher) does. */
+  while (!fpa_mismatch(&x->fpa) && !fpa_all_taken(&x->fpa) && coll_now_ns() < until &&
+         atomic_load_explicit(&comm->failed, memory_order_acquire) == 0) {
     for (int p = 0; p < comm->nranks; p++) {
       exec_peer_t *peer = &x->peers[p];
       if (p == broken || p == comm->rank) continue;
