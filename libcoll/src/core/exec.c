@@ -15,12 +15,16 @@
  * transport_set_wait() in short slices (so abort is seen quickly); no progress for
  * timeout_ms is COLL_ERR_TIMEOUT naming the awaited peer, and the hang report (hang.c).
  *
- * Fingerprints: before the schedule's first op, every rank of a collective sends a small
- * exec_fp_t (sequence number, collective, type, op, count, root) to its ring successor
- * and receives its predecessor's; the first message on each channel is thus the
- * fingerprint, and a difference fails the call with COLL_ERR_MISMATCH naming both sides.
- * Agreement of every pair of ring neighbours means agreement of all. P2P carries none
- * (it involves two ranks and is not counted). */
+ * Fingerprints (fp_agree.h): before the schedule's first op every rank posts the
+ * receives of the agreement on its call's exec_fp_t (sequence number, collective, type,
+ * op, count, root) and its first sends; they are the first messages of the call on their
+ * channels, and a data send waits until the agreement's message to the same peer is
+ * posted. Receives wait for the ring predecessor's fingerprint (a mismatched call's data
+ * must not be read first). A call finishes only once the agreement is complete: a
+ * mismatch found by any rank fails the call on every rank with COLL_ERR_MISMATCH and
+ * the same message; a rank that knows of one starts no more data and finishes the
+ * agreement. The failure watcher's mark (another rank failed) stops a run at its next
+ * look. P2P carries none (it involves two ranks and is not counted). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
