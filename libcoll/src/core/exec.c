@@ -34,10 +34,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/arena.h"
-#include "core/window.h"
 #include "core/comm.h"
 #include "core/fp_agree.h"
 #include "core/trace.h"
+#include "core/window.h"
 #include "mem/memops.h"
 
 enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
@@ -52,13 +52,13 @@ typedef struct {
   size_t esz;
   mem_reduce_fn reduce;
   char *const *op_base; /* P2P: op i's buffer (user memory), else NULL */
-  bool fp_active; /* the call's fingerprints are being agreed on (fp_agree.h) */
-  int fp_sent;    /* rounds of the agreement whose message is posted */
+  bool fp_active;       /* the call's fingerprints are being agreed on (fp_agree.h) */
+  int fp_sent;          /* rounds of the agreement whose message is posted */
   bool stopped_by_peer; /* another rank's failure ended the call (failure_watch.c) */
-  int err_peer; /* the peer whose connection failed, -1: none */
-  size_t lo;    /* first op not done */
-  size_t hi;    /* one past the last op ever started */
-  int inflight; /* posted transfers not yet complete */
+  int err_peer;         /* the peer whose connection failed, -1: none */
+  size_t lo;            /* first op not done */
+  size_t hi;            /* one past the last op ever started */
+  int inflight;         /* posted transfers not yet complete */
 } run_t;
 
 static const char *kind_name(coll_kind_t kind) { return sched_kind_name(kind); }
@@ -172,7 +172,8 @@ static coll_status_t scan(run_t *run) {
      * data (its length differs) must not be read first. Sends go ahead, but never
      * before a round's message to the same peer, which must come first on its channel. */
     if (transfer && run->fp_active) {
-      if (op->kind != SCHED_SEND && run->comm->exec.fpa.checked == 0 && run->comm->exec.fpa.rounds > 0)
+      if (op->kind != SCHED_SEND && run->comm->exec.fpa.checked == 0 &&
+          run->comm->exec.fpa.rounds > 0)
         ok = false;
       if (op->kind == SCHED_SEND && !fpa_may_send_to(&run->comm->exec.fpa, run->fp_sent, op->peer))
         ok = false;
@@ -198,7 +199,8 @@ static coll_status_t fp_send_next(run_t *run) {
   while (run->fp_sent < a->rounds && fpa_send_due(a, run->fp_sent)) {
     int k = run->fp_sent, peer = fpa_send_peer(a, k);
     const fpa_msg_t *m = fpa_message(a, k);
-    coll_status_t st = transport_post_send(transport_set_conn(comm->transports, peer), m, sizeof *m);
+    coll_status_t st =
+        transport_post_send(transport_set_conn(comm->transports, peer), m, fpa_message_bytes(a));
     if (st != COLL_OK) {
       run->err_peer = peer;
       return st;
@@ -230,7 +232,7 @@ static coll_status_t fp_post(run_t *run) {
   run->fp_sent = 0;
   for (int k = 0; k < a->rounds; k++) {
     int peer = fpa_recv_peer(a, k);
-    transport_recv_t recv = {.dst = &a->in[k], .elem_size = 1, .len = sizeof a->in[k]};
+    transport_recv_t recv = {.dst = &a->in[k], .elem_size = 1, .len = fpa_message_bytes(a)};
     coll_status_t st = transport_post_recv(transport_set_conn(comm->transports, peer), &recv);
     if (st != COLL_OK) {
       run->err_peer = peer;
@@ -245,8 +247,8 @@ static coll_status_t fp_post(run_t *run) {
 static coll_status_t fp_advance(run_t *run) {
   exec_t *x = &run->comm->exec;
   fpa_t *a = &x->fpa;
-  while (!fpa_all_taken(a) && x->peers[fpa_recv_peer(a, a->checked)].recvs_done >
-                                  a->recv_seq[a->checked]) {
+  while (!fpa_all_taken(a) &&
+         x->peers[fpa_recv_peer(a, a->checked)].recvs_done > a->recv_seq[a->checked]) {
     fpa_take(a);
     coll_status_t st = fp_send_next(run);
     if (st != COLL_OK) return st;
@@ -572,8 +574,9 @@ static coll_status_t cache_get(coll_comm_t *comm, const exec_call_t *call,
   exec_cache_entry_t *victim = &x->cache[0];
   for (int k = 0; k < EXEC_CACHE_SIZE; k++) {
     exec_cache_entry_t *e = &x->cache[k];
-    if (e->valid && call->kind != COLL_KIND_P2P && e->kind == call->kind && e->count == call->count && e->dtype == call->dtype &&
-        e->root == call->root && e->algo == call->algo && e->segment_bytes == comm->segment_bytes &&
+    if (e->valid && call->kind != COLL_KIND_P2P && e->kind == call->kind &&
+        e->count == call->count && e->dtype == call->dtype && e->root == call->root &&
+        e->algo == call->algo && e->segment_bytes == comm->segment_bytes &&
         e->in_place == (call->sendbuf == call->recvbuf)) {
       e->last_use = ++x->use_clock;
       *out = e;

@@ -98,6 +98,10 @@ int fpa_recv_peer(const fpa_t *a, int round) {
 
 bool fpa_send_due(const fpa_t *a, int round) { return a->direct || round <= a->checked; }
 
+size_t fpa_message_bytes(const fpa_t *a) {
+  return a->direct ? sizeof(exec_fp_t) : sizeof(fpa_msg_t);
+}
+
 const fpa_msg_t *fpa_message(fpa_t *a, int round) {
   a->out[round] = a->know;
   return &a->out[round];

@@ -62,6 +62,9 @@ int fpa_recv_peer(const fpa_t *a, int round);
 /* Whether round k's message may be sent now (direct: at once; dissemination: once k
  * rounds were taken in), and the message. */
 bool fpa_send_due(const fpa_t *a, int round);
+/* Bytes of a round's message on the wire: direct rounds carry only the fingerprint (the
+ * message's head), dissemination rounds the whole fpa_msg_t. */
+size_t fpa_message_bytes(const fpa_t *a);
 const fpa_msg_t *fpa_message(fpa_t *a, int round);
 /* Take in round a->checked's message (it arrived in a->in[a->checked]). */
 void fpa_take(fpa_t *a);
