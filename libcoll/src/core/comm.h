@@ -274,6 +274,16 @@ void hang_collect(coll_comm_t *comm, bool store_ok);
 void hang_join(coll_comm_t *comm);
 
 /* ---- failure.c ---- */
+/* The bound of every store call on a failure's path (failure records, hang reports):
+ * min(timeout, 150 ms), so that an unreachable store costs a failure little time. */
+int comm_failure_store_ms(const coll_comm_t *comm);
+/* A parsed failure record, "rank|status|message". */
+typedef struct {
+  int rank;
+  coll_status_t status;
+  char message[COMM_MESSAGE_MAX];
+} failure_t;
+bool failure_parse(const char *value, size_t len, failure_t *out);
 /* After a failure: publish the communicator's first failure (and dead_peer, >= 0 when a
  * connection failed) through the store; when another rank failed first, append its
  * message to coll_last_error(), so a rank that only saw the cascade names the cause.

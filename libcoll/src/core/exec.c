@@ -53,7 +53,7 @@ typedef struct {
   mem_reduce_fn reduce;
   char *const *op_base; /* P2P: op i's buffer (user memory), else NULL */
   bool fp_active;       /* the call's fingerprints are being agreed on (fp_agree.h) */
-  int fp_sent;          /* rounds of the agreement whose message is posted */
+  bool fp_done;         /* the agreement is complete (fp_complete, kept once true) */
   bool stopped_by_peer; /* another rank's failure ended the call (failure_watch.c) */
   int err_peer;         /* the peer whose connection failed, -1: none */
   size_t lo;            /* first op not done */
@@ -172,11 +172,8 @@ static coll_status_t scan(run_t *run) {
      * data (its length differs) must not be read first. Sends go ahead, but never
      * before a round's message to the same peer, which must come first on its channel. */
     if (transfer && run->fp_active) {
-      if (op->kind != SCHED_SEND && run->comm->exec.fpa.checked == 0 &&
-          run->comm->exec.fpa.rounds > 0)
-        ok = false;
-      if (op->kind == SCHED_SEND && !fpa_may_send_to(&run->comm->exec.fpa, run->fp_sent, op->peer))
-        ok = false;
+      if (op->kind != SCHED_SEND && run->comm->exec.fpa.checked == 0) ok = false;
+      if (op->kind == SCHED_SEND && !fpa_may_send_to(&run->comm->exec.fpa, op->peer)) ok = false;
     }
     for (uint32_t d = e->dep_start[i]; ok && d < e->dep_start[i + 1]; d++)
       if (e->state[e->deps[d]] != OP_DONE) ok = false;
@@ -196,8 +193,8 @@ static coll_status_t fp_send_next(run_t *run) {
   coll_comm_t *comm = run->comm;
   exec_t *x = &comm->exec;
   fpa_t *a = &x->fpa;
-  while (run->fp_sent < a->rounds && fpa_send_due(a, run->fp_sent)) {
-    int k = run->fp_sent, peer = fpa_send_peer(a, k);
+  while (fpa_send_due(a)) {
+    int k = a->sent, peer = fpa_send_peer(a, k);
     const fpa_msg_t *m = fpa_message(a, k);
     coll_status_t st =
         transport_post_send(transport_set_conn(comm->transports, peer), m, fpa_message_bytes(a));
@@ -206,7 +203,7 @@ static coll_status_t fp_send_next(run_t *run) {
       return st;
     }
     a->send_seq[k] = x->peers[peer].sends_posted++;
-    run->fp_sent++;
+    a->sent++;
   }
   return COLL_OK;
 }
@@ -229,7 +226,6 @@ static coll_status_t fp_post(run_t *run) {
   fpa_t *a = &x->fpa;
   fpa_begin(a, &x->fp_out);
   run->fp_active = true;
-  run->fp_sent = 0;
   for (int k = 0; k < a->rounds; k++) {
     int peer = fpa_recv_peer(a, k);
     transport_recv_t recv = {.dst = &a->in[k], .elem_size = 1, .len = fpa_message_bytes(a)};
@@ -256,13 +252,16 @@ static coll_status_t fp_advance(run_t *run) {
   return COLL_OK;
 }
 
-/* Every round taken in and every round's send complete (its buffer is the agreement's). */
-static bool fp_complete(const run_t *run) {
+/* Every round taken in and every round's send complete (its buffer is the agreement's).
+ * Asked at every turn of the run's loop: the answer is kept once it is yes. */
+static bool fp_complete(run_t *run) {
+  if (run->fp_done) return true;
   const exec_t *x = &run->comm->exec;
   const fpa_t *a = &x->fpa;
-  if (!fpa_all_taken(a) || run->fp_sent < a->rounds) return false;
+  if (!fpa_all_taken(a) || a->sent < a->rounds) return false;
   for (int k = 0; k < a->rounds; k++)
     if (x->peers[fpa_send_peer(a, k)].sends_done <= a->send_seq[k]) return false;
+  run->fp_done = true;
   return true;
 }
 
@@ -303,7 +302,7 @@ static coll_status_t fp_salvage(run_t *run, coll_status_t st) {
   return coll_error(st, "%s", saved);
 }
 
-static bool finished(const run_t *run) {
+static bool finished(run_t *run) {
   return run->lo >= run->entry->sched.nops && (!run->fp_active || fp_complete(run));
 }
 

@@ -6,7 +6,7 @@
  * survivor that failed first closed its connections) appends the first failure to its
  * message, so every rank names the rank that died. At destroy, the store's host keeps
  * serving until the others have left or are known dead, within a short bound. Store
- * calls on this path are short (STORE_OP_MS): a failure is reported within its deadline
+ * calls on this path are short (comm_failure_store_ms): a failure is reported within its deadline
  * plus a stated margin even when the store's host is the rank that stopped. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +19,20 @@
 
 enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
 
-static int quick_ms(const coll_comm_t *comm) {
+int comm_failure_store_ms(const coll_comm_t *comm) {
   return comm->timeout_ms < STORE_OP_MS ? comm->timeout_ms : STORE_OP_MS;
+}
+
+bool failure_parse(const char *value, size_t len, failure_t *out) {
+  char text[sizeof out->message + 32];
+  snprintf(text, sizeof text, "%.*s", (int)len, value);
+  char *bar1 = strchr(text, '|');
+  char *bar2 = bar1 != NULL ? strchr(bar1 + 1, '|') : NULL;
+  if (bar2 == NULL) return false;
+  out->rank = atoi(text);
+  out->status = (coll_status_t)atoi(bar1 + 1);
+  snprintf(out->message, sizeof out->message, "%s", bar2 + 1);
+  return true;
 }
 
 coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
@@ -29,7 +41,7 @@ coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer)
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (dead_peer >= 0) {
     snprintf(key, sizeof key, "%sdead/%d", comm->key_prefix, dead_peer);
-    if (store_set(comm->store, key, "1", 1, quick_ms(comm)) != COLL_OK) {
+    if (store_set(comm->store, key, "1", 1, comm_failure_store_ms(comm)) != COLL_OK) {
       coll_error(st, "%s", saved); /* the store is gone too: nothing to learn there */
       return st;
     }
@@ -39,30 +51,24 @@ coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer)
   void *current = NULL;
   size_t len = 0;
   coll_status_t s = store_compare_set(comm->store, key, NULL, 0, mine, strlen(mine), &current, &len,
-                                      quick_ms(comm));
-  char first[COMM_MESSAGE_MAX] = "";
-  int first_rank = comm->rank;
-  if (s == COLL_OK && current != NULL) {
-    snprintf(first, sizeof first, "%.*s", (int)len, (const char *)current);
-    first_rank = atoi(first);
-  }
+                                      comm_failure_store_ms(comm));
+  failure_t first;
+  bool theirs = s == COLL_OK && current != NULL && failure_parse(current, len, &first) &&
+                first.rank != comm->rank;
   free(current);
-  const char *bar = strchr(first, '|');
-  int first_st = bar != NULL ? atoi(bar + 1) : 0;
-  if (bar != NULL) bar = strchr(bar + 1, '|');
-  if (first_rank == comm->rank || bar == NULL) {
+  if (!theirs) {
     coll_error(st, "%s", saved);
     return st;
   }
   /* A broken or closed connection after another rank's mismatch or timeout is its
    * consequence (that rank gave up and left): report the cause's status. */
   bool cascade = st == COLL_ERR_REMOTE || st == COLL_ERR_PROTOCOL;
-  if (cascade && first_st < 0) st = (coll_status_t)first_st;
+  if (cascade && first.status < 0) st = first.status;
   /* Every rank of a mismatch names the same pair already. */
-  if (st == COLL_ERR_MISMATCH && first_st == COLL_ERR_MISMATCH && !cascade)
+  if (st == COLL_ERR_MISMATCH && first.status == COLL_ERR_MISMATCH && !cascade)
     coll_error(st, "%s", saved);
   else
-    coll_error(st, "%s; first failure in the communicator: %s", saved, bar + 1);
+    coll_error(st, "%s; first failure in the communicator: %s", saved, first.message);
   return st;
 }
 
@@ -82,7 +88,7 @@ void failure_linger(coll_comm_t *comm) {
   char key[KEY_MAX];
   if (comm->server == NULL) {
     snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
-    store_set(comm->store, key, "1", 1, quick_ms(comm));
+    store_set(comm->store, key, "1", 1, comm_failure_store_ms(comm));
     return;
   }
   int bound = comm->timeout_ms < LINGER_MAX_MS ? comm->timeout_ms : LINGER_MAX_MS;

@@ -34,18 +34,12 @@ static void pause_unless_stopped(struct failure_watch *w, int ms) {
   }
 }
 
-/* "rank|status|message" (failure.c) */
 static void take(struct failure_watch *w, const char *value, size_t len) {
-  char text[COMM_MESSAGE_MAX + 32];
-  snprintf(text, sizeof text, "%.*s", (int)len, value);
-  char *bar1 = strchr(text, '|');
-  char *bar2 = bar1 != NULL ? strchr(bar1 + 1, '|') : NULL;
-  if (bar2 == NULL) return;
-  int rank = atoi(text);
-  int status = atoi(bar1 + 1);
-  if (rank == w->comm->rank || status >= 0) return; /* our own: already failed */
-  comm_mark_failed_by_peer(w->comm, (coll_status_t)status, bar2 + 1);
-  coll_log(COLL_LOG_INFO, "rank %d failed: %s", rank, bar2 + 1);
+  failure_t f;
+  if (!failure_parse(value, len, &f)) return;
+  if (f.rank == w->comm->rank || f.status >= 0) return; /* our own: already failed */
+  comm_mark_failed_by_peer(w->comm, f.status, f.message);
+  coll_log(COLL_LOG_INFO, "rank %d failed: %s", f.rank, f.message);
 }
 
 static void *watch_main(void *arg) {

@@ -81,6 +81,7 @@ void fpa_free(fpa_t *a) {
 
 void fpa_begin(fpa_t *a, const exec_fp_t *mine) {
   a->checked = 0;
+  a->sent = 0;
   a->mine = *mine;
   memset(&a->know, 0, sizeof a->know);
   a->know.fp = *mine;
@@ -96,7 +97,9 @@ int fpa_recv_peer(const fpa_t *a, int round) {
   return (a->rank + a->nranks - distance(a, round)) % a->nranks;
 }
 
-bool fpa_send_due(const fpa_t *a, int round) { return a->direct || round <= a->checked; }
+bool fpa_send_due(const fpa_t *a) {
+  return a->sent < a->rounds && (a->direct || a->sent <= a->checked);
+}
 
 size_t fpa_message_bytes(const fpa_t *a) {
   return a->direct ? sizeof(exec_fp_t) : sizeof(fpa_msg_t);
@@ -147,8 +150,8 @@ void fpa_take(fpa_t *a) {
   if (a->direct && a->checked == a->rounds) settle_direct(a);
 }
 
-bool fpa_may_send_to(const fpa_t *a, int sent, int peer) {
-  for (int k = sent; k < a->rounds; k++)
+bool fpa_may_send_to(const fpa_t *a, int peer) {
+  for (int k = a->sent; k < a->rounds; k++)
     if (fpa_send_peer(a, k) == peer) return false;
   return true;
 }

@@ -48,29 +48,31 @@ typedef struct {
   fpa_msg_t *out, *in;           /* per round; a send's buffer stays valid until the next call */
   uint64_t *send_seq, *recv_seq; /* per round, the executor's transport bookkeeping */
   int checked;                   /* rounds whose message was received and taken in */
+  int sent;                      /* rounds whose message is posted */
   exec_fp_t mine;
   fpa_msg_t know; /* what this rank knows now (know.fp is its own) */
 } fpa_t;
 
-/* rounds = ceil(log2 nranks) (0 for one rank). */
+/* rounds: nranks - 1 up to FPA_DIRECT_MAX ranks, else ceil(log2 nranks). */
 coll_status_t fpa_init(fpa_t *a, int rank, int nranks);
 void fpa_free(fpa_t *a);
 /* Start a call's agreement: forget the last call's, fill round 0's message. */
 void fpa_begin(fpa_t *a, const exec_fp_t *mine);
 int fpa_send_peer(const fpa_t *a, int round);
 int fpa_recv_peer(const fpa_t *a, int round);
-/* Whether round k's message may be sent now (direct: at once; dissemination: once k
- * rounds were taken in), and the message. */
-bool fpa_send_due(const fpa_t *a, int round);
+/* Whether the next round's message (round a->sent) may be sent now (direct: at once;
+ * dissemination: once that many rounds were taken in); the message of a round. */
+bool fpa_send_due(const fpa_t *a);
+const fpa_msg_t *fpa_message(fpa_t *a, int round);
 /* Bytes of a round's message on the wire: direct rounds carry only the fingerprint (the
  * message's head), dissemination rounds the whole fpa_msg_t. */
 size_t fpa_message_bytes(const fpa_t *a);
 const fpa_msg_t *fpa_message(fpa_t *a, int round);
 /* Take in round a->checked's message (it arrived in a->in[a->checked]). */
 void fpa_take(fpa_t *a);
-/* Whether data sends to peer may start: no round's message to peer is still to come
- * (it must be the first message of the call on that channel). `sent` rounds are posted. */
-bool fpa_may_send_to(const fpa_t *a, int sent, int peer);
+/* Whether data sends to peer may start: no round's message to peer is still to be
+ * posted (it must be the first message of the call on that channel). */
+bool fpa_may_send_to(const fpa_t *a, int peer);
 bool fpa_mismatch(const fpa_t *a);
 bool fpa_all_taken(const fpa_t *a);
 /* COLL_ERR_MISMATCH naming the lowest mismatching pair; the same text on every rank. */

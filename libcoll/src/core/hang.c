@@ -7,8 +7,8 @@
  * report; the first report published is the one every rank appends to its error and the
  * one written to COLL_HANG_REPORT (collrun sets it and prints it on exit). Any rank can
  * write it, so a stopped rank 0 is reported like any other. Every store call here is
- * short, so the error comes within the deadline plus about GRACE_MAX_MS + a few
- * STORE_OP_MS. */
+ * short (comm_failure_store_ms), so the error comes within the deadline plus about
+ * GRACE_MAX_MS and a few of those. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +25,9 @@ enum {
   LINE_MAX_ = 200,
   REPORT_MAX = 2048,
   POLL_MS = 5,
-  STORE_OP_MS = 150,
   GRACE_MIN_MS = 50,
   GRACE_MAX_MS = 200,
 };
-
-static int op_ms(const coll_comm_t *comm) {
-  return comm->timeout_ms < STORE_OP_MS ? comm->timeout_ms : STORE_OP_MS;
-}
 
 /* How long the reporting rank waits for the others' states. */
 static int grace_ms(const coll_comm_t *comm) {
@@ -77,7 +72,8 @@ bool hang_publish(coll_comm_t *comm) {
   key_of(comm, who, key, sizeof key);
   char saved[COMM_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
-  bool ok = store_set(comm->store, key, value, strlen(value), op_ms(comm)) == COLL_OK;
+  bool ok =
+      store_set(comm->store, key, value, strlen(value), comm_failure_store_ms(comm)) == COLL_OK;
   coll_error(COLL_ERR_TIMEOUT, "%s", saved);
   return ok;
 }
@@ -96,10 +92,11 @@ static bool read_state(coll_comm_t *comm, int r, rank_state_t *out) {
   key_of(comm, who, key, sizeof key);
   const char *keys[1] = {key};
   bool exists = false;
-  if (store_check(comm->store, keys, 1, &exists, op_ms(comm)) != COLL_OK || !exists) return false;
+  if (store_check(comm->store, keys, 1, &exists, comm_failure_store_ms(comm)) != COLL_OK || !exists)
+    return false;
   void *val = NULL;
   size_t len = 0;
-  if (store_get(comm->store, key, &val, &len, op_ms(comm)) != COLL_OK) return false;
+  if (store_get(comm->store, key, &val, &len, comm_failure_store_ms(comm)) != COLL_OK) return false;
   char text[LINE_MAX_ + 48];
   snprintf(text, sizeof text, "%.*s", (int)len, (const char *)val);
   free(val);
@@ -194,7 +191,7 @@ void hang_collect(coll_comm_t *comm, bool store_ok) {
   void *first = NULL;
   size_t first_len = 0;
   coll_status_t s = store_compare_set(comm->store, key, NULL, 0, report, strlen(report), &first,
-                                      &first_len, op_ms(comm));
+                                      &first_len, comm_failure_store_ms(comm));
   bool ours = s != COLL_OK || first == NULL ||
               (first_len == strlen(report) && memcmp(first, report, first_len) == 0);
   if (ours) {
@@ -220,7 +217,8 @@ void hang_join(coll_comm_t *comm) {
   key_of(comm, "report", key, sizeof key);
   void *report = NULL;
   size_t len = 0;
-  if (store_get(comm->store, key, &report, &len, grace_ms(comm) + 2 * op_ms(comm)) == COLL_OK)
+  if (store_get(comm->store, key, &report, &len,
+                grace_ms(comm) + 2 * comm_failure_store_ms(comm)) == COLL_OK)
     coll_error(COLL_ERR_TIMEOUT, "%s; %.*s", saved, (int)len, (const char *)report);
   else
     coll_error(COLL_ERR_TIMEOUT, "%s", saved);
