@@ -25,7 +25,7 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   cfg.local_rank = rank;
   cfg.master_addr = "127.0.0.1";
   cfg.master_port = job->port;
-  cfg.host_store = -1;
+  cfg.host_store = job->store_elsewhere ? 0 : -1;
   cfg.timeout_ms = job->timeout_ms > 0 ? job->timeout_ms : 30000;
   coll_status_t st = coll_comm_init_config(&cfg, comm);
   if (st != COLL_OK) {

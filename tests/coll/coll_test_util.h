@@ -4,17 +4,28 @@
 #ifndef TESTS_COLL_TEST_UTIL_H
 #define TESTS_COLL_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "coll.h"
 
 typedef struct {
-  uint16_t port;         /* store port; rank 0 hosts the store */
+  uint16_t port;         /* store port; rank 0 hosts the store unless store_elsewhere */
   const char *transport; /* COLL_TRANSPORT value, NULL: automatic */
   int timeout_ms;        /* 0: 30 s */
   const char *chunk;     /* COLL_CHUNK_SIZE value (bytes per pipelined segment), NULL: default */
+  bool store_elsewhere;  /* the test (as a launcher would) hosts the store, not rank 0 */
 } ct_job_t;
+
+/* In a Check test: call returns COLL_ERR_INVALID_ARGUMENT and its message holds needle
+ * (needs <check.h> and <string.h>). */
+#define EXPECT_INVALID(call, needle)                                                      \
+  do {                                                                                    \
+    ck_assert_int_eq((call), COLL_ERR_INVALID_ARGUMENT);                                  \
+    ck_assert_msg(strstr(coll_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", \
+                  coll_last_error(), (needle));                                           \
+  } while (0)
 
 /* Clear launcher/COLL_* variables inherited from the test's environment, set the job's,
  * and create the communicator. Prints the error and returns non-zero on failure. */

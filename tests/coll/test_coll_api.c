@@ -90,13 +90,6 @@ START_TEST(names_and_sizes_cover_every_enum_value) {
 }
 END_TEST
 
-#define EXPECT_INVALID(call, needle)                                                      \
-  do {                                                                                    \
-    ck_assert_int_eq((call), COLL_ERR_INVALID_ARGUMENT);                                  \
-    ck_assert_msg(strstr(coll_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", \
-                  coll_last_error(), (needle));                                           \
-  } while (0)
-
 START_TEST(bad_arguments_return_invalid_argument_with_a_message) {
   coll_comm_t *comm = single_comm();
   float a[4] = {1, 2, 3, 4}, b[4];

@@ -12,13 +12,6 @@
 #include "coll_test_util.h"
 #include "multiproc.h"
 
-#define EXPECT_INVALID(call, needle)                                                      \
-  do {                                                                                    \
-    ck_assert_int_eq((call), COLL_ERR_INVALID_ARGUMENT);                                  \
-    ck_assert_msg(strstr(coll_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", \
-                  coll_last_error(), (needle));                                           \
-  } while (0)
-
 /* 0 when st is want and the message starts "rank R: what: " and holds needle; else 1,
  * said on stderr. */
 static int expect_error(int rank, const char *what, coll_status_t st, coll_status_t want,

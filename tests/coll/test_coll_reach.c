@@ -245,36 +245,17 @@ END_TEST
 /* ---- stopped ranks, the store hosted by the test (as a launcher would) ---- */
 
 typedef struct {
-  uint16_t port;
-  const char *transport;
-  int timeout_ms;
+  ct_job_t job;   /* the store elsewhere, a long deadline for init and the warm-up */
+  int timeout_ms; /* the deadline under test */
   int victim;
 } stop_job_t;
-
-static int init_launched(const stop_job_t *j, int rank, int nranks, coll_comm_t **comm) {
-  ct_clean_env();
-  setenv("COLL_TRANSPORT", j->transport, 1);
-  coll_config_t cfg = {0};
-  cfg.rank = rank;
-  cfg.size = nranks;
-  cfg.local_rank = rank;
-  cfg.master_addr = "127.0.0.1";
-  cfg.master_port = j->port;
-  cfg.host_store = 0;
-  cfg.timeout_ms = LONG_TIMEOUT_MS; /* the measured call gets j->timeout_ms */
-  if (coll_comm_init_config(&cfg, comm) != COLL_OK) {
-    fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
-    return 1;
-  }
-  return 0;
-}
 
 /* The victim stops itself between two all-reduces; every other rank's error comes
  * within [deadline, deadline + margin] of its call and names the victim as behind. */
 static int rank_stopped(int rank, int nranks, void *arg) {
   const stop_job_t *j = arg;
   coll_comm_t *comm;
-  if (init_launched(j, rank, nranks, &comm) != 0) return 1;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
   float v[256] = {0};
   int bad = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   /* The deadline under test, set after a warm-up that a loaded machine may make slow. */
@@ -297,11 +278,11 @@ static int rank_stopped(int rank, int nranks, void *arg) {
   if (!bad)
     fprintf(stderr,
             "%s, %d ranks, rank %d stopped: rank %d timed out after %lld ms (deadline %d)\n",
-            j->transport, nranks, j->victim, rank, (long long)took, j->timeout_ms);
+            j->job.transport, nranks, j->victim, rank, (long long)took, j->timeout_ms);
   if (bad)
     fprintf(stderr,
             "%s, %d ranks, rank %d stopped: rank %d got %s after %lld ms (deadline %d): %s\n",
-            j->transport, nranks, j->victim, rank, coll_status_name(st), (long long)took,
+            j->job.transport, nranks, j->victim, rank, coll_status_name(st), (long long)took,
             j->timeout_ms, msg);
   coll_comm_abort(comm);
   coll_comm_destroy(comm);
@@ -323,8 +304,12 @@ START_TEST(a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind
        * holds into them (tp_util.h). */
       tp_store_host_t store;
       ck_assert(tp_store_start(&store));
-      stop_job_t j = {
-          .port = store.port, .transport = transport, .timeout_ms = 1000, .victim = victim};
+      stop_job_t j = {.job = {.port = store.port,
+                              .transport = transport,
+                              .timeout_ms = LONG_TIMEOUT_MS,
+                              .store_elsewhere = true},
+                      .timeout_ms = 1000,
+                      .victim = victim};
       shared_times();
       int failed = mp_run(n, 20000, rank_stopped, &j);
       tp_store_stop(&store);
