@@ -13,7 +13,7 @@
  *   COLL_PURE_SPIN_US  of which without sched_yield (5, or 1 when oversubscribed)
  *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
  *   COLL_JOB_TOKEN     the store's job token (none)
- *   COLL_HANG_REPORT   file where rank 0 writes the hang report after a timeout (unset;
+ *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
  *                      collrun sets it)
  *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (core/trace.c) (unset)
  * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
