@@ -71,6 +71,19 @@ typedef enum {
   COLL_KIND_COUNT
 } coll_kind_t;
 
+/* The collectives whose result combines the ranks' data with the call's operation (the
+ * barrier's one-byte all-reduce is not one of them: it always sums). */
+static inline bool coll_kind_reduces(coll_kind_t kind) {
+  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
+         kind == COLL_KIND_REDUCE_SCATTER;
+}
+/* Whether this rank's output of the call is a reduction, so that COLL_AVG divides it:
+ * every rank's for all_reduce and reduce_scatter, the root's only for reduce. */
+static inline bool coll_kind_output_averaged(coll_kind_t kind, int root, int rank) {
+  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE_SCATTER ||
+         (kind == COLL_KIND_REDUCE && root == rank);
+}
+
 /* "all_reduce", "all_gather", ...; "unknown" for other values. */
 const char *sched_kind_name(coll_kind_t kind);
 /* Elements of INPUT and OUTPUT for a call of `count` per rank over nranks. */

@@ -27,11 +27,6 @@ static sched_params_t call_params(const coll_comm_t *comm, const exec_call_t *ca
                           .segment_bytes = comm->segment_bytes};
 }
 
-static bool kind_reduces(coll_kind_t kind) {
-  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
-         kind == COLL_KIND_REDUCE_SCATTER;
-}
-
 void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
@@ -45,7 +40,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
     if (n < 0) break;
     len += (size_t)n;
   }
-  bool reduces = kind_reduces(call->kind);
+  bool reduces = coll_kind_reduces(call->kind);
   coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
            call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
            reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
@@ -112,7 +107,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)call->dtype);
-  bool reduces = kind_reduces(call->kind);
+  bool reduces = coll_kind_reduces(call->kind);
   if (reduces && coll_op_name(call->op) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", who, (int)call->op);
   bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;

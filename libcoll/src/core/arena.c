@@ -55,6 +55,7 @@
 #include "algo/algo_internal.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "core/arena.h"
 #include "core/trace.h"
@@ -79,12 +80,6 @@ typedef struct {
   mem_reduce_fn reduce;
   exec_cache_entry_t *trace_entry; /* NULL when not tracing */
 } arun_t;
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 static inline bool reached(uint32_t value, uint32_t target) {
   return (int32_t)(value - target) >= 0;
@@ -219,7 +214,7 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
     }
     int64_t now = coll_now_ns();
     if (now - start < comm->exec.pure_spin_ns) {
-      cpu_relax();
+      coll_cpu_relax();
       continue;
     }
     if (now - start < comm->exec.spin_ns) {

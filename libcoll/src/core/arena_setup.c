@@ -24,17 +24,17 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "core/arena.h"
 
 enum { PAGE = 4096, KEY_MAX = 160, NAME_MAX_LEN = 96, TILE_ALIGN = 64 };
 
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-static size_t ranks_offset(void) { return round_up(sizeof(arena_hdr_t), 64); }
+static size_t ranks_offset(void) { return coll_round_up(sizeof(arena_hdr_t), 64); }
 
 static size_t data_offset(int nranks) {
-  return round_up(ranks_offset() + (size_t)nranks * sizeof(arena_rank_t), PAGE);
+  return coll_round_up(ranks_offset() + (size_t)nranks * sizeof(arena_rank_t), PAGE);
 }
 
 /* Rank 0: create, size (allocated now: a full /dev/shm is an error here, not a SIGBUS

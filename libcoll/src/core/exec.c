@@ -32,6 +32,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "core/arena.h"
 #include "core/comm.h"
@@ -387,12 +388,6 @@ static coll_status_t timed_out(run_t *run) {
       run->comm->timeout_ms, waiting->peer, op_kind_name(waiting->kind), waiting->count * run->esz);
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 /* The failure watcher (failure_watch.c) marked the communicator failed: another rank
  * failed first. Stop, with its message; a timeout's hang report counts us in. */
 static coll_status_t stopped_by_peer(run_t *run, coll_status_t failed) {
@@ -449,7 +444,7 @@ static coll_status_t run_schedule(run_t *run) {
       if (now - idle_since > comm->exec.pure_spin_ns)
         sched_yield();
       else
-        cpu_relax();
+        coll_cpu_relax();
       continue;
     }
     if (now - last_progress > timeout_ns) return timed_out(run);
@@ -636,8 +631,7 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
     for (size_t i = 0; i < e->sched.nops; i++)
       op_base[i] = call->p2p ? call->p2p[i].buf : call->one.buf;
   }
-  bool reduces = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE ||
-                 call->kind == COLL_KIND_REDUCE_SCATTER || call->kind == COLL_KIND_BARRIER;
+  bool reduces = coll_kind_reduces(call->kind) || call->kind == COLL_KIND_BARRIER;
   run_t run = {
       .comm = comm,
       .call = call,
@@ -656,9 +650,7 @@ coll_status_t exec_run(coll_comm_t *comm, const exec_call_t *call) {
   free(op_base);
   trace_coll_end(comm, call, e, st);
   if (st != COLL_OK) return st == COLL_ERR_ABORTED ? st : fail(&run, st);
-  bool averaged = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER ||
-                  (call->kind == COLL_KIND_REDUCE && call->root == comm->rank);
-  if (averaged && call->op == COLL_AVG)
+  if (call->op == COLL_AVG && coll_kind_output_averaged(call->kind, call->root, comm->rank))
     mem_host_finish_avg(call->recvbuf, call->count, call->dtype, comm->nranks);
   return COLL_OK;
 }

@@ -325,9 +325,8 @@ static coll_status_t run_ipc(coll_comm_t *comm, struct exec_cuda *x, const exec_
   comm->exec.peers = host_peers;
   comm->exec.scratch = host_scratch;
   comm->exec.scratch_bytes = host_scratch_bytes;
-  bool averaged = call->kind == COLL_KIND_ALL_REDUCE || call->kind == COLL_KIND_REDUCE_SCATTER ||
-                  (call->kind == COLL_KIND_REDUCE && call->root == comm->rank);
-  if (st == COLL_OK && averaged && call->op == COLL_AVG) {
+  if (st == COLL_OK && call->op == COLL_AVG &&
+      coll_kind_output_averaged(call->kind, call->root, comm->rank)) {
     st = mem_cuda_finish_avg_async(call->recvbuf, call->count, call->dtype, comm->nranks,
                                    x->stream);
     if (st == COLL_OK) st = mem_cuda_stream_wait(x->stream, comm->timeout_ms);

@@ -35,9 +35,7 @@ void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
   int n = snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
                    (unsigned long long)fp->count);
   if (n < 0 || (size_t)n >= cap) return;
-  bool reduces =
-      kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE || kind == COLL_KIND_REDUCE_SCATTER;
-  if (reduces) {
+  if (coll_kind_reduces(kind)) {
     const char *op = coll_op_name((coll_op_t)fp->op);
     n += snprintf(out + n, cap - (size_t)n, ", %s", op ? op : "?");
   }

@@ -122,11 +122,6 @@ static void put_event(trace_t *t, const char *json) {
   t->first = false;
 }
 
-static bool reduces(uint8_t kind) {
-  return kind == COLL_KIND_ALL_REDUCE || kind == COLL_KIND_REDUCE ||
-         kind == COLL_KIND_REDUCE_SCATTER;
-}
-
 static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
   int rank = t->comm->rank;
   char ts[32], dur[32], posted[32];
@@ -157,7 +152,7 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
     }
     case REC_COLL: {
       const char *dtype = coll_dtype_name((coll_dtype_t)r->buf);
-      const char *op = reduces(r->kind) ? coll_op_name((coll_op_t)r->src_buf) : NULL;
+      const char *op = coll_kind_reduces((coll_kind_t)r->kind) ? coll_op_name((coll_op_t)r->src_buf) : NULL;
       snprintf(out, cap,
                "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\","

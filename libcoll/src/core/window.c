@@ -21,13 +21,13 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "core/arena.h"
 #include "core/window.h"
 
 enum { PAGE = 4096, KEY_MAX = 192, VALUE_MAX = 256 };
 
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 /* Our own segment: created, sized and reserved now (a full /dev/shm is an error here,
  * not a SIGBUS in a collective), mapped. false (with a warning) when that fails. */
@@ -180,7 +180,7 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
   if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_mem_alloc: out of memory");
   w->id = comm->windows->next_id++;
   w->bytes = bytes;
-  w->map_len = round_up(bytes, PAGE);
+  w->map_len = coll_round_up(bytes, PAGE);
   bool shared = comm->nranks > 1 && comm->arena != NULL && comm->arena->hdr->window_ok;
   if (shared) {
     char name[VALUE_MAX];
