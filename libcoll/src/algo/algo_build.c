@@ -1,0 +1,100 @@
+/* algo_build(): validates a schedule request and dispatches it to the algorithm file
+ * that implements (collective, algorithm). Above the algorithm files, which build on
+ * schedule.c's primitives. */
+#include <stdint.h>
+
+#include "algo/algo_internal.h"
+#include "common/error.h"
+
+typedef coll_status_t (*builder_fn)(const sched_params_t *p, sched_t *s);
+
+/* Which builder implements (collective, algo). Broadcast: RING is a pipelined chain,
+ * TREE and HD a binomial tree (recursive doubling is a binomial tree), MASTER the root
+ * sending to every rank directly. */
+static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
+    [COLL_KIND_ALL_REDUCE] =
+        {
+            [COLL_ALGO_RING] = algo_ring_allreduce,
+            [COLL_ALGO_TREE] = algo_tree_allreduce,
+            [COLL_ALGO_HD] = algo_hd_allreduce,
+            [COLL_ALGO_MASTER] = algo_master_allreduce,
+        },
+    [COLL_KIND_BROADCAST] =
+        {
+            [COLL_ALGO_RING] = algo_chain_broadcast,
+            [COLL_ALGO_TREE] = algo_binomial_broadcast,
+            [COLL_ALGO_HD] = algo_binomial_broadcast,
+            [COLL_ALGO_MASTER] = algo_direct_broadcast,
+        },
+    /* The newer collectives: reduce is a pipelined
+     * chain (ring) or a binomial tree (tree, hd); all_gather a ring or Bruck's
+     * log-step algorithm (hd); reduce_scatter a ring or recursive halving (hd, powers
+     * of two); all_to_all pairwise exchange;
+     * barrier a one-byte all-reduce (reduce.c, allgather.c, reduce_scatter.c, alltoall.c).
+     * Missing pairs fall back to the cost model. */
+    [COLL_KIND_REDUCE] =
+        {
+            [COLL_ALGO_RING] = algo_chain_reduce,
+            [COLL_ALGO_TREE] = algo_binomial_reduce,
+            [COLL_ALGO_HD] = algo_binomial_reduce,
+        },
+    [COLL_KIND_ALL_GATHER] =
+        {
+            [COLL_ALGO_RING] = algo_ring_allgather,
+            [COLL_ALGO_HD] = algo_bruck_allgather,
+        },
+    [COLL_KIND_REDUCE_SCATTER] = {[COLL_ALGO_RING] = algo_ring_reduce_scatter,
+                                  [COLL_ALGO_HD] = algo_halving_reduce_scatter},
+    [COLL_KIND_ALL_TO_ALL] = {[COLL_ALGO_RING] = algo_pairwise_alltoall},
+    [COLL_KIND_BARRIER] =
+        {
+            [COLL_ALGO_RING] = algo_ring_allreduce,
+            [COLL_ALGO_TREE] = algo_tree_allreduce,
+            [COLL_ALGO_HD] = algo_hd_allreduce,
+            [COLL_ALGO_MASTER] = algo_master_allreduce,
+        },
+};
+
+static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const sched_t *s) {
+  if (p == NULL || s == NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: NULL params or schedule");
+  if ((unsigned)p->collective >= COLL_KIND_COUNT)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: unknown collective %d",
+                      (int)p->collective);
+  if ((unsigned)algo >= COLL_ALGO_COUNT || algo == COLL_ALGO_AUTO)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "algo_build: algorithm %d is not a concrete algorithm (AUTO must be "
+                      "resolved with algo_select first)",
+                      (int)algo);
+  if (algo_elem_size(p->dtype) == 0)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: unknown dtype %d", (int)p->dtype);
+  if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: rank %d of %d ranks is invalid",
+                      p->rank, p->nranks);
+  if ((p->collective == COLL_KIND_BROADCAST || p->collective == COLL_KIND_REDUCE) &&
+      (p->root < 0 || p->root >= p->nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: root %d of %d ranks",
+                      p->root, p->nranks);
+  if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype) / (size_t)p->nranks)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large", p->count);
+  return COLL_OK;
+}
+
+coll_status_t algo_build(coll_algo_t algo, const sched_params_t *p, sched_t *s) {
+  coll_status_t st = validate(algo, p, s);
+  if (st != COLL_OK) return st;
+  sched_init(s, p, algo);
+  builder_fn fn = builders[p->collective][algo];
+  if (fn == NULL)
+    return coll_error(COLL_ERR_UNSUPPORTED, "algorithm %d does not implement collective %d",
+                      (int)algo, (int)p->collective);
+  if (p->count > 0) {
+    st = fn(p, s);
+    if (st != COLL_OK) {
+      sched_free(s);
+      return st;
+    }
+  }
+  sched_finish(s);
+  return COLL_OK;
+}
