@@ -7,8 +7,8 @@
  * (coll_mem_alloc): on one host over shm the all-reduce then reads the peers' gradients
  * in place (zero-copy window), elsewhere it is plain memory. */
 #include <stdlib.h>
-#include <time.h>
 
+#include "clock_seconds.h"
 #include "error.h"
 #include "model_grads.h"
 
@@ -30,12 +30,6 @@ struct train_ddp {
 train_status_t train_comm_error(coll_status_t status, const char *what) {
   return train_error(TRAIN_ERR_COMM, "%s: %s (%s)", what, coll_status_string(status),
                      coll_last_error());
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 train_status_t train_ddp_create(coll_comm_t *comm, train_model_t *model, size_t bucket_bytes,
@@ -147,9 +141,9 @@ train_status_t train_ddp_finish_sync_each(train_ddp_t *d, double *wait_s, train_
   /* Every request is waited for, even after an error: none may outlive its buffer. */
   for (int b = 0; b < d->n_buckets; b++) {
     if (d->req[b] != NULL) {
-      double t0 = now_s();
+      double t0 = clock_seconds();
       coll_status_t cs = coll_request_wait(&d->req[b]);
-      waited += now_s() - t0;
+      waited += clock_seconds() - t0;
       if (cs != COLL_OK && st == TRAIN_OK)
         st = train_comm_error(cs, "waiting for a gradient bucket");
     }

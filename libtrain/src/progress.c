@@ -3,14 +3,9 @@
 #include "progress.h"
 
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
-double progress_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "clock_seconds.h"
 
 void progress_init(progress_t *p, bool enabled, bool quiet, int log_every, int epochs) {
   *p = (progress_t){.enabled = enabled,
@@ -26,14 +21,14 @@ void progress_close_line(progress_t *p) {
 }
 
 void progress_epoch_start(progress_t *p) {
-  p->epoch_start = progress_now();
+  p->epoch_start = clock_seconds();
   p->last_draw = 0.0;
 }
 
 void progress_step(progress_t *p, int epoch, uint64_t done, uint64_t total, uint64_t global_step,
                    double samples, double mean_loss) {
   if (!p->steps) return;
-  double now = progress_now();
+  double now = clock_seconds();
   double rate = samples / (now - p->epoch_start + 1e-9);
   if (p->tty) {
     if (now - p->last_draw < 0.1 && done != total) return;

@@ -28,6 +28,5 @@ void progress_epoch_end(progress_t *p, int epoch, double train_loss, double accu
                         double samples_per_s, double comm_share);
 /* End an open progress bar line (before printing anything else). */
 void progress_close_line(progress_t *p);
-double progress_now(void);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock_seconds.h"
 #include "error.h"
 #include "progress.h"
 
@@ -387,7 +388,7 @@ static void span(const run_t *r, const char *name, bool begin) {
 
 /* Charge the time since *since to phase `phase` of this run; *since becomes now. */
 static void lap(run_t *r, phase_t phase, double *since) {
-  double now = progress_now();
+  double now = clock_seconds();
   r->phase_s[phase] += now - *since;
   *since = now;
 }
@@ -408,7 +409,7 @@ static train_status_t train_step(run_t *r, size_t first, size_t count, uint64_t 
   float scale = 1.0f / (float)(count * (size_t)r->world);
   train_status_t st = TRAIN_OK;
   span(r, "step", true);
-  double t = progress_now();
+  double t = clock_seconds();
   for (size_t done = 0; done < count && st == TRAIN_OK;) {
     size_t nb = count - done < c->batch ? count - done : c->batch;
     bool last = done + nb == count;
@@ -519,9 +520,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
         r->steps_timed = 0;
         warmed = true;
       }
-      double t0 = progress_now(), c0 = cpu_now(), step_wait = 0.0;
+      double t0 = clock_seconds(), c0 = cpu_now(), step_wait = 0.0;
       st = train_step(r, first, count, steps * (uint64_t)c->epochs, &loss, &step_wait);
-      double step_time = progress_now() - t0;
+      double step_time = clock_seconds() - t0;
       t_epoch += step_time;
       wait_epoch += step_wait;
       r->cpu_s += cpu_now() - c0;
