@@ -11,8 +11,8 @@
 
 #include "backend.h"
 #include "clock_seconds.h"
+#include "console_report.h"
 #include "error.h"
-#include "progress.h"
 
 void train_config_defaults(train_config_t *cfg) {
   *cfg = (train_config_t){
@@ -142,8 +142,7 @@ static train_status_t validate(const train_config_t *c) {
   if (c->resume && c->checkpoint == NULL)
     return train_error(TRAIN_ERR_INVALID, "--resume needs --checkpoint FILE");
   if (c->max_steps < 0) return train_error(TRAIN_ERR_INVALID, "--max-steps must be >= 0");
-  if (c->warmup_steps < 0)
-    return train_error(TRAIN_ERR_INVALID, "--warmup-steps must be >= 0");
+  if (c->warmup_steps < 0) return train_error(TRAIN_ERR_INVALID, "--warmup-steps must be >= 0");
   return TRAIN_OK;
 }
 
@@ -484,8 +483,8 @@ static void print_phases(const run_t *r) {
 
 static train_status_t train_loop(run_t *r, train_result_t *res) {
   const train_config_t *c = r->cfg;
-  progress_t prog;
-  progress_init(&prog, r->rank == 0, c->quiet, c->log_every, c->epochs);
+  console_report_t report;
+  console_report_init(&report, r->rank == 0, c->quiet, c->log_every, c->epochs);
   size_t per_step = c->batch * (size_t)c->accumulate;
   size_t shard = r->sampler.num_samples;
   uint64_t steps = c->drop_last ? shard / per_step : (shard + per_step - 1) / per_step;
@@ -503,7 +502,7 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
   bool stop = false;
   for (; r->epoch < (uint64_t)c->epochs && !stop && st == TRAIN_OK; r->epoch++) {
     train_sampler_set_epoch(&r->sampler, r->epoch);
-    progress_epoch_start(&prog);
+    console_report_epoch_start(&report);
     double loss = 0.0, samples = 0.0, t_epoch = 0.0, wait_epoch = 0.0;
     for (; r->step_in_epoch < steps; r->step_in_epoch++) {
       if (c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps) {
@@ -533,8 +532,8 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
       run_steps++;
       samples += (double)count;
       r->global_step++;
-      progress_step(&prog, (int)r->epoch, r->step_in_epoch + 1, steps, r->global_step,
-                    samples * r->world, loss / samples);
+      console_report_step(&report, (int)r->epoch, r->step_in_epoch + 1, steps, r->global_step,
+                          samples * r->world, loss / samples);
       if (c->checkpoint_every > 0 && r->global_step % (uint64_t)c->checkpoint_every == 0) {
         uint64_t saved = r->step_in_epoch;
         r->step_in_epoch++; /* the position to resume from is the next step */
@@ -567,8 +566,9 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     if (c->evaluate) st = evaluate(r, &acc);
     if (st != TRAIN_OK) break;
     res->test_accuracy = acc;
-    progress_epoch_end(&prog, (int)r->epoch, res->final_loss, acc,
-                       samples * r->world / (t_epoch + 1e-12), wait_epoch / (t_epoch + 1e-12));
+    console_report_epoch_end(&report, (int)r->epoch, res->final_loss, acc,
+                             samples * r->world / (t_epoch + 1e-12),
+                             wait_epoch / (t_epoch + 1e-12));
     if (c->checkpoint_every == 0 && c->checkpoint != NULL) {
       r->epoch++;
       st = save_checkpoint(r);
@@ -576,13 +576,13 @@ static train_status_t train_loop(run_t *r, train_result_t *res) {
     }
   }
   if (st != TRAIN_OK) return st;
-  const char *counted = warmed               ? " (after the warm-up)"
+  const char *counted = warmed                ? " (after the warm-up)"
                         : c->warmup_steps > 0 ? " (warm-up included: no step came after it)"
                                               : "";
   res->samples_per_s = total_samples / (total_time + 1e-12);
   res->comm_share = total_wait / (total_time + 1e-12);
   res->global_step = r->global_step;
-  progress_close_line(&prog);
+  console_report_close_line(&report);
   if (r->rank == 0)
     printf(
         "done: %llu steps on %d rank%s, %.0f samples/s, waiting on communication %.1f%% "
