@@ -65,11 +65,9 @@ train_status_t train_ddp_create(coll_comm_t *comm, train_model_t *model, size_t 
   d->params = train_model_params(model);
   d->grads = train_model_grads(model);
   /* Layers from last to first; a bucket closes once it holds bucket_bytes or more. */
-  float *base = train_model_params(model);
   size_t bucket_start = 0;
   for (int i = train_model_linear_count(model) - 1; i >= 0; i--) {
-    const train_layer_t *l = train_model_linear(model, i);
-    size_t layer_end = (size_t)(l->w - base) + l->in * l->out + l->out;
+    size_t layer_end = train_model_grad_end(model, i);
     if ((layer_end - bucket_start) * sizeof(float) >= bucket_bytes || i == 0) {
       d->begin[d->n_buckets] = bucket_start;
       d->end[d->n_buckets] = layer_end;

@@ -123,6 +123,8 @@ size_t train_model_param_count(const train_model_t *m) { return m->n_params; }
 float *train_model_params(train_model_t *m) { return m->params.data; }
 float *train_model_grads(train_model_t *m) { return m->grads.data; }
 
+size_t train_model_grad_end(const train_model_t *m, int index) { return m->grad_end[index]; }
+
 float *train_model_swap_grads(train_model_t *m, float *buf) {
   if (buf == NULL || !backend_is_host(m->be)) return NULL;
   float *old = m->grads.data;

@@ -1,9 +1,15 @@
-/* Internal to libtrain: DDP (ddp.c) moves the model's flat gradient buffer into memory
- * registered with libcoll (coll_mem_alloc: zero-copy all-reduce) and back (model.c). */
+/* Internal to libtrain: what DDP (ddp.c) asks of the model's flat gradient buffer
+ * (model.c): where each layer's gradients end, and moving the buffer into memory
+ * registered with libcoll (coll_mem_alloc: zero-copy all-reduce) and back. */
 #ifndef TRAIN_MODEL_GRADS_H
 #define TRAIN_MODEL_GRADS_H
 
 #include "train.h"
+
+/* The end of linear layer `index`'s gradients (dW then db) in the flat buffer, in floats
+ * from its start: the value train_model_backward announces once that layer is done.
+ * index in 0 .. train_model_linear_count() - 1. */
+size_t train_model_grad_end(const train_model_t *model, int index);
 
 /* Copy the current gradients into buf (n_params floats, host memory), point the layers
  * and train_model_grads() at it and return the buffer used until now; the caller owns
