@@ -273,7 +273,7 @@ START_TEST(tree_bytes_follow_the_tree_shape) {
 }
 END_TEST
 
-START_TEST(hd_sends_two_p_minus_one_over_p_plus_the_fold) {
+START_TEST(halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold) {
   for (int n = 1; n <= 40; n++) {
     size_t count = 1000003, S = count * 4;
     int pw = 1;
@@ -509,7 +509,7 @@ static Suite *algo_suite(void) {
   tcase_add_test(bytes, broadcast_bytes_follow_each_shape);
   tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
   tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
-  tcase_add_test(bytes, hd_sends_two_p_minus_one_over_p_plus_the_fold);
+  tcase_add_test(bytes, halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold);
   tcase_add_test(bytes, no_message_is_larger_than_a_segment);
   tcase_add_test(bytes, tiny_segments_on_huge_buffers_keep_schedules_bounded);
   suite_add_tcase(s, bytes);

@@ -38,7 +38,7 @@ static const algo_info_t allreduce_info[COLL_ALGO_COUNT] = {
                     "two <= n; the first 2(n-p) ranks fold in pairs first)",
             .steps_formula = "2 log2 p (+ 2 when n is not a power of two)",
             .bytes_formula = "2 (p-1)/p x S per rank (+ S for ranks that fold or unfold)",
-            .file = "libcoll/src/algo/hd.c",
+            .file = "libcoll/src/algo/halving_doubling.c",
             .layout = LAYOUT_CIRCLE,
         },
     [COLL_ALGO_MASTER] =

@@ -16,7 +16,7 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
         {
             [COLL_ALGO_RING] = algo_ring_allreduce,
             [COLL_ALGO_TREE] = algo_tree_allreduce,
-            [COLL_ALGO_HD] = algo_hd_allreduce,
+            [COLL_ALGO_HD] = algo_halving_doubling_allreduce,
             [COLL_ALGO_MASTER] = algo_master_allreduce,
         },
     [COLL_KIND_BROADCAST] =
@@ -50,7 +50,7 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
         {
             [COLL_ALGO_RING] = algo_ring_allreduce,
             [COLL_ALGO_TREE] = algo_tree_allreduce,
-            [COLL_ALGO_HD] = algo_hd_allreduce,
+            [COLL_ALGO_HD] = algo_halving_doubling_allreduce,
             [COLL_ALGO_MASTER] = algo_master_allreduce,
         },
 };

@@ -65,7 +65,7 @@ sched_op_t algo_op_recv_reduce(int peer, sched_buf_t buf, size_t offset, sched_b
 /* The builders; s is initialised, p validated, count > 0 or not as given. */
 coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_tree_allreduce(const sched_params_t *p, sched_t *s);
-coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_halving_doubling_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_master_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_chain_broadcast(const sched_params_t *p, sched_t *s);
 coll_status_t algo_binomial_broadcast(const sched_params_t *p, sched_t *s);

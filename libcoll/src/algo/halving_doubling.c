@@ -1,6 +1,7 @@
-/* Recursive halving-doubling all-reduce (Rabenseifner): a reduce-scatter by recursive
- * halving, then an all-gather by recursive doubling, among p = 2^k ranks; with n not a
- * power of two the first 2(n-p) ranks pair up and fold first.
+/* Recursive halving-doubling all-reduce (Rabenseifner; COLL_ALGO_HD, spelt "hd" in
+ * COLL_ALGO): a reduce-scatter by recursive halving, then an all-gather by recursive
+ * doubling, among p = 2^k ranks; with n not a power of two the first 2(n-p) ranks pair up
+ * and fold first.
  *
  *   p = 4 (newranks 0..3), the buffer cut into p blocks B0..B3:
  *     halving, mask 2:  0 <-> 2, 1 <-> 3   lower newrank keeps blocks 0-1 of its range,
@@ -38,7 +39,7 @@ static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sc
   return st;
 }
 
-coll_status_t algo_hd_allreduce(const sched_params_t *p, sched_t *s) {
+coll_status_t algo_halving_doubling_allreduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank;
   coll_status_t st = COLL_OK;
   if (n == 1) {
