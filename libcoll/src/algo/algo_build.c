@@ -1,6 +1,7 @@
 /* algo_build(): validates a schedule request and dispatches it to the algorithm file
  * that implements (collective, algorithm). Above the algorithm files, which build on
  * schedule.c's primitives. */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "algo/algo_internal.h"
@@ -55,6 +56,20 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
         },
 };
 
+/* With one rank, every collective that reduces (and the barrier's one-byte all-reduce)
+ * is OUTPUT = INPUT whatever the algorithm: one local copy, built here once rather than
+ * by each builder. The executor never asks for it (core/exec.c and exec_cuda.c copy
+ * before building a schedule); the simulator, the tests and coll-sim do. */
+static bool one_rank_is_a_copy(const sched_params_t *p) {
+  return p->nranks == 1 && (coll_kind_reduces(p->collective) || p->collective == COLL_KIND_BARRIER);
+}
+
+static coll_status_t one_rank_copy(const sched_params_t *p, sched_t *s) {
+  coll_status_t st = sched_begin_step(s);
+  if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
+  return st;
+}
+
 static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const sched_t *s) {
   if (p == NULL || s == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: NULL params or schedule");
@@ -89,7 +104,7 @@ coll_status_t algo_build(coll_algo_t algo, const sched_params_t *p, sched_t *s) 
     return coll_error(COLL_ERR_UNSUPPORTED, "algorithm %d does not implement collective %d",
                       (int)algo, (int)p->collective);
   if (p->count > 0) {
-    st = fn(p, s);
+    st = one_rank_is_a_copy(p) ? one_rank_copy(p, s) : fn(p, s);
     if (st != COLL_OK) {
       sched_free(s);
       return st;

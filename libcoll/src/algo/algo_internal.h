@@ -62,7 +62,9 @@ sched_op_t algo_op_recv_copy(int peer, sched_buf_t buf, size_t offset, size_t co
 sched_op_t algo_op_recv_reduce(int peer, sched_buf_t buf, size_t offset, sched_buf_t src_buf,
                                size_t src_offset, size_t count);
 
-/* The builders; s is initialised, p validated, count > 0 or not as given. */
+/* The builders; s is initialised, p validated, count > 0. The builders of the
+ * collectives that reduce (all_reduce, barrier, reduce, reduce_scatter) are called with
+ * nranks >= 2 only: algo_build does the one-rank copy itself. */
 coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_tree_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_halving_doubling_allreduce(const sched_params_t *p, sched_t *s);

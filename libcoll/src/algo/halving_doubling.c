@@ -42,11 +42,6 @@ static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sc
 coll_status_t algo_halving_doubling_allreduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank;
   coll_status_t st = COLL_OK;
-  if (n == 1) {
-    st = sched_begin_step(s);
-    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
-    return st;
-  }
   int pw = 1;
   while (pw * 2 <= n) pw *= 2;
   int rem = n - pw;

@@ -21,11 +21,6 @@
 coll_status_t algo_master_allreduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank;
   coll_status_t st = COLL_OK;
-  if (n == 1) {
-    st = sched_begin_step(s);
-    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
-    return st;
-  }
   size_t seg = algo_segment_elems(p);
   size_t nseg = algo_div_up(p->count, seg);
   for (size_t j = 0; j < nseg && st == COLL_OK; j++) {

@@ -15,15 +15,8 @@
 static int vrank(const sched_params_t *p) { return (p->rank - p->root + p->nranks) % p->nranks; }
 static int real_rank(const sched_params_t *p, int v) { return (v + p->root) % p->nranks; }
 
-static coll_status_t single_rank(const sched_params_t *p, sched_t *s) {
-  coll_status_t st = sched_begin_step(s);
-  if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
-  return st;
-}
-
 coll_status_t algo_chain_reduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, v = vrank(p);
-  if (n == 1) return single_rank(p, s);
   size_t seg = algo_segment_elems(p);
   size_t nseg = algo_div_up(p->count, seg);
   size_t d = (size_t)(n - 1 - v);
@@ -62,7 +55,6 @@ static coll_status_t whole_buffer(sched_t *s, const sched_params_t *p, int peer,
 
 coll_status_t algo_binomial_reduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, v = vrank(p);
-  if (n == 1) return single_rank(p, s);
   int top = 1;
   while (top * 2 < n) top *= 2;
   sched_buf_t acc = v == 0 ? SCHED_BUF_OUTPUT : SCHED_BUF_SCRATCH;

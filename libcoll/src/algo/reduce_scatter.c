@@ -23,11 +23,6 @@ coll_status_t algo_ring_reduce_scatter(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank, next = mod(r + 1, n), prev = mod(r - 1, n);
   size_t c = p->count;
   coll_status_t st = COLL_OK;
-  if (n == 1) {
-    st = sched_begin_step(s);
-    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, c);
-    return st;
-  }
   if (n > 2) s->scratch_count = (size_t)n * c;
   size_t nseg = algo_div_up(c, algo_segment_elems(p));
   for (int round = 0; round < n - 1 && st == COLL_OK; round++) {
@@ -51,7 +46,6 @@ coll_status_t algo_halving_reduce_scatter(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank;
   if (n & (n - 1))
     return coll_error(COLL_ERR_UNSUPPORTED, "recursive halving needs a power-of-two rank count");
-  if (n == 1) return algo_ring_reduce_scatter(p, s);
   size_t c = p->count, seg = algo_segment_elems(p);
   s->scratch_count = (size_t)n * c;
   size_t lo = 0, hi = (size_t)n; /* blocks this rank still holds */

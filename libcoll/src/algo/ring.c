@@ -44,11 +44,6 @@ coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks, r = p->rank;
   int next = mod(r + 1, n), prev = mod(r - 1, n);
   coll_status_t st = COLL_OK;
-  if (n == 1) {
-    st = sched_begin_step(s);
-    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
-    return st;
-  }
   size_t max_chunk = algo_div_up(p->count, (size_t)n);
   size_t nseg = algo_div_up(max_chunk, algo_segment_elems(p));
   /* Reduce-scatter. In step 0 a rank sends its own data (INPUT); afterwards it forwards

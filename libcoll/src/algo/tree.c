@@ -155,11 +155,6 @@ static coll_status_t plan_tree(algo_plan_t *plan, const sched_params_t *p, int t
 coll_status_t algo_tree_allreduce(const sched_params_t *p, sched_t *s) {
   int n = p->nranks;
   coll_status_t st = COLL_OK;
-  if (n == 1) {
-    st = sched_begin_step(s);
-    if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, SCHED_BUF_INPUT, 0, p->count);
-    return st;
-  }
   size_t seg = algo_segment_elems(p);
   size_t D = (size_t)algo_dbtree_depth(n);
   algo_plan_t plan = {0};
