@@ -1,7 +1,7 @@
 /* Helpers of the 'rdma' tests (see rdma_util.h). */
 #include "rdma_util.h"
 
-#include "transport/ib_device.h"
+#include "transport/ib/ib_device.h"
 
 bool rdma_have_port(void) {
   ib_port_pick_t pick;

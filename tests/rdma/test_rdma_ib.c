@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "mem/memops.h"
 #include "rdma_util.h"
-#include "transport/ib_device.h"
+#include "transport/ib/ib_device.h"
 
 #define MIB (1024u * 1024u)
 

@@ -1,8 +1,8 @@
 /* coll-info with libibverbs: the device report and the pick of the ib transport
- * (libcoll/src/transport/ib_device.c), so the tool shows exactly what a rank would use. */
+ * (libcoll/src/transport/ib/ib_device.c), so the tool shows exactly what a rank would use. */
 #include "coll.h"
 #include "info.h"
-#include "transport/ib_device.h"
+#include "transport/ib/ib_device.h"
 
 int info_ib(FILE *out, bool full) {
   if (full) return ib_device_report(out) == COLL_OK ? 0 : 1;

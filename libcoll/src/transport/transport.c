@@ -7,17 +7,17 @@
  *                                auto); cuda_ipc applies to device buffers only.
  *                                Forcing shm for ranks on different hosts is an error;
  *                                so is forcing ib where a rank has no usable RDMA port.
- *   shm (shm_setup.c): COLL_SHM_SLOT_BYTES (256 KiB), COLL_SHM_NSLOTS (16): FIFO staging
- *     per peer = slots x bytes = 4 MiB by default (at most 16 MiB unless raised by hand);
+ *   shm (shm/shm_setup.c): COLL_SHM_SLOT_BYTES (256 KiB), COLL_SHM_NSLOTS (16): FIFO
+ *     staging per peer = slots x bytes = 4 MiB by default (at most 16 MiB unless raised by hand);
  *     COLL_SHM_DIRECT (0), COLL_SHM_DIRECT_MIN (256 KiB), COLL_SHM_DIRECT_CHUNK (128 KiB),
  *     COLL_SHM_SPIN_US (0), COLL_SHM_INBOX_BYTES (64 MiB: all FIFOs of a rank).
- *   tcp (tcp_setup.c, tcp.c): COLL_NSOCKS (4), COLL_SOCKET_IFNAME (the store's route),
+ *   tcp (tcp/tcp_setup.c, tcp/tcp.c): COLL_NSOCKS (4), COLL_SOCKET_IFNAME (the store's route),
  *     COLL_TCP_PIECE_BYTES (512 KiB), COLL_TCP_STAGING_BYTES (256 KiB per stream),
  *     COLL_TCP_BUF_BYTES (0: kernel autotuning).
- *   ib (ib_setup.c, ib_device.c; built when meson finds libibverbs): COLL_IB_DEVICE,
- *     COLL_IB_GID_INDEX, COLL_IB_SLOT_BYTES (128 KiB), COLL_IB_NSLOTS (16),
+ *   ib (ib/ib_setup.c, ib/ib_device.c; built when meson finds libibverbs):
+ *     COLL_IB_DEVICE, COLL_IB_GID_INDEX, COLL_IB_SLOT_BYTES (128 KiB), COLL_IB_NSLOTS (16),
  *     COLL_IB_TIMEOUT (16).
- *   cuda_ipc (cuda_ipc_setup.c; built with CUDA): COLL_CUDA_IPC_SLOT_BYTES (4 MiB),
+ *   cuda_ipc (cuda_ipc/cuda_ipc_setup.c; built with CUDA): COLL_CUDA_IPC_SLOT_BYTES (4 MiB),
  *     COLL_CUDA_IPC_NSLOTS (8). */
 #include "transport/transport.h"
 

@@ -34,7 +34,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/ib.h"
+#include "transport/ib/ib.h"
 
 #define MAX_SLOT_BYTES (16u << 20)
 

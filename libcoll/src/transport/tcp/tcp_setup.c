@@ -33,7 +33,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/tcp.h"
+#include "transport/tcp/tcp.h"
 
 #define HANDSHAKE_MAGIC 0x48534b43u /* "CKSH" */
 #define HANDSHAKE_VERSION 1u

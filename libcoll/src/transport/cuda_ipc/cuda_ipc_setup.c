@@ -20,7 +20,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/cuda_ipc.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
 
 enum { SETUP_TIMEOUT_MS = 30000, WAIT_SPIN_NS = 50000, WAIT_SLEEP_NS = 5000 };
 

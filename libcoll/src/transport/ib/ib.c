@@ -26,7 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/ib.h"
+#include "transport/ib/ib.h"
 
 coll_status_t ib_fail(ib_conn_t *c, coll_status_t st, const char *fmt, ...) {
   if (c->failed == COLL_OK) {

@@ -23,7 +23,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/ib.h"
+#include "transport/ib/ib.h"
 
 #define ZC_PIECE ((size_t)1 << 30)
 

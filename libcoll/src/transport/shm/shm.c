@@ -33,7 +33,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 /* Bytes read per process_vm_readv for a copy, and in total per progress call, so one
  * large message does not starve the other connections of the executor. */

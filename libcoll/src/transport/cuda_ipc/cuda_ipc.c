@@ -1,7 +1,7 @@
 /* cuda_ipc data path: queue sends and receives, move chunks through the peer's device
  * staging ring with stream-ordered copies and reduction kernels, publish and free slots
  * through the host control block. The protocol is described in cuda_ipc.h. */
-#include "transport/cuda_ipc.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
-#include "transport/tcp.h"
+#include "transport/tcp/tcp.h"
 
 #define NOT_STARTED SIZE_MAX
 #define BURST (256u << 10)

@@ -35,7 +35,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 #define MAX_SLOT_BYTES (16u << 20)
 

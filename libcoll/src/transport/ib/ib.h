@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/ib_device.h"
+#include "transport/ib/ib_device.h"
 #include "transport/transport.h"
 #include "transport/transport_kind.h"
 

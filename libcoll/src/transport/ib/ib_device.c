@@ -9,7 +9,7 @@
  *    Ethernet (RoCE) the best entry by type: RoCE v2 with an IPv4-mapped address (routable,
  *    what most fabrics use), then other RoCE v2, then RoCE v1; the lowest index wins a tie.
  *    On InfiniBand the LID routes within the subnet and no GID is needed. */
-#include "transport/ib_device.h"
+#include "transport/ib/ib_device.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
