@@ -54,8 +54,8 @@ struct transport_conn {
   int peer;
 };
 
-/* Argument errors of a post, reported once here for every transport (the post functions
- * of the transports may assume valid arguments). */
+/* Argument errors of a post, reported once for every transport (post_checks.c); the post
+ * functions of the transports may assume valid arguments. */
 coll_status_t transport_bad_send(const transport_conn_t *c, const void *buf, size_t len);
 coll_status_t transport_bad_recv(const transport_conn_t *c, const transport_recv_t *r);
 
@@ -83,8 +83,8 @@ static inline coll_status_t transport_progress(transport_conn_t *c, uint64_t *se
 }
 
 /* Pending sends or receives of a connection live in a ring indexed by message number mod
- * capacity (a power of two). Double the ring's capacity, keeping entries done..posted-1
- * at their new slots; false when out of memory (the old ring is kept). */
+ * capacity (a power of two; pending_ring.c). Double the ring's capacity, keeping entries
+ * done..posted-1 at their new slots; false when out of memory (the old ring is kept). */
 bool transport_queue_grow(void **queue, uint64_t *cap, uint64_t done, uint64_t posted,
                           size_t entry_size);
 
