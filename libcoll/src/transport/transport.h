@@ -16,7 +16,9 @@
  *  4. The connection set blocks in transport_set_wait() until some connection may have
  *     progressed or the timeout passes: epoll for sockets, futex for shared memory. Never
  *     spin unboundedly: 4 ranks on 2 cores must stay fast.
- *  5. Errors carry a message naming the peer rank, its host and the failing call. */
+ *  5. Errors carry a message naming the peer rank, its host and the failing call.
+ *  6. A connection is never closed on its own: transport_set_close closes each
+ *     transport's group, and the group frees its connections. */
 #ifndef COLL_TRANSPORT_TRANSPORT_H
 #define COLL_TRANSPORT_TRANSPORT_H
 
@@ -45,7 +47,6 @@ typedef struct transport_ops {
   coll_status_t (*post_recv)(transport_conn_t *conn, const transport_recv_t *recv);
   /* Move what can move now; report completed counts. */
   coll_status_t (*progress)(transport_conn_t *conn, uint64_t *sends_done, uint64_t *recvs_done);
-  void (*close)(transport_conn_t *conn);
 } transport_ops_t;
 
 /* Common head of every connection: the transport file embeds it first. */

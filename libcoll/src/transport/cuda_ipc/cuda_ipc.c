@@ -202,12 +202,9 @@ bool cuda_ipc_ready(cuda_ipc_conn_t *c) {
   return false;
 }
 
-static void conn_close(transport_conn_t *conn) { (void)conn; /* the group frees it */ }
-
 const transport_ops_t cuda_ipc_ops = {
     .name = "cuda_ipc",
     .post_send = post_send,
     .post_recv = post_recv,
     .progress = progress,
-    .close = conn_close,
 };

@@ -350,13 +350,9 @@ static coll_status_t ib_progress(transport_conn_t *conn, uint64_t *sends_done,
   return st;
 }
 
-/* The registry closes whole groups (ib_setup.c); a single connection is closed there. */
-static void ib_close_conn(transport_conn_t *conn) { (void)conn; }
-
 const transport_ops_t ib_ops = {
     .name = "ib",
     .post_send = ib_post_send,
     .post_recv = ib_post_recv,
     .progress = ib_progress,
-    .close = ib_close_conn,
 };

@@ -280,14 +280,11 @@ out:
   return st;
 }
 
-static void shm_close_conn(transport_conn_t *conn) { (void)conn; }
-
 const transport_ops_t shm_ops = {
     .name = "shm",
     .post_send = shm_post_send,
     .post_recv = shm_post_recv,
     .progress = shm_progress,
-    .close = shm_close_conn,
 };
 
 coll_status_t shm_group_wait(transport_group_t *g, int timeout_ms, bool *woke) {

@@ -313,15 +313,11 @@ out:
   return st;
 }
 
-/* The registry closes whole groups (tcp_setup.c); a single connection is closed there. */
-static void tcp_close_conn(transport_conn_t *conn) { (void)conn; }
-
 const transport_ops_t tcp_ops = {
     .name = "tcp",
     .post_send = tcp_post_send,
     .post_recv = tcp_post_recv,
     .progress = tcp_progress,
-    .close = tcp_close_conn,
 };
 
 coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks, int epfd) {
