@@ -33,6 +33,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "transport/shm/shm.h"
 
 /* Bytes read per process_vm_readv for a copy, and in total per progress call, so one
@@ -43,14 +44,6 @@
 #define ALIVE_CHECK_NS (100 * 1000 * 1000LL)
 /* Upper bound of one futex sleep, so a dead peer is noticed by the next progress. */
 #define MAX_SLEEP_MS 100
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 void shm_ring(shm_inbox_t *inbox) {
   atomic_fetch_add(&inbox->bell, 1);
@@ -295,7 +288,7 @@ coll_status_t shm_group_wait(transport_group_t *g, int timeout_ms, bool *woke) {
   if (!*woke && g->spin_ns > 0 && timeout_ms > 0) {
     int64_t until = coll_now_ns() + g->spin_ns;
     do {
-      for (int i = 0; i < 64; i++) cpu_relax();
+      for (int i = 0; i < 64; i++) coll_cpu_relax();
       now = atomic_load(&in->bell);
     } while (now == seen && coll_now_ns() < until);
     *woke = now != seen;

@@ -35,11 +35,10 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "transport/shm/shm.h"
 
 #define MAX_SLOT_BYTES (16u << 20)
-
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 static const char *host_name(const transport_setup_t *setup, int rank) {
   return setup->host_ids != NULL ? setup->host_ids[rank] : "localhost";
@@ -92,8 +91,9 @@ static shm_fifo_t fifo_at(shm_inbox_t *inbox, uint32_t index) {
  * map and lock this rank's inbox with one FIFO per shm peer. */
 static coll_status_t create_inbox(const transport_setup_t *setup, transport_group_t *g,
                                   uint32_t nfifos, size_t slot_bytes, uint32_t nslots) {
-  size_t hdrs_offset = round_up(sizeof(shm_fifo_ctrl_t), 64);
-  size_t data_offset = round_up(hdrs_offset + (size_t)nslots * sizeof(shm_slot_hdr_t), SHM_PAGE);
+  size_t hdrs_offset = coll_round_up(sizeof(shm_fifo_ctrl_t), 64);
+  size_t data_offset =
+      coll_round_up(hdrs_offset + (size_t)nslots * sizeof(shm_slot_hdr_t), SHM_PAGE);
   size_t stride = data_offset + (size_t)nslots * slot_bytes;
   g->inbox_len = SHM_PAGE + (size_t)nfifos * stride;
   uint64_t rnd = 0;
