@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_grads.h"
 #include "train.h"
 
 static train_backend_t *be;
@@ -248,6 +249,8 @@ START_TEST(model_announces_gradients_in_reverse_layer_order) {
   ck_assert_uint_eq(log[1], 10 * 5);
   ck_assert_uint_eq(log[2], 10 * 5 + 4 * 6);
   ck_assert_uint_eq(log[3], train_model_param_count(m));
+  /* What DDP asks the model for its buckets is what backward announces. */
+  for (int i = 0; i < 3; i++) ck_assert_uint_eq(train_model_grad_end(m, i), log[3 - i]);
   ck_assert_ptr_eq(train_model_linear(m, 2)->w, train_model_params(m));
   ck_assert_int_eq(train_model_forward(m, x, 3), TRAIN_ERR_INVALID);
   train_model_destroy(m);
