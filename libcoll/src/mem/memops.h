@@ -1,6 +1,6 @@
-/* Memory operations on host buffers of any alignment: element-wise reductions for every
- * type and op (float16/bfloat16 computed in float32), and the final division of AVG.
- * CUDA versions of the same table live beside it (cuda_reduce.cu, mem_cuda.h). */
+/* Host memory operations on buffers of any alignment: the element-wise reduction of each
+ * (dtype, op) and AVG's final division (host_reduce.c), and float16 / bfloat16 <-> float32
+ * conversions of one value or an array (half.c). Device buffers: mem_cuda.h. */
 #ifndef COLL_MEM_MEMOPS_H
 #define COLL_MEM_MEMOPS_H
 

@@ -1,7 +1,11 @@
-/* Transports: move bytes between this rank and one peer. One small table of operations
- * per transport (shm, tcp; later cuda_ipc, ib), one file each, and an ordered registry
- * that picks the transport of each pair at rendezvous. A connection knows nothing about
- * collectives.
+/* Transports: move bytes between this rank and one peer. Here: connections (post,
+ * progress) with their argument checks, the ring of pending operations the transports
+ * share, and the set of connections the registry (transport.c) builds at rendezvous.
+ *
+ * The transports, a folder each: shm/ (ranks of one host), ib/ (RDMA verbs, built with
+ * libibverbs), tcp/, and cuda_ipc/ (device buffers of one host, built with CUDA). Each
+ * gives a transport_ops_t per connection and a transport_kind_t to the registry
+ * (transport_kind.h, private to transport/). A connection knows nothing about collectives.
  *
  * Contract:
  *  1. Messages between two ranks are matched in order: the k-th post_send on a's

@@ -1,6 +1,6 @@
-/* Internal interface between the transport registry (transport.c) and each transport
- * file (shm.c, tcp.c): how a transport says whether it can serve a pair, connects a
- * group of peers, and blocks until one of them may progress. */
+/* The registry's side of each transport (shm/, tcp/, ib/, cuda_ipc/), private to
+ * transport/: a transport_kind_t says whether it serves a pair, connects a group of peers,
+ * hands out their connections, waits on them, counts their staging memory, closes them. */
 #ifndef COLL_TRANSPORT_TRANSPORT_KIND_H
 #define COLL_TRANSPORT_TRANSPORT_KIND_H
 
