@@ -1,5 +1,5 @@
 /* The store server's I/O and lifetime: one thread, one epoll set, every client a
- * non-blocking socket read one frame at a time (store_serve.c says what requests mean).
+ * non-blocking socket read one frame at a time (store_requests.c says what requests mean).
  * A client that breaks the protocol is dropped with a logged reason; nobody else notices. */
 #include <errno.h>
 #include <netdb.h>

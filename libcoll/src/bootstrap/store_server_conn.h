@@ -1,5 +1,5 @@
 /* The store server's state shared by its two files: connections and the server itself
- * (store_server.c does the I/O and lifetime, store_serve.c the meaning of each request).
+ * (store_server.c does the I/O and lifetime, store_requests.c the meaning of each request).
  * Everything here is touched by the server thread only, except the atomics. */
 #ifndef COLL_BOOTSTRAP_STORE_SERVER_CONN_H
 #define COLL_BOOTSTRAP_STORE_SERVER_CONN_H
@@ -82,7 +82,7 @@ bool store_conn_reply(store_server_t *s, conn_t *c, store_reply_t code, uint8_t 
 bool store_conn_reply_message(store_server_t *s, conn_t *c, store_reply_t code, const char *fmt,
                               ...) __attribute__((format(printf, 4, 5)));
 
-/* ---- store_serve.c ---- */
+/* ---- store_requests.c ---- */
 
 /* Serve the complete request in c->args: answer it, or park it (get/wait). */
 void store_serve(store_server_t *s, conn_t *c);
