@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_server_conn.h"
+#include "bootstrap/store_server_internal.h"
 #include "common/clock.h"
 
 static store_arg_t key_arg(const conn_t *c, uint32_t i) { return c->args[i]; }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store_net.h"
-#include "bootstrap/store_server_conn.h"
+#include "bootstrap/store_server_internal.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"

@@ -1,8 +1,8 @@
-/* The store server's state shared by its two files: connections and the server itself
- * (store_server.c does the I/O and lifetime, store_requests.c the meaning of each request).
- * Everything here is touched by the server thread only, except the atomics. */
-#ifndef COLL_BOOTSTRAP_STORE_SERVER_CONN_H
-#define COLL_BOOTSTRAP_STORE_SERVER_CONN_H
+/* Private to the store server's two files (store_server.c: I/O and lifetime,
+ * store_requests.c: what each request means): its connections, the server itself and the
+ * calls between the two. Touched by the server thread only, except the atomics. */
+#ifndef COLL_BOOTSTRAP_STORE_SERVER_INTERNAL_H
+#define COLL_BOOTSTRAP_STORE_SERVER_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
