@@ -54,9 +54,9 @@ static coll_comm_t *single_comm(void) {
  * rank here), and leaves the user's COLL_SPIN_US alone. */
 START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
   coll_comm_t *comm = single_comm();
-  ck_assert_int_eq(comm->exec.spin_ns, 50 * 1000);
+  ck_assert_int_eq(comm->base.spin_ns, 50 * 1000);
   ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
-  ck_assert_int_eq(comm->exec.spin_ns, 2000 * 1000);
+  ck_assert_int_eq(comm->base.spin_ns, 2000 * 1000);
   float v = 1;
   ck_assert_int_eq(coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm), COLL_OK);
   coll_comm_destroy(comm);
@@ -65,7 +65,7 @@ START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
   coll_config_t cfg = {.size = 1, .local_rank = -1, .master_port = 29500, .host_store = -1};
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
   ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
-  ck_assert_int_eq(comm->exec.spin_ns, 7 * 1000);
+  ck_assert_int_eq(comm->base.spin_ns, 7 * 1000);
   unsetenv("COLL_SPIN_US");
   coll_comm_destroy(comm);
 }

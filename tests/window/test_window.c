@@ -15,7 +15,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "common/clock.h"
-#include "core/arena.h"
+#include "onehost/arena.h"
 #include "core/comm.h"
 #include "multiproc.h"
 #include "peer_failures.h"
@@ -194,7 +194,7 @@ static int init_case(const void *c, int rank, int nranks, coll_comm_t **comm) {
   return init(c, rank, nranks, comm);
 }
 
-static void *window_alloc(coll_comm_t *comm, size_t bytes) {
+static void *alloc_window(coll_comm_t *comm, size_t bytes) {
   void *p = NULL;
   return coll_mem_alloc(comm, bytes, &p) == COLL_OK ? p : NULL;
 }
@@ -202,7 +202,7 @@ static void *window_alloc(coll_comm_t *comm, size_t bytes) {
 static pf_case_t failure_case(const win_case_t *c) {
   return (pf_case_t){.init = init_case,
                      .suite_case = c,
-                     .alloc = window_alloc,
+                     .alloc = alloc_window,
                      .release = NULL, /* the communicator frees its windows */
                      .timeout_ms = c->job.timeout_ms,
                      .variant = c->variant,

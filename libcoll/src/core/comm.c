@@ -15,7 +15,7 @@
  *   COLL_JOB_TOKEN     the store's job token (none)
  *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
  *                      collrun sets it)
- *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (core/trace.c) (unset)
+ *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (trace/trace.c) (unset)
  * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
  * MASTER_PORT (launch_env.c). */
 #include <sched.h>
@@ -26,10 +26,8 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/arena.h"
 #include "core/comm.h"
-#include "core/trace.h"
-#include "core/window.h"
+#include "trace/trace.h"
 
 enum { DEFAULT_TIMEOUT_MS = 300000 };
 
@@ -39,58 +37,6 @@ coll_status_t comm_check(const coll_comm_t *comm, const char *what) {
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "%s: comm is not a live communicator (destroyed or corrupt)", what);
   return COLL_OK;
-}
-
-coll_status_t comm_check_usable(coll_comm_t *comm, const char *what) {
-  if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
-    return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->rank,
-                      what);
-  int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
-  if (failed != 0)
-    return coll_error((coll_status_t)failed,
-                      "rank %d: %s: the communicator failed earlier and cannot be used: %s",
-                      comm->rank, what, comm->failed_message);
-  return COLL_OK;
-}
-
-static void mark_failed(coll_comm_t *comm, coll_status_t status, const char *prefix,
-                        const char *message) {
-  if (status == COLL_ERR_ABORTED || status == COLL_OK) return;
-  /* The message is written before `failed` is published (release), read after (acquire). */
-  pthread_mutex_lock(&comm->failed_mu);
-  if (atomic_load(&comm->failed) == 0) {
-    snprintf(comm->failed_message, sizeof comm->failed_message, "%s%s", prefix, message);
-    atomic_store_explicit(&comm->failed, (int)status, memory_order_release);
-  }
-  pthread_mutex_unlock(&comm->failed_mu);
-}
-
-void comm_mark_failed(coll_comm_t *comm, coll_status_t status) {
-  mark_failed(comm, status, "", coll_last_error());
-}
-
-void comm_mark_failed_by_peer(coll_comm_t *comm, coll_status_t status, const char *message) {
-  mark_failed(comm, status, "first failure in the communicator: ", message);
-}
-
-static size_t staging_now(const coll_comm_t *comm) {
-  size_t t = comm->transports ? transport_set_staging_bytes(comm->transports) : 0;
-  return t + exec_scratch_bytes(&comm->exec) + arena_staging_bytes(comm);
-}
-
-coll_status_t comm_store_get_text(coll_comm_t *comm, const char *key, char *out, size_t cap) {
-  void *value = NULL;
-  size_t len = 0;
-  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
-  if (st != COLL_OK) return st;
-  snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
-  free(value);
-  return COLL_OK;
-}
-
-void comm_update_staging_peak(coll_comm_t *comm) {
-  size_t now = staging_now(comm);
-  if (now > comm->staging_peak) comm->staging_peak = now;
 }
 
 static coll_status_t validate_config(const coll_config_t *cfg) {
@@ -110,7 +56,7 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
                       "coll_comm_init_config: master_port %d is outside 1..65535",
                       cfg->master_port);
   /* NULL means 127.0.0.1; an address is kept (for split's children) in store_addr. */
-  size_t addr_cap = sizeof((coll_comm_t *)NULL)->store_addr;
+  size_t addr_cap = sizeof((coll_comm_t *)NULL)->base.store_addr;
   if (cfg->master_addr != NULL && cfg->master_addr[0] == '\0')
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: master_addr is empty (NULL means 127.0.0.1)");
@@ -129,21 +75,22 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
 
 /* Free whatever init got to; also the tail of destroy. */
 static void comm_free(coll_comm_t *comm) {
-  failure_watch_stop(comm);
+  failure_watch_stop(&comm->base);
   progress_stop(comm);
-  group_free(comm);
-  exec_cuda_free(comm);
-  window_close_all(comm);
-  arena_close(comm);
+  free(comm->group_calls);
+  cuda_free(&comm->cuda);
+  window_close_all(&comm->windows, &comm->base);
+  arena_close(&comm->arena);
   transport_set_close(comm->transports);
-  store_client_close(comm->store);
-  store_server_stop(comm->server);
-  trace_close(comm);
+  store_client_close(comm->base.store);
+  store_server_stop(comm->base.server);
+  trace_close(&comm->base.trace);
+  exec_links_free(&comm->links);
   exec_free(&comm->exec);
   pthread_cond_destroy(&comm->queue_cv);
   pthread_cond_destroy(&comm->done_cv);
   pthread_mutex_destroy(&comm->mu);
-  pthread_mutex_destroy(&comm->failed_mu);
+  base_destroy(&comm->base);
   /* volatile: a plain store right before free() may be optimised away. */
   *(volatile uint64_t *)&comm->magic = COMM_DEAD_MAGIC;
   free(comm);
@@ -155,15 +102,15 @@ static void comm_free(coll_comm_t *comm) {
 static coll_status_t choose_spin(coll_comm_t *comm) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  bool crowded = comm->local_count > cpus;
+  bool crowded = comm->base.local_count > cpus;
   int64_t spin_us, pure_us;
   coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 50, &spin_us);
   if (st == COLL_OK) st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, crowded ? 1 : 5, &pure_us);
   if (st != COLL_OK) return st;
-  comm->exec.spin_ns = spin_us * 1000;
-  comm->exec.pure_spin_ns = pure_us * 1000;
-  comm->spin_crowded = crowded;
-  comm->spin_from_env = coll_env_str("COLL_SPIN_US") != NULL;
+  comm->base.spin_ns = spin_us * 1000;
+  comm->base.pure_spin_ns = pure_us * 1000;
+  comm->base.spin_crowded = crowded;
+  comm->base.spin_from_env = coll_env_str("COLL_SPIN_US") != NULL;
   return COLL_OK;
 }
 
@@ -178,13 +125,13 @@ static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, 
      * communicator's life. */
     store_server_options_t opts = {
         .bind_addr = NULL, .port = (uint16_t)cfg->master_port, .token = token};
-    st = store_server_start(&opts, &comm->server);
+    st = store_server_start(&opts, &comm->base.server);
     if (st != COLL_OK)
       return coll_error_prefix(st, "rank %d: hosting the store on port %d: ", cfg->rank,
                                cfg->master_port);
   }
   st =
-      store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->timeout_ms, &comm->store);
+      store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->base.timeout_ms, &comm->base.store);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", cfg->rank);
   return COLL_OK;
 }
@@ -212,25 +159,22 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
 
   coll_comm_t *comm = calloc(1, sizeof *comm);
   if (comm == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_init: out of memory");
-  comm->rank = config->rank;
-  comm->nranks = config->size;
-  comm->local_rank = config->local_rank;
-  comm->local_count = 1;
-  comm->timeout_ms = (int)timeout;
+  base_init(&comm->base);
+  comm->base.rank = config->rank;
+  comm->base.nranks = config->size;
+  comm->base.local_rank = config->local_rank;
+  comm->base.local_count = 1;
+  comm->base.timeout_ms = (int)timeout;
   comm->algo = env_algo;
   comm->cost = algo_cost_shm_default;
-  snprintf(comm->key_prefix, sizeof comm->key_prefix, "%s", prefix ? prefix : "coll/single/");
+  snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "%s", prefix ? prefix : "coll/single/");
   comm->prefix_preset = prefix != NULL;
   /* Kept for coll_comm_split: children reach the same store. */
-  snprintf(comm->store_addr, sizeof comm->store_addr, "%s",
+  snprintf(comm->base.store_addr, sizeof comm->base.store_addr, "%s",
            config->master_addr ? config->master_addr : "127.0.0.1");
-  comm->store_port = config->master_port;
-  snprintf(comm->token, sizeof comm->token, "%s", token ? token : "");
-  atomic_init(&comm->aborted, 0);
-  atomic_init(&comm->failed, 0);
-  atomic_init(&comm->heartbeat_ns, 0);
+  comm->base.store_port = config->master_port;
+  snprintf(comm->base.token, sizeof comm->base.token, "%s", token ? token : "");
   pthread_mutex_init(&comm->mu, NULL);
-  pthread_mutex_init(&comm->failed_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -238,20 +182,22 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   pthread_cond_init(&comm->done_cv, &ca);
   pthread_condattr_destroy(&ca);
   comm->magic = COMM_MAGIC;
-  coll_log_set_rank(comm->rank);
+  coll_log_set_rank(comm->base.rank);
 
-  st = exec_init(&comm->exec, comm->rank, comm->nranks);
+  st = exec_init(&comm->exec, &comm->base, &comm->cost);
   if (st != COLL_OK) goto fail;
-  if (comm->nranks > 1) {
+  if (comm->base.nranks > 1) {
     st = connect_store(comm, config, token);
     if (st == COLL_OK) st = rdv_connect(comm, env_algo);
     if (st != COLL_OK) goto fail;
   }
-  st = choose_spin(comm);
-  if (st == COLL_OK) st = trace_open(comm);
+  st = exec_links_init(&comm->links, comm->transports, comm->base.nranks);
+  if (st == COLL_OK) st = choose_spin(comm);
+  if (st == COLL_OK)
+    st = trace_open(&comm->base.trace, comm->base.rank, comm->base.nranks, comm->base.key_prefix);
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
-  st = failure_watch_start(comm);
+  st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;
   *out = comm;
@@ -278,18 +224,18 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_comm_destroy");
   if (st != COLL_OK) return st;
   progress_stop(comm);
-  failure_watch_stop(comm);
+  failure_watch_stop(&comm->base);
   /* Skip the barrier when the peers may be gone (abort, failure): it could only time
    * out. Otherwise nobody closes its connections, nor rank 0 its store, while a peer
    * may still need them. */
-  bool healthy = !atomic_load(&comm->aborted) && !atomic_load(&comm->failed);
-  if (comm->nranks > 1 && healthy) st = rdv_finish(comm);
-  if (comm->nranks > 1 && atomic_load(&comm->failed)) {
+  bool healthy = !atomic_load(&comm->base.aborted) && !atomic_load(&comm->base.failed);
+  if (comm->base.nranks > 1 && healthy) st = rdv_finish(comm);
+  if (comm->base.nranks > 1 && atomic_load(&comm->base.failed)) {
     /* Peers learn of the failure from the closed connections, then the cause from the
      * store, which must outlive that (failure.c). */
     transport_set_close(comm->transports);
     comm->transports = NULL;
-    failure_linger(comm);
+    failure_linger(&comm->base);
   }
   comm_free(comm);
   if (st == COLL_OK) coll_error_clear();
@@ -300,7 +246,7 @@ coll_status_t coll_comm_abort(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_comm_abort");
   if (st != COLL_OK) return st;
   /* A second abort finds the flag set and does nothing (rule 6). */
-  if (atomic_exchange(&comm->aborted, 1) == 0) progress_wake_all(comm);
+  if (atomic_exchange(&comm->base.aborted, 1) == 0) progress_wake_all(comm);
   coll_error_clear();
   return COLL_OK;
 }
@@ -309,8 +255,8 @@ coll_status_t coll_comm_abort(coll_comm_t *comm) {
  * refuse (same message as comm_check_usable), while a failed communicator still answers
  * them. */
 static coll_status_t refuse_if_aborted(const coll_comm_t *comm, const char *what) {
-  if (!atomic_load_explicit(&comm->aborted, memory_order_relaxed)) return COLL_OK;
-  return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->rank,
+  if (!atomic_load_explicit(&comm->base.aborted, memory_order_relaxed)) return COLL_OK;
+  return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->base.rank,
                     what);
 }
 
@@ -320,8 +266,8 @@ coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank) {
   if (st != COLL_OK) return st;
   if (rank == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_rank: rank is NULL",
-                      comm->rank);
-  *rank = comm->rank;
+                      comm->base.rank);
+  *rank = comm->base.rank;
   coll_error_clear();
   return COLL_OK;
 }
@@ -332,8 +278,8 @@ coll_status_t coll_comm_size(const coll_comm_t *comm, int *size) {
   if (st != COLL_OK) return st;
   if (size == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_size: size is NULL",
-                      comm->rank);
-  *size = comm->nranks;
+                      comm->base.rank);
+  *size = comm->base.nranks;
   coll_error_clear();
   return COLL_OK;
 }
@@ -344,11 +290,11 @@ coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *sta
   if (st != COLL_OK) return st;
   if (stats == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_mem_stats: stats is NULL",
-                      comm->rank);
-  stats->staging_bytes = staging_now(comm);
+                      comm->base.rank);
+  stats->staging_bytes = comm_staging_now(comm);
   stats->staging_bytes_peak =
       comm->staging_peak > stats->staging_bytes ? comm->staging_peak : stats->staging_bytes;
-  stats->window_bytes = window_bytes(comm);
+  stats->window_bytes = window_bytes(comm->windows);
   coll_error_clear();
   return COLL_OK;
 }
@@ -359,10 +305,10 @@ coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
   if (st != COLL_OK) return st;
   if ((unsigned)algo >= COLL_ALGO_COUNT)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "rank %d: coll_comm_set_algo: unknown algorithm %d", comm->rank, (int)algo);
+                      "rank %d: coll_comm_set_algo: unknown algorithm %d", comm->base.rank, (int)algo);
   comm->algo = algo;
   /* Agreement costs a store round trip; it is paid once, at the next collective. */
-  if (comm->nranks > 1) comm->algo_check_pending = true;
+  if (comm->base.nranks > 1) comm->algo_check_pending = true;
   coll_error_clear();
   return COLL_OK;
 }
@@ -373,10 +319,10 @@ coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms) {
   if (st != COLL_OK) return st;
   if (timeout_ms < 1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "rank %d: coll_comm_set_timeout: timeout_ms %d must be >= 1", comm->rank,
+                      "rank %d: coll_comm_set_timeout: timeout_ms %d must be >= 1", comm->base.rank,
                       timeout_ms);
   /* Read by the executor at the start of each operation. */
-  comm->timeout_ms = timeout_ms;
+  comm->base.timeout_ms = timeout_ms;
   coll_error_clear();
   return COLL_OK;
 }
@@ -388,9 +334,9 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
   if (poll_us < 0 || poll_us > 1000000)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_comm_set_poll_us: poll_us %d is outside [0, 1000000]",
-                      comm->rank, poll_us);
+                      comm->base.rank, poll_us);
   /* Crowded ranks keep their short spin (choose_spin); the user's COLL_SPIN_US wins. */
-  if (!comm->spin_crowded && !comm->spin_from_env) comm->exec.spin_ns = (int64_t)poll_us * 1000;
+  if (!comm->base.spin_crowded && !comm->base.spin_from_env) comm->base.spin_ns = (int64_t)poll_us * 1000;
   coll_error_clear();
   return COLL_OK;
 }
@@ -398,17 +344,17 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
 coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error) {
   coll_status_t st = comm_check(comm, "coll_comm_get_async_error");
   if (st != COLL_OK) return st;
-  if (atomic_load(&comm->aborted)) {
+  if (atomic_load(&comm->base.aborted)) {
     if (async_error != NULL) *async_error = COLL_ERR_ABORTED;
     return refuse_if_aborted(comm, "coll_comm_get_async_error");
   }
   if (async_error == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "rank %d: coll_comm_get_async_error: async_error is NULL", comm->rank);
-  int failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+                      "rank %d: coll_comm_get_async_error: async_error is NULL", comm->base.rank);
+  int failed = atomic_load_explicit(&comm->base.failed, memory_order_acquire);
   *async_error = (coll_status_t)failed;
   if (failed != 0)
-    coll_error((coll_status_t)failed, "rank %d: %s", comm->rank, comm->failed_message);
+    coll_error((coll_status_t)failed, "rank %d: %s", comm->base.rank, comm->base.failed_message);
   else
     coll_error_clear();
   return COLL_OK;

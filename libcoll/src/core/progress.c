@@ -1,6 +1,7 @@
-/* The progress thread of a communicator and its FIFO of queued collectives, plus the
- * blocking fast path: a blocking call with nothing queued runs on the caller's thread,
- * which saves the hand-off (two thread wake-ups) that dominates small messages. */
+/* The request queue: the progress thread of a communicator and its FIFO of queued
+ * calls, the blocking fast path (a blocking call with nothing queued runs on the
+ * caller's thread, which saves the hand-off (two thread wake-ups) that dominates small
+ * messages), and the two waits other files need (quiet, one request done). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +10,15 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "trace/trace.h"
 
 enum { IDLE_WAIT_MS = 1000 };
 
 /* Run a queued request and publish its result. The request may be freed by its waiter
  * as soon as `done` is set, so that is the last thing touched. */
 static void execute(coll_comm_t *comm, coll_request_t *req) {
-  atomic_store_explicit(&comm->heartbeat_ns, coll_now_ns(), memory_order_relaxed);
-  coll_status_t st = exec_run(comm, &req->call);
+  base_heartbeat(&comm->base, coll_now_ns());
+  coll_status_t st = dispatch_run(comm, &req->call);
   if (st != COLL_OK) snprintf(req->message, sizeof req->message, "%s", coll_last_error());
   pthread_mutex_lock(&comm->mu);
   req->status = st;
@@ -32,7 +34,7 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
  * queued work itself, see progress_help). */
 static void *progress_main(void *arg) {
   coll_comm_t *comm = arg;
-  coll_log_set_rank(comm->rank);
+  coll_log_set_rank(comm->base.rank);
   pthread_mutex_lock(&comm->mu);
   for (;;) {
     if (comm->head != NULL && !comm->busy) {
@@ -57,6 +59,7 @@ coll_status_t progress_start(coll_comm_t *comm) {
   int rc = pthread_create(&comm->thread, NULL, progress_main, comm);
   if (rc != 0) return coll_error_errno(COLL_ERR_SYSTEM, rc, "creating the progress thread");
   comm->thread_started = true;
+  trace_set_progress_thread(comm->base.trace, comm->thread);
   return COLL_OK;
 }
 
@@ -92,7 +95,7 @@ bool progress_help(coll_comm_t *comm) {
   return true;
 }
 
-coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
+coll_status_t progress_submit(coll_comm_t *comm, const coll_call_t *call,
                               coll_request_t **request) {
   coll_request_t *req = calloc(1, sizeof *req);
   if (req == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a request");
@@ -111,12 +114,12 @@ coll_status_t progress_submit(coll_comm_t *comm, const exec_call_t *call,
   return COLL_OK;
 }
 
-coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call) {
+coll_status_t progress_run_blocking(coll_comm_t *comm, const coll_call_t *call) {
   pthread_mutex_lock(&comm->mu);
   if (comm->head == NULL && !comm->busy) {
     comm->busy = true;
     pthread_mutex_unlock(&comm->mu);
-    coll_status_t st = exec_run(comm, call);
+    coll_status_t st = dispatch_run(comm, call);
     pthread_mutex_lock(&comm->mu);
     comm->busy = false;
     comm->epoch++;
@@ -130,4 +133,35 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const exec_call_t *call) 
   coll_status_t st = progress_submit(comm, call, &req);
   if (st != COLL_OK) return st;
   return coll_request_wait(&req);
+}
+
+coll_status_t progress_quiet(coll_comm_t *comm, const char *what) {
+  int64_t limit = coll_now_ns() + (int64_t)comm->base.timeout_ms * 1000000LL;
+  bool idle;
+  pthread_mutex_lock(&comm->mu);
+  while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
+         !base_aborted(&comm->base)) {
+    struct timespec ts = coll_timespec_in_ms(20);
+    pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
+  }
+  pthread_mutex_unlock(&comm->mu);
+  if (idle) return COLL_OK;
+  return base_aborted(&comm->base)
+             ? coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted",
+                          comm->base.rank, what)
+             : coll_error(COLL_ERR_TIMEOUT,
+                          "rank %d: %s: asynchronous calls still running after %d ms",
+                          comm->base.rank, what, comm->base.timeout_ms);
+}
+
+bool progress_wait_done(coll_comm_t *comm, const coll_request_t *req, int64_t deadline_ns) {
+  bool done = false;
+  pthread_mutex_lock(&comm->mu);
+  while (!(done = atomic_load_explicit(&req->done, memory_order_acquire))) {
+    if (coll_now_ns() > deadline_ns) break;
+    struct timespec ts = coll_timespec_in_ms(20);
+    pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
+  }
+  pthread_mutex_unlock(&comm->mu);
+  return done;
 }

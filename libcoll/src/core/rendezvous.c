@@ -12,7 +12,6 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/arena.h"
 #include "core/comm.h"
 
 enum { HOST_ID_MAX = 256, INFO_MAX = 1024, KEY_MAX = 160 };
@@ -79,16 +78,16 @@ static bool parse_info(char *text, rank_info_t *out) {
 
 static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) {
   char key[KEY_MAX];
-  snprintf(key, sizeof key, "%sinfo/%d", comm->key_prefix, r);
+  snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, r);
   void *value = NULL;
   size_t len = 0;
-  coll_status_t st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+  coll_status_t st = store_get(comm->base.store, key, &value, &len, comm->base.timeout_ms);
   if (st != COLL_OK)
-    return coll_error_prefix(st, "rank %d: rendezvous, waiting for rank %d: ", comm->rank, r);
+    return coll_error_prefix(st, "rank %d: rendezvous, waiting for rank %d: ", comm->base.rank, r);
   char *text = malloc(len + 1);
   if (text == NULL) {
     free(value);
-    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->rank);
+    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->base.rank);
   }
   memcpy(text, value, len);
   text[len] = '\0';
@@ -97,7 +96,7 @@ static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) 
   free(text);
   if (!ok)
     return coll_error(COLL_ERR_PROTOCOL, "rank %d: rendezvous record of rank %d is malformed",
-                      comm->rank, r);
+                      comm->base.rank, r);
   return COLL_OK;
 }
 
@@ -105,11 +104,11 @@ static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) 
  * create communicators in the same order (rule 4), so they agree without talking. */
 static coll_status_t agree_prefix(coll_comm_t *comm) {
   char key[KEY_MAX];
-  snprintf(key, sizeof key, "coll/comms/%d", comm->rank);
+  snprintf(key, sizeof key, "coll/comms/%d", comm->base.rank);
   int64_t k = 0;
-  coll_status_t st = store_add(comm->store, key, 1, &k, comm->timeout_ms);
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->rank);
-  snprintf(comm->key_prefix, sizeof comm->key_prefix, "coll/c%lld/", (long long)k);
+  coll_status_t st = store_add(comm->base.store, key, 1, &k, comm->base.timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->base.rank);
+  snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "coll/c%lld/", (long long)k);
   return COLL_OK;
 }
 
@@ -119,15 +118,15 @@ static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int
 static coll_status_t check_same(const coll_comm_t *comm, const char *var, const char *mine0,
                                 const char *theirs, int r) {
   if (strcasecmp(mine0, theirs) == 0) return COLL_OK;
-  if (r == comm->rank)
+  if (r == comm->base.rank)
     return coll_error(COLL_ERR_MISMATCH,
                       "rank %d: %s differs between ranks: this rank has '%s' but rank 0 has "
                       "'%s' (every rank must use the same value)",
-                      comm->rank, var, theirs, mine0);
+                      comm->base.rank, var, theirs, mine0);
   return coll_error(COLL_ERR_MISMATCH,
                     "rank %d: %s differs between ranks: rank %d has '%s' but rank 0 has '%s' "
                     "(every rank must use the same value)",
-                    comm->rank, var, r, theirs, mine0);
+                    comm->base.rank, var, r, theirs, mine0);
 }
 
 coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
@@ -149,15 +148,15 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
 
   char text[INFO_MAX], key[KEY_MAX];
   format_info(&mine, text, sizeof text);
-  snprintf(key, sizeof key, "%sinfo/%d", comm->key_prefix, comm->rank);
-  st = store_set(comm->store, key, text, strlen(text), comm->timeout_ms);
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->rank);
+  snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, comm->base.rank);
+  st = store_set(comm->base.store, key, text, strlen(text), comm->base.timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->base.rank);
 
-  int n = comm->nranks;
+  int n = comm->base.nranks;
   rank_info_t *all = calloc((size_t)n, sizeof *all);
   const char **hosts = calloc((size_t)n, sizeof *hosts);
   if (all == NULL || hosts == NULL) {
-    st = coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->rank);
+    st = coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->base.rank);
     goto out;
   }
   for (int r = 0; r < n; r++) {
@@ -167,18 +166,18 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   }
   /* Announce that this rank has read every record, so that on a mismatch the store's
    * host can wait before closing the store: every rank then sees the mismatch itself. */
-  snprintf(key, sizeof key, "%sread/%d", comm->key_prefix, comm->rank);
-  st = store_set(comm->store, key, "1", 1, comm->timeout_ms);
+  snprintf(key, sizeof key, "%sread/%d", comm->base.key_prefix, comm->base.rank);
+  st = store_set(comm->base.store, key, "1", 1, comm->base.timeout_ms);
   if (st != COLL_OK) goto out;
   for (int r = 1; r < n; r++) {
     st = check_same(comm, "COLL_ALGO", all[0].algo, all[r].algo, r);
     if (st == COLL_OK)
       st = check_same(comm, "COLL_TRANSPORT", all[0].transport, all[r].transport, r);
     if (st != COLL_OK) {
-      if (comm->server != NULL) {
-        char message[COMM_MESSAGE_MAX];
+      if (comm->base.server != NULL) {
+        char message[BASE_MESSAGE_MAX];
         snprintf(message, sizeof message, "%s", coll_last_error());
-        wait_all(comm, "read", comm->rank, comm->timeout_ms);
+        wait_all(comm, "read", comm->base.rank, comm->base.timeout_ms);
         coll_error(st, "%s", message);
       }
       goto out;
@@ -186,36 +185,36 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   }
   /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
   bool one_host = true;
-  comm->local_count = 0;
+  comm->base.local_count = 0;
   for (int r = 0; r < n; r++) {
     one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
-    comm->local_count += strcmp(hosts[r], hosts[comm->rank]) == 0;
+    comm->base.local_count += strcmp(hosts[r], hosts[comm->base.rank]) == 0;
   }
   bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
   comm->cost = tcp ? all[0].tcp : all[0].shm;
   comm->segment_bytes = all[0].chunk;
   comm->algo = env_algo;
 
-  char tp_prefix[COMM_KEY_PREFIX_MAX + 8];
-  snprintf(tp_prefix, sizeof tp_prefix, "%stp/", comm->key_prefix);
+  char tp_prefix[BASE_KEY_PREFIX_MAX + 8];
+  snprintf(tp_prefix, sizeof tp_prefix, "%stp/", comm->base.key_prefix);
   transport_setup_t setup = {
-      .store = comm->store,
+      .store = comm->base.store,
       .key_prefix = tp_prefix,
-      .rank = comm->rank,
+      .rank = comm->base.rank,
       .nranks = n,
       .host_ids = hosts,
       .forced = forced,
-      .timeout_ms = comm->timeout_ms,
+      .timeout_ms = comm->base.timeout_ms,
   };
   st = transport_set_connect(&setup, &comm->transports);
   if (st != COLL_OK) {
-    coll_error_prefix(st, "rank %d: connecting transports: ", comm->rank);
+    coll_error_prefix(st, "rank %d: connecting transports: ", comm->base.rank);
     goto out;
   }
   /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
-  st = arena_open(comm, one_host, forced);
+  st = arena_open(&comm->arena, &comm->base, one_host, forced);
   if (st != COLL_OK) goto out;
-  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->key_prefix, n,
+  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->base.key_prefix, n,
            one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
            comm->segment_bytes);
 out:
@@ -228,17 +227,17 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
   int epoch = ++comm->algo_epoch;
   char key[KEY_MAX];
   const char *mine = coll_algo_name(comm->algo);
-  snprintf(key, sizeof key, "%salgo/%d/%d", comm->key_prefix, epoch, comm->rank);
-  coll_status_t st = store_set(comm->store, key, mine, strlen(mine), comm->timeout_ms);
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: coll_comm_set_algo: ", comm->rank);
+  snprintf(key, sizeof key, "%salgo/%d/%d", comm->base.key_prefix, epoch, comm->base.rank);
+  coll_status_t st = store_set(comm->base.store, key, mine, strlen(mine), comm->base.timeout_ms);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: coll_comm_set_algo: ", comm->base.rank);
   char first[32] = "";
-  for (int r = 0; r < comm->nranks; r++) {
-    snprintf(key, sizeof key, "%salgo/%d/%d", comm->key_prefix, epoch, r);
+  for (int r = 0; r < comm->base.nranks; r++) {
+    snprintf(key, sizeof key, "%salgo/%d/%d", comm->base.key_prefix, epoch, r);
     void *value = NULL;
     size_t len = 0;
-    st = store_get(comm->store, key, &value, &len, comm->timeout_ms);
+    st = store_get(comm->base.store, key, &value, &len, comm->base.timeout_ms);
     if (st != COLL_OK)
-      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ", comm->rank,
+      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ", comm->base.rank,
                                r);
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), (const char *)value);
@@ -249,29 +248,29 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
       return coll_error(COLL_ERR_MISMATCH,
                         "rank %d: coll_comm_set_algo differs between ranks: rank %d chose "
                         "'%s' but rank 0 chose '%s'",
-                        comm->rank, r, name, first);
+                        comm->base.rank, r, name, first);
     }
   }
   return COLL_OK;
 }
 
 static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms) {
-  int n = comm->nranks;
+  int n = comm->base.nranks;
   char **keys = calloc((size_t)n, sizeof *keys);
   char *storage = calloc((size_t)n, KEY_MAX);
   if (keys == NULL || storage == NULL) {
     free(keys);
     free(storage);
-    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: destroy: out of memory", comm->rank);
+    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: destroy: out of memory", comm->base.rank);
   }
   size_t nkeys = 0;
   for (int r = 0; r < n; r++) {
     if (r == skip) continue;
     keys[nkeys] = storage + (size_t)r * KEY_MAX;
-    snprintf(keys[nkeys], KEY_MAX, "%s%s/%d", comm->key_prefix, what, r);
+    snprintf(keys[nkeys], KEY_MAX, "%s%s/%d", comm->base.key_prefix, what, r);
     nkeys++;
   }
-  coll_status_t st = store_wait(comm->store, (const char *const *)keys, nkeys, timeout_ms);
+  coll_status_t st = store_wait(comm->base.store, (const char *const *)keys, nkeys, timeout_ms);
   free(keys);
   free(storage);
   return st;
@@ -284,19 +283,19 @@ static int left_ms(int64_t deadline_ns) {
 }
 
 coll_status_t rdv_finish(coll_comm_t *comm) {
-  int64_t deadline = coll_deadline_ns(comm->timeout_ms);
+  int64_t deadline = coll_deadline_ns(comm->base.timeout_ms);
   char key[KEY_MAX];
-  snprintf(key, sizeof key, "%sdone/%d", comm->key_prefix, comm->rank);
-  coll_status_t st = store_set(comm->store, key, "1", 1, left_ms(deadline));
+  snprintf(key, sizeof key, "%sdone/%d", comm->base.key_prefix, comm->base.rank);
+  coll_status_t st = store_set(comm->base.store, key, "1", 1, left_ms(deadline));
   if (st == COLL_OK) st = wait_all(comm, "done", -1, left_ms(deadline));
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
-  if (comm->server == NULL) {
-    snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
-    return store_set(comm->store, key, "1", 1, left_ms(deadline));
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->base.rank);
+  if (comm->base.server == NULL) {
+    snprintf(key, sizeof key, "%sleft/%d", comm->base.key_prefix, comm->base.rank);
+    return store_set(comm->base.store, key, "1", 1, left_ms(deadline));
   }
   /* The host keeps serving until everyone has finished with the store. Ranks that
    * host nothing announce it; a launcher-hosted store needs no wait at all. */
-  st = wait_all(comm, "left", comm->rank, left_ms(deadline));
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->rank);
+  st = wait_all(comm, "left", comm->base.rank, left_ms(deadline));
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->base.rank);
   return COLL_OK;
 }

@@ -1,13 +1,13 @@
 /* Waiting for and testing non-blocking collectives. A waiter runs queued work itself
  * when the progress thread is idle. The executor enforces each operation's deadline;
  * the waiter keeps its own as a backstop, from the executor's last sign of life. */
-#include <sched.h>
 #include <stdlib.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/wait.h"
 #include "core/comm.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 enum { SPIN_NS = 50000, PURE_SPIN_NS = 2000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_MS = 5000 };
 
@@ -47,13 +47,14 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   /* Small operations finish within microseconds: a short spin avoids a sleep. It
    * yields after the first microseconds: the progress thread may need this core. */
   int64_t start = coll_now_ns();
-  for (int64_t now = start; !is_done(req) && now - start < SPIN_NS; now = coll_now_ns())
-    if (now - start > PURE_SPIN_NS) sched_yield();
+  for (int64_t now = start; !is_done(req) && coll_wait_spin(now - start, SPIN_NS, PURE_SPIN_NS);
+       now = coll_now_ns()) {
+  }
   if (is_done(req)) return finish(request);
 
-  int64_t limit_ns = ((int64_t)comm->timeout_ms + BACKSTOP_GRACE_MS) * 1000000LL;
+  int64_t limit_ns = ((int64_t)comm->base.timeout_ms + BACKSTOP_GRACE_MS) * 1000000LL;
   bool stale = false;
-  int64_t traced = trace_request_wait_start(comm);
+  int64_t traced = trace_request_wait_start(comm->base.trace);
   pthread_mutex_lock(&comm->mu);
   while (!is_done(req)) {
     if (!comm->busy && comm->head != NULL) {
@@ -65,7 +66,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     struct timespec ts = coll_timespec_in_ms(WAIT_SLICE_MS);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
     int64_t now = coll_now_ns();
-    int64_t alive = atomic_load_explicit(&comm->heartbeat_ns, memory_order_relaxed);
+    int64_t alive = atomic_load_explicit(&comm->base.heartbeat_ns, memory_order_relaxed);
     if (alive < start) alive = start;
     if (!is_done(req) && now - alive > limit_ns) {
       stale = true;
@@ -73,10 +74,10 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     }
   }
   pthread_mutex_unlock(&comm->mu);
-  trace_request_wait_done(comm, traced);
+  trace_request_wait_done(comm->base.trace, traced);
   if (stale) /* The executor still owns the request: it stays valid (abort, then wait again). */
     return coll_error(COLL_ERR_TIMEOUT,
                       "rank %d: coll_request_wait: the executor showed no progress for %d ms",
-                      comm->rank, comm->timeout_ms + BACKSTOP_GRACE_MS);
+                      comm->base.rank, comm->base.timeout_ms + BACKSTOP_GRACE_MS);
   return finish(request);
 }

@@ -25,15 +25,15 @@ static int by_key_then_rank(const void *a, const void *b) {
 /* Everyone's (color, key) in m[0..n). */
 static coll_status_t exchange(coll_comm_t *comm, uint64_t k, int color, int key, member_t *m) {
   char name[KEY_MAX], value[64];
-  snprintf(name, sizeof name, "%ssplit/%llu/%d", comm->key_prefix, (unsigned long long)k,
-           comm->rank);
+  snprintf(name, sizeof name, "%ssplit/%llu/%d", comm->base.key_prefix, (unsigned long long)k,
+           comm->base.rank);
   snprintf(value, sizeof value, "%d %d", color, key);
-  coll_status_t st = store_set(comm->store, name, value, strlen(value), comm->timeout_ms);
-  for (int r = 0; r < comm->nranks && st == COLL_OK; r++) {
-    snprintf(name, sizeof name, "%ssplit/%llu/%d", comm->key_prefix, (unsigned long long)k, r);
+  coll_status_t st = store_set(comm->base.store, name, value, strlen(value), comm->base.timeout_ms);
+  for (int r = 0; r < comm->base.nranks && st == COLL_OK; r++) {
+    snprintf(name, sizeof name, "%ssplit/%llu/%d", comm->base.key_prefix, (unsigned long long)k, r);
     void *val = NULL;
     size_t len = 0;
-    st = store_get(comm->store, name, &val, &len, comm->timeout_ms);
+    st = store_get(comm->base.store, name, &val, &len, comm->base.timeout_ms);
     if (st != COLL_OK) break;
     snprintf(value, sizeof value, "%.*s", (int)(len < sizeof value ? len : sizeof value - 1),
              (const char *)val);
@@ -49,16 +49,16 @@ static coll_status_t exchange(coll_comm_t *comm, uint64_t k, int color, int key,
 coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t **newcomm) {
   if (newcomm != NULL) *newcomm = NULL;
   coll_status_t st = comm_check(comm, "coll_comm_split");
-  if (st == COLL_OK) st = comm_check_usable(comm, "coll_comm_split");
+  if (st == COLL_OK) st = base_check_usable(&comm->base, "coll_comm_split");
   if (st != COLL_OK) return st;
   if (newcomm == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_comm_split: newcomm is NULL",
-                      comm->rank);
+                      comm->base.rank);
   if (comm->group_depth > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "rank %d: coll_comm_split: not allowed inside a group", comm->rank);
+                      "rank %d: coll_comm_split: not allowed inside a group", comm->base.rank);
   uint64_t k = ++comm->splits;
-  int n = comm->nranks;
+  int n = comm->base.nranks;
   member_t *m = calloc((size_t)n, sizeof *m);
   if (m == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_split: out of memory");
   if (n > 1) {
@@ -68,7 +68,7 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
   }
   if (st != COLL_OK) {
     free(m);
-    return coll_error_prefix(st, "rank %d: coll_comm_split: ", comm->rank);
+    return coll_error_prefix(st, "rank %d: coll_comm_split: ", comm->base.rank);
   }
   if (color < 0) {
     free(m);
@@ -80,24 +80,24 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
     if (m[r].color == color) m[size++] = m[r];
   qsort(m, (size_t)size, sizeof *m, by_key_then_rank);
   for (int i = 0; i < size; i++)
-    if (m[i].rank == comm->rank) me = i;
+    if (m[i].rank == comm->base.rank) me = i;
   free(m);
-  char prefix[COMM_KEY_PREFIX_MAX];
-  int len = snprintf(prefix, sizeof prefix, "%ss%llu-c%d/", comm->key_prefix, (unsigned long long)k,
+  char prefix[BASE_KEY_PREFIX_MAX];
+  int len = snprintf(prefix, sizeof prefix, "%ss%llu-c%d/", comm->base.key_prefix, (unsigned long long)k,
                      color);
   if (len < 0 || (size_t)len >= sizeof prefix)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_comm_split: splits nested too deep (key prefix over %d "
                       "bytes)",
-                      comm->rank, COMM_KEY_PREFIX_MAX - 1);
+                      comm->base.rank, BASE_KEY_PREFIX_MAX - 1);
   coll_config_t cfg = {.rank = me,
                        .size = size,
                        .local_rank = -1,
-                       .master_addr = comm->store_addr,
-                       .master_port = comm->store_port,
-                       .token = comm->token[0] ? comm->token : NULL,
+                       .master_addr = comm->base.store_addr,
+                       .master_port = comm->base.store_port,
+                       .token = comm->base.token[0] ? comm->base.token : NULL,
                        .host_store = 0,
-                       .timeout_ms = comm->timeout_ms};
+                       .timeout_ms = comm->base.timeout_ms};
   st = comm_create(&cfg, prefix, newcomm);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_split (color %d): ", color);
   return COLL_OK;

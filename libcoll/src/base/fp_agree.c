@@ -20,7 +20,7 @@
  * Cost: with 2 ranks the one exchange there always was; up to 8 ranks n - 1 small
  * messages each way per rank and call, sent together; above, ceil(log2 n) each way,
  * round k's send one hop after round k-1's receive. All overlap the schedule. */
-#include "core/fp_agree.h"
+#include "base/fp_agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,16 +2,18 @@
  * whose ranks all live on one host, where every rank has a slot; each chunk is copied in
  * once, reduced once by the rank that owns its slice, and copied out by everyone
  * (docs/algorithms.md, "Arena"). arena_setup.c makes and maps the segment at init;
- * arena.c runs a call on the executor. */
-#ifndef COLL_CORE_ARENA_H
-#define COLL_CORE_ARENA_H
+ * arena.c runs a call; window_run.c shares its waits for the zero-copy window path. */
+#ifndef COLL_ONEHOST_ARENA_H
+#define COLL_ONEHOST_ARENA_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "base/base.h"
+#include "base/call.h"
+#include "trace/trace.h"
 
 #define ARENA_MAGIC 0x3161726e65726e41ull /* "Anrenra1" */
 /* Slot sets used round-robin: a rank may fill round t+1 and reduce round t while the
@@ -52,6 +54,7 @@ typedef struct {
 } arena_rank_t;
 
 typedef struct arena {
+  coll_base_t *base; /* the communicator's identity and health */
   arena_hdr_t *hdr;
   arena_rank_t *ranks;
   unsigned char *data;
@@ -67,28 +70,31 @@ typedef struct arena {
 /* At init, after the transports (collective over all ranks): when every rank is on one
  * host and the pairs use shm, rank 0 creates the segment (COLL_ARENA_SLOT_BYTES per slot,
  * rank 0's value), everyone maps it and locks its byte, rank 0 unlinks the name once all
- * have mapped it. comm->arena stays NULL otherwise, or with COLL_ARENA=0 on rank 0. */
-coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_transport);
-void arena_close(coll_comm_t *comm);
-/* This rank's share of the segment (its size / nranks), counted as staging. */
-size_t arena_staging_bytes(const coll_comm_t *comm);
+ * have mapped it. *out stays NULL otherwise, or with COLL_ARENA=0 on rank 0. */
+coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
+                         const char *forced_transport);
+void arena_close(arena_t **a);
+/* This rank's share of the segment (its size / nranks), counted as staging; 0 for NULL. */
+size_t arena_staging_bytes(const arena_t *a);
 /* false when the process of `rank` no longer exists (its lock is gone). */
 bool arena_rank_alive(const arena_t *a, int rank);
 
-/* Every collective of a communicator with an arena records its fingerprint there
- * (exec.c for schedules, arena_run for itself): an arena call waiting for a rank that
- * started a different collective fails at once with COLL_ERR_MISMATCH. */
-void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp);
+/* Every collective of a communicator with an arena records its fingerprint there (the
+ * dispatch does, once base_begin_call started it; a = NULL does nothing): an arena call
+ * waiting for a rank that started a different collective fails at once with
+ * COLL_ERR_MISMATCH. */
+void arena_note_call(arena_t *a, const exec_fp_t *fp);
 
-/* Run an all-reduce of host buffers through the arena (exec_run hands such calls over);
- * AVG is divided here. Errors mark the communicator failed, as the executor does. */
-coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call);
+/* Run an all-reduce of host buffers through the arena (the dispatch hands such calls
+ * over, fingerprint started); AVG is divided here. Errors mark the communicator failed,
+ * as the executor does. */
+coll_status_t arena_run(arena_t *a, const coll_call_t *call);
 
 /* ---- shared with the window all-reduce (window_run.c) ---- */
 /* Who waits, for timeouts and hang reports; dead is set to a rank found gone. */
 typedef struct {
-  coll_comm_t *comm;
-  const exec_call_t *call;
+  arena_t *a;
+  const coll_call_t *call;
   size_t nsteps;
   int dead;
   const char *label; /* in timeout messages: "arena" when NULL */
@@ -107,23 +113,15 @@ coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t 
 void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t value);
 /* Every rank's fingerprint equals ours (once none can have moved on). */
 coll_status_t arena_check_fingerprints(const arena_t *a);
-/* Record this call's fingerprint (seq advanced) in comm->exec and the segment. */
-void arena_begin_call(coll_comm_t *comm, const exec_call_t *call);
 /* The error tail of a call: tell the others, prefix the message with `label`, then
  * failure_conclude (failure record, hang report, the communicator marked failed).
  * Returns st. */
 coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *label);
 
-/* A stand-in schedule of three local ops, so that COLL_TRACE records the phases. */
+/* The phases of a round, as COLL_TRACE shows them: local ops with their own names (copy
+ * in: INPUT -> the slot; reduce; copy out), op i = step i = phase i, one record per
+ * round, on elements [offset, offset + count) of the buffer. */
 enum { ARENA_PH_IN = 0, ARENA_PH_REDUCE, ARENA_PH_OUT, ARENA_PH_COUNT };
-typedef struct {
-  exec_cache_entry_t entry;
-  sched_op_t ops[ARENA_PH_COUNT];
-  sched_step_t steps[ARENA_PH_COUNT];
-  uint32_t op_step[ARENA_PH_COUNT];
-} arena_trace_t;
-/* shown_algo: the "algo" the trace records (COLL_ALGO_ARENA, or TRACE_ALGO_WINDOW). */
-void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call,
-                      coll_algo_t shown_algo);
+void arena_trace_phase(trace_t *t, int phase, size_t offset, size_t count);
 
 #endif

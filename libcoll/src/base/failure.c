@@ -6,7 +6,7 @@
  * survivor that failed first closed its connections) appends the first failure to its
  * message, so every rank names the rank that died. At destroy, the store's host keeps
  * serving until the others have left or are known dead, within a short bound. Store
- * calls on this path are short (comm_failure_store_ms): a failure is reported within its deadline
+ * calls on this path are short (base_failure_store_ms): a failure is reported within its deadline
  * plus a stated margin even when the store's host is the rank that stopped. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +15,12 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "core/comm.h"
+#include "base/base.h"
 
 enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
 
-int comm_failure_store_ms(const coll_comm_t *comm) {
-  return comm->timeout_ms < STORE_OP_MS ? comm->timeout_ms : STORE_OP_MS;
+int base_failure_store_ms(const coll_base_t *base) {
+  return base->timeout_ms < STORE_OP_MS ? base->timeout_ms : STORE_OP_MS;
 }
 
 bool failure_parse(const char *value, size_t len, failure_t *out) {
@@ -35,26 +35,26 @@ bool failure_parse(const char *value, size_t len, failure_t *out) {
   return true;
 }
 
-coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer) {
-  if (comm->store == NULL || comm->nranks < 2 || st == COLL_ERR_ABORTED) return st;
-  char saved[COMM_MESSAGE_MAX], key[KEY_MAX], mine[COMM_MESSAGE_MAX + 16];
+coll_status_t failure_record(coll_base_t *base, coll_status_t st, int dead_peer) {
+  if (base->store == NULL || base->nranks < 2 || st == COLL_ERR_ABORTED) return st;
+  char saved[BASE_MESSAGE_MAX], key[KEY_MAX], mine[BASE_MESSAGE_MAX + 16];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (dead_peer >= 0) {
-    snprintf(key, sizeof key, "%sdead/%d", comm->key_prefix, dead_peer);
-    if (store_set(comm->store, key, "1", 1, comm_failure_store_ms(comm)) != COLL_OK) {
+    snprintf(key, sizeof key, "%sdead/%d", base->key_prefix, dead_peer);
+    if (store_set(base->store, key, "1", 1, base_failure_store_ms(base)) != COLL_OK) {
       coll_error(st, "%s", saved); /* the store is gone too: nothing to learn there */
       return st;
     }
   }
-  snprintf(key, sizeof key, "%sfailure", comm->key_prefix);
-  snprintf(mine, sizeof mine, "%d|%d|%s", comm->rank, (int)st, saved);
+  snprintf(key, sizeof key, "%sfailure", base->key_prefix);
+  snprintf(mine, sizeof mine, "%d|%d|%s", base->rank, (int)st, saved);
   void *current = NULL;
   size_t len = 0;
-  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, mine, strlen(mine), &current, &len,
-                                      comm_failure_store_ms(comm));
+  coll_status_t s = store_compare_set(base->store, key, NULL, 0, mine, strlen(mine), &current, &len,
+                                      base_failure_store_ms(base));
   failure_t first;
   bool theirs = s == COLL_OK && current != NULL && failure_parse(current, len, &first) &&
-                first.rank != comm->rank;
+                first.rank != base->rank;
   free(current);
   if (!theirs) {
     coll_error(st, "%s", saved);
@@ -73,45 +73,45 @@ coll_status_t failure_record(coll_comm_t *comm, coll_status_t st, int dead_peer)
 }
 
 /* Whether rank r has left or was seen dead. */
-static bool accounted(coll_comm_t *comm, int r) {
+static bool accounted(coll_base_t *base, int r) {
   char left[KEY_MAX], dead[KEY_MAX];
-  snprintf(left, sizeof left, "%sleft/%d", comm->key_prefix, r);
-  snprintf(dead, sizeof dead, "%sdead/%d", comm->key_prefix, r);
+  snprintf(left, sizeof left, "%sleft/%d", base->key_prefix, r);
+  snprintf(dead, sizeof dead, "%sdead/%d", base->key_prefix, r);
   bool exists = false;
   const char *k1[1] = {left}, *k2[1] = {dead};
-  if (store_check(comm->store, k1, 1, &exists, 200) == COLL_OK && exists) return true;
-  return store_check(comm->store, k2, 1, &exists, 200) == COLL_OK && exists;
+  if (store_check(base->store, k1, 1, &exists, 200) == COLL_OK && exists) return true;
+  return store_check(base->store, k2, 1, &exists, 200) == COLL_OK && exists;
 }
 
-void failure_linger(coll_comm_t *comm) {
-  if (comm->store == NULL || comm->nranks < 2) return;
+void failure_linger(coll_base_t *base) {
+  if (base->store == NULL || base->nranks < 2) return;
   char key[KEY_MAX];
-  if (comm->server == NULL) {
-    snprintf(key, sizeof key, "%sleft/%d", comm->key_prefix, comm->rank);
-    store_set(comm->store, key, "1", 1, comm_failure_store_ms(comm));
+  if (base->server == NULL) {
+    snprintf(key, sizeof key, "%sleft/%d", base->key_prefix, base->rank);
+    store_set(base->store, key, "1", 1, base_failure_store_ms(base));
     return;
   }
-  int bound = comm->timeout_ms < LINGER_MAX_MS ? comm->timeout_ms : LINGER_MAX_MS;
+  int bound = base->timeout_ms < LINGER_MAX_MS ? base->timeout_ms : LINGER_MAX_MS;
   int64_t deadline = coll_deadline_ns(bound);
-  for (int r = 0; r < comm->nranks; r++) {
-    if (r == comm->rank) continue;
-    while (!accounted(comm, r) && coll_now_ns() < deadline) usleep(POLL_MS * 1000);
+  for (int r = 0; r < base->nranks; r++) {
+    if (r == base->rank) continue;
+    while (!accounted(base, r) && coll_now_ns() < deadline) usleep(POLL_MS * 1000);
   }
 }
 
-coll_status_t failure_conclude(coll_comm_t *comm, coll_status_t st, int dead_peer,
+coll_status_t failure_conclude(coll_base_t *base, coll_status_t st, int dead_peer,
                                bool stopped_by_peer) {
   if (st == COLL_ERR_ABORTED || st == COLL_OK) return st;
   if (stopped_by_peer) {
     /* The watcher has marked us failed with the first failure's message. */
-    if (st == COLL_ERR_TIMEOUT) hang_join(comm);
+    if (st == COLL_ERR_TIMEOUT) hang_join(base);
     return st;
   }
   bool store_ok = true;
-  if (st == COLL_ERR_TIMEOUT) store_ok = hang_publish(comm);
+  if (st == COLL_ERR_TIMEOUT) store_ok = hang_publish(base);
   /* (Our own watcher ignores our record: it names this rank.) */
-  if (store_ok) st = failure_record(comm, st, dead_peer);
-  comm_mark_failed(comm, st);
-  if (st == COLL_ERR_TIMEOUT) hang_collect(comm, store_ok);
+  if (store_ok) st = failure_record(base, st, dead_peer);
+  base_mark_failed(base, st);
+  if (st == COLL_ERR_TIMEOUT) hang_collect(base, store_ok);
   return st;
 }

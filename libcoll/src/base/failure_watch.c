@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "core/comm.h"
+#include "base/base.h"
 
 enum { PARK_MS = 60000, RETRY_MS = 200, KEY_MAX = 128 };
 
@@ -23,7 +23,7 @@ struct failure_watch {
   pthread_t thread;
   store_client_t *client;
   atomic_int stop;
-  coll_comm_t *comm;
+  coll_base_t *base;
   char key[KEY_MAX];
 };
 
@@ -37,14 +37,14 @@ static void pause_unless_stopped(struct failure_watch *w, int ms) {
 static void take(struct failure_watch *w, const char *value, size_t len) {
   failure_t f;
   if (!failure_parse(value, len, &f)) return;
-  if (f.rank == w->comm->rank || f.status >= 0) return; /* our own: already failed */
-  comm_mark_failed_by_peer(w->comm, f.status, f.message);
+  if (f.rank == w->base->rank || f.status >= 0) return; /* our own: already failed */
+  base_mark_failed_by_peer(w->base, f.status, f.message);
   coll_log(COLL_LOG_INFO, "rank %d failed: %s", f.rank, f.message);
 }
 
 static void *watch_main(void *arg) {
   struct failure_watch *w = arg;
-  coll_log_set_rank(w->comm->rank);
+  coll_log_set_rank(w->base->rank);
   while (!atomic_load(&w->stop)) {
     void *value = NULL;
     size_t len = 0;
@@ -65,38 +65,38 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-coll_status_t failure_watch_start(coll_comm_t *comm) {
-  if (comm->nranks < 2 || comm->store == NULL) return COLL_OK;
+coll_status_t failure_watch_start(coll_base_t *base) {
+  if (base->nranks < 2 || base->store == NULL) return COLL_OK;
   struct failure_watch *w = calloc(1, sizeof *w);
   if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for the failure watcher");
-  w->comm = comm;
+  w->base = base;
   atomic_init(&w->stop, 0);
-  snprintf(w->key, sizeof w->key, "%sfailure", comm->key_prefix);
+  snprintf(w->key, sizeof w->key, "%sfailure", base->key_prefix);
   coll_status_t st =
-      store_client_connect(comm->store_addr, (uint16_t)comm->store_port,
-                           comm->token[0] ? comm->token : NULL, comm->timeout_ms, &w->client);
+      store_client_connect(base->store_addr, (uint16_t)base->store_port,
+                           base->token[0] ? base->token : NULL, base->timeout_ms, &w->client);
   if (st != COLL_OK) {
     free(w);
-    return coll_error_prefix(st, "rank %d: the failure watcher's store connection: ", comm->rank);
+    return coll_error_prefix(st, "rank %d: the failure watcher's store connection: ", base->rank);
   }
   int rc = pthread_create(&w->thread, NULL, watch_main, w);
   if (rc != 0) {
     store_client_close(w->client);
     free(w);
     return coll_error_errno(COLL_ERR_SYSTEM, rc, "rank %d: creating the failure watcher",
-                            comm->rank);
+                            base->rank);
   }
-  comm->watch = w;
+  base->watch = w;
   return COLL_OK;
 }
 
-void failure_watch_stop(coll_comm_t *comm) {
-  struct failure_watch *w = comm->watch;
+void failure_watch_stop(coll_base_t *base) {
+  struct failure_watch *w = base->watch;
   if (w == NULL) return;
   atomic_store(&w->stop, 1);
   store_client_interrupt(w->client);
   pthread_join(w->thread, NULL);
   store_client_close(w->client);
   free(w);
-  comm->watch = NULL;
+  base->watch = NULL;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
-#include "core/comm.h"
+#include "exec/exec.h"
 
 typedef struct {
   uint8_t buf;

@@ -10,24 +10,31 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "core/comm.h"
-#include "core/window.h"
+#include "api/api.h"
 #include "mem/mem_cuda.h"
 
 enum { WHO_MAX = 96 }; /* "rank 12345: coll_reduce_scatter_stream" */
 
 /* What the cost model needs of a call. */
-static sched_params_t call_params(const coll_comm_t *comm, const exec_call_t *call) {
+static sched_params_t call_params(const coll_comm_t *comm, const coll_call_t *call) {
   return (sched_params_t){.collective = call->kind,
                           .count = call->count,
                           .dtype = call->dtype,
-                          .rank = comm->rank,
-                          .nranks = comm->nranks,
+                          .rank = comm->base.rank,
+                          .nranks = comm->base.nranks,
                           .root = call->root,
                           .segment_bytes = comm->segment_bytes};
 }
 
-void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call) {
+/* The transport towards the ring neighbour, for the INFO line. */
+static const char *transport_name(const coll_comm_t *comm) {
+  if (comm->base.nranks == 1 || comm->transports == NULL) return "none";
+  transport_conn_t *c =
+      transport_set_conn(comm->transports, (comm->base.rank + 1) % comm->base.nranks);
+  return c != NULL ? c->ops->name : "none";
+}
+
+void api_log_choice(coll_comm_t *comm, const char *what, const coll_call_t *call) {
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
   char alts[256] = "";
@@ -47,7 +54,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const exec_call_t *call
            call->win_send != NULL     ? " (zero-copy window: buffers from coll_mem_alloc)"
            : comm->algo == call->algo ? " (forced)"
                                       : " (cost model)",
-           call->on_device ? exec_cuda_path_name(comm) : exec_transport_name(comm),
+           call->on_device ? cuda_path_name(comm->cuda, comm->base.nranks) : transport_name(comm),
            alts[0] ? alts : "none");
 }
 
@@ -57,20 +64,20 @@ static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
 
 /* The in-place forms allowed per collective; any other overlap is refused. who: "rank R:
  * coll_x", how the call's argument errors begin. */
-static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const exec_call_t *c,
+static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const coll_call_t *c,
                                    size_t esz) {
   size_t in_count, out_count;
-  sched_buffer_counts(c->kind, c->count, comm->nranks, &in_count, &out_count);
-  bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->rank != c->root;
+  sched_buffer_counts(c->kind, c->count, comm->base.nranks, &in_count, &out_count);
+  bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->base.rank != c->root;
   if (c->sendbuf == NULL || (c->recvbuf == NULL && !rooted_out))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", who,
                       c->sendbuf == NULL ? "sendbuf" : "recvbuf", c->count);
-  if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->nranks)
+  if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->base.nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", who,
                       c->count, coll_dtype_name(c->dtype));
   if (c->recvbuf == NULL) return COLL_OK;
   uintptr_t s = (uintptr_t)c->sendbuf, r = (uintptr_t)c->recvbuf;
-  size_t block = c->count * esz, rank_off = (size_t)comm->rank * block;
+  size_t block = c->count * esz, rank_off = (size_t)comm->base.rank * block;
   bool in_place = false;
   switch (c->kind) {
     case COLL_KIND_ALL_GATHER:
@@ -96,14 +103,14 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const exe
   return COLL_OK;
 }
 
-coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call) {
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call) {
   coll_status_t st = comm_check(comm, what);
   if (st != COLL_OK) return st;
-  st = comm_check_usable(comm, what);
+  st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   /* Argument errors name the rank and the call (README), like every later error. */
   char who[WHO_MAX];
-  snprintf(who, sizeof who, "rank %d: %s", comm->rank, what);
+  snprintf(who, sizeof who, "rank %d: %s", comm->base.rank, what);
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)call->dtype);
@@ -111,16 +118,16 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   if (reduces && coll_op_name(call->op) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", who, (int)call->op);
   bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;
-  if (rooted && (call->root < 0 || call->root >= comm->nranks))
+  if (rooted && (call->root < 0 || call->root >= comm->base.nranks))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", who, call->root,
-                      comm->nranks);
+                      comm->base.nranks);
   if (call->count > 0) {
     st = check_buffers(comm, who, call, esz);
     if (st != COLL_OK) return st;
-    /* Device buffers (exec_cuda.c): the cuda_ipc connections are made at the first
-     * device call, which every rank makes alike. */
-    st = exec_cuda_classify(comm, who, call);
-    if (st == COLL_OK && call->on_device) st = exec_cuda_prepare(comm, call);
+    /* Device buffers (cuda/): the cuda_ipc connections are made at the first device
+     * call, which every rank makes alike. */
+    st = cuda_classify(&comm->cuda, &comm->base, who, call);
+    if (st == COLL_OK && call->on_device) st = cuda_prepare(comm->cuda, &comm->base, call);
     if (st != COLL_OK) return st;
   }
   if (comm->algo_check_pending) {
@@ -130,6 +137,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
   }
   sched_params_t p = call_params(comm, call);
   call->algo = comm->algo;
+  call->segment_bytes = comm->segment_bytes;
   /* The arena serves host all-reduces of a communicator that has one (all ranks on one
    * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts
    * are the same on every rank, so is the choice. */
@@ -139,13 +147,13 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
       coll_log(COLL_LOG_INFO,
                "%s: algo arena is forced but cannot run here (%s); the cost model chooses", what,
                call->on_device     ? "device buffers"
-               : comm->nranks == 1 ? "one rank"
+               : comm->base.nranks == 1 ? "one rank"
                                    : "ranks on several hosts, or a transport other than shm");
     call->algo = COLL_ALGO_AUTO;
   }
   if (call->algo == COLL_ALGO_AUTO) {
     call->algo =
-        comm->nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
+        comm->base.nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
     if (arena_ok && call->count > 0 && algo_arena_preferred(&p, &comm->cost))
       call->algo = COLL_ALGO_ARENA;
   }
@@ -153,19 +161,19 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, exec_call_t *call
    * another algorithm is forced. */
   if (arena_ok && call->count > 0 &&
       (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
-    window_prepare_call(comm, call);
+    window_prepare_call(comm->windows, comm->arena, call);
   if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
   return COLL_OK;
 }
 
-coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
+coll_status_t api_submit(coll_comm_t *comm, const char *what, coll_call_t *call,
                          coll_request_t **request) {
   coll_status_t st;
   if (comm->group_depth > 0) {
     if (request != NULL)
       return coll_error(COLL_ERR_INVALID_ARGUMENT,
                         "rank %d: %s: asynchronous calls are not allowed inside a group",
-                        comm->rank, what);
+                        comm->base.rank, what);
     st = group_record(comm, call);
   } else if (request != NULL) {
     st = progress_submit(comm, call, request);
@@ -176,44 +184,44 @@ coll_status_t api_submit(coll_comm_t *comm, const char *what, exec_call_t *call,
   return st;
 }
 
-coll_status_t api_run(coll_comm_t *comm, const char *what, exec_call_t call,
+coll_status_t api_run(coll_comm_t *comm, const char *what, coll_call_t call,
                       coll_request_t **request, bool async) {
   /* The communicator first: after an abort every call returns COLL_ERR_ABORTED, whatever
    * its arguments (rule 6 of coll.h). */
   if (async && request != NULL) *request = NULL;
   coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK) st = comm_check_usable(comm, what);
+  if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   if (async && request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->rank, what);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->base.rank, what);
   st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   /* Device buffers of a plain or _async call: what the legacy default stream holds (the
    * caller's last writes, as cudaMemcpy leaves them) comes first. */
-  if (call.on_device && comm->group_depth == 0) st = exec_cuda_wait_default_stream(comm);
+  if (call.on_device && comm->group_depth == 0) st = cuda_wait_default_stream(&comm->base);
   if (st != COLL_OK) return st;
   return api_submit(comm, what, &call, async ? request : NULL);
 }
 
-/* The _stream forms: device buffers are queued on the caller's stream (exec_cuda.c);
+/* The _stream forms: device buffers are queued on the caller's stream (stream_calls.c);
  * host buffers wait for the stream, then run like the blocking call. Not inside a group:
  * a recorded call would run at coll_group_end, out of the stream's order. */
-coll_status_t api_run_stream(coll_comm_t *comm, const char *what, exec_call_t call, void *stream) {
+coll_status_t api_run_stream(coll_comm_t *comm, const char *what, coll_call_t call, void *stream) {
   coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK) st = comm_check_usable(comm, what);
+  if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   if (comm->group_depth > 0)
     return coll_error(COLL_ERR_UNSUPPORTED,
                       "rank %d: %s: stream calls are not allowed inside a group (use the blocking "
                       "form)",
-                      comm->rank, what);
+                      comm->base.rank, what);
   st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   if (call.on_device) {
     call.stream = stream;
-    st = exec_cuda_submit_stream(comm, &call);
+    st = stream_call_submit(comm, &call);
   } else {
-    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->timeout_ms);
+    if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->base.timeout_ms);
     if (st == COLL_OK) st = progress_run_blocking(comm, &call);
   }
   if (st == COLL_OK) coll_error_clear();

@@ -7,7 +7,7 @@
  * report; the first report published is the one every rank appends to its error and the
  * one written to COLL_HANG_REPORT (collrun sets it and prints it on exit). Any rank can
  * write it, so a stopped rank 0 is reported like any other. Every store call here is
- * short (comm_failure_store_ms), so the error comes within the deadline plus about
+ * short (base_failure_store_ms), so the error comes within the deadline plus about
  * GRACE_MAX_MS and a few of those. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/comm.h"
+#include "base/base.h"
 
 enum {
   KEY_MAX = 128,
@@ -30,14 +30,14 @@ enum {
 };
 
 /* How long the reporting rank waits for the others' states. */
-static int grace_ms(const coll_comm_t *comm) {
-  int g = comm->timeout_ms / 10;
+static int grace_ms(const coll_base_t *base) {
+  int g = base->timeout_ms / 10;
   return g < GRACE_MIN_MS ? GRACE_MIN_MS : g > GRACE_MAX_MS ? GRACE_MAX_MS : g;
 }
 
 /* "all_reduce(float32, 1000) #5 on host, step 3 of 8, waiting for rank 1 (receive)" */
-static void describe(const coll_comm_t *comm, char *out, size_t cap) {
-  const exec_state_t *s = &comm->exec.state;
+static void describe(const coll_base_t *base, char *out, size_t cap) {
+  const base_where_t *s = &base->where;
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   int n = snprintf(out, cap, "%s(%s, %zu) #%llu on %s, step %zu of %zu", sched_kind_name(s->kind),
@@ -57,23 +57,23 @@ static void write_file(const char *report) {
   fclose(f);
 }
 
-static void key_of(const coll_comm_t *comm, const char *what, char *key, size_t cap) {
-  snprintf(key, cap, "%shang/%s", comm->key_prefix, what);
+static void key_of(const coll_base_t *base, const char *what, char *key, size_t cap) {
+  snprintf(key, cap, "%shang/%s", base->key_prefix, what);
 }
 
-bool hang_publish(coll_comm_t *comm) {
-  if (comm->store == NULL || comm->nranks < 2) return false;
+bool hang_publish(coll_base_t *base) {
+  if (base->store == NULL || base->nranks < 2) return false;
   char mine[LINE_MAX_], value[LINE_MAX_ + 48], key[KEY_MAX], who[16];
-  describe(comm, mine, sizeof mine);
+  describe(base, mine, sizeof mine);
   /* "seq|waiting peer|description" */
-  snprintf(value, sizeof value, "%llu|%d|%s", (unsigned long long)comm->exec.state.seq,
-           comm->exec.state.waiting_peer, mine);
-  snprintf(who, sizeof who, "%d", comm->rank);
-  key_of(comm, who, key, sizeof key);
-  char saved[COMM_MESSAGE_MAX];
+  snprintf(value, sizeof value, "%llu|%d|%s", (unsigned long long)base->where.seq,
+           base->where.waiting_peer, mine);
+  snprintf(who, sizeof who, "%d", base->rank);
+  key_of(base, who, key, sizeof key);
+  char saved[BASE_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   bool ok =
-      store_set(comm->store, key, value, strlen(value), comm_failure_store_ms(comm)) == COLL_OK;
+      store_set(base->store, key, value, strlen(value), base_failure_store_ms(base)) == COLL_OK;
   coll_error(COLL_ERR_TIMEOUT, "%s", saved);
   return ok;
 }
@@ -86,17 +86,17 @@ typedef struct {
   char line[LINE_MAX_];
 } rank_state_t;
 
-static bool read_state(coll_comm_t *comm, int r, rank_state_t *out) {
+static bool read_state(coll_base_t *base, int r, rank_state_t *out) {
   char key[KEY_MAX], who[16];
   snprintf(who, sizeof who, "%d", r);
-  key_of(comm, who, key, sizeof key);
+  key_of(base, who, key, sizeof key);
   const char *keys[1] = {key};
   bool exists = false;
-  if (store_check(comm->store, keys, 1, &exists, comm_failure_store_ms(comm)) != COLL_OK || !exists)
+  if (store_check(base->store, keys, 1, &exists, base_failure_store_ms(base)) != COLL_OK || !exists)
     return false;
   void *val = NULL;
   size_t len = 0;
-  if (store_get(comm->store, key, &val, &len, comm_failure_store_ms(comm)) != COLL_OK) return false;
+  if (store_get(base->store, key, &val, &len, base_failure_store_ms(base)) != COLL_OK) return false;
   char text[LINE_MAX_ + 48];
   snprintf(text, sizeof text, "%.*s", (int)len, (const char *)val);
   free(val);
@@ -112,8 +112,8 @@ static bool read_state(coll_comm_t *comm, int r, rank_state_t *out) {
 
 /* The report: every rank's line, the ranks behind, and from this rank the chain of waits
  * that ends at one of them ("rank 2 waits for rank 1, which waits for rank 0"). */
-static void build(const coll_comm_t *comm, const rank_state_t *st, char *out, size_t cap) {
-  int n = comm->nranks;
+static void build(const coll_base_t *base, const rank_state_t *st, char *out, size_t cap) {
+  int n = base->nranks;
   unsigned long long newest = 0;
   for (int r = 0; r < n; r++)
     if (st[r].present && st[r].seq > newest) newest = st[r].seq;
@@ -137,7 +137,7 @@ static void build(const coll_comm_t *comm, const rank_state_t *st, char *out, si
                   "outside libcoll; or at an older collective)",
                   nbehind == 1 ? "rank" : "ranks", behind, nbehind == 1 ? "is" : "are");
   /* From this rank, follow who waits for whom until a rank that is behind. */
-  int at = comm->rank, steps = 0;
+  int at = base->rank, steps = 0;
   if (nbehind > 0 && (size_t)w < cap) w += snprintf(out + w, cap - (size_t)w, "; rank %d", at);
   while (nbehind > 0 && steps++ < n && (size_t)w < cap) {
     int next = st[at].present ? st[at].waits_for : -1;
@@ -160,38 +160,38 @@ static void build(const coll_comm_t *comm, const rank_state_t *st, char *out, si
     snprintf(out + w, cap - (size_t)w, "\n  %d rank(s) behind or silent", nbehind);
 }
 
-void hang_collect(coll_comm_t *comm, bool store_ok) {
-  if (comm->store == NULL || comm->nranks < 2) return;
-  char saved[COMM_MESSAGE_MAX];
+void hang_collect(coll_base_t *base, bool store_ok) {
+  if (base->store == NULL || base->nranks < 2) return;
+  char saved[BASE_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (!store_ok) {
     coll_error(COLL_ERR_TIMEOUT, "%s (no hang report: the store is unreachable)", saved);
     return;
   }
-  int n = comm->nranks;
+  int n = base->nranks;
   rank_state_t *st = calloc((size_t)n, sizeof *st);
   char *report = malloc(REPORT_MAX);
   if (st == NULL || report == NULL) goto out;
-  const exec_state_t *me = &comm->exec.state;
+  const base_where_t *me = &base->where;
   char mine[LINE_MAX_];
-  describe(comm, mine, sizeof mine);
-  st[comm->rank] = (rank_state_t){.present = true, .seq = me->seq, .waits_for = me->waiting_peer};
-  snprintf(st[comm->rank].line, sizeof st[comm->rank].line, "%s", mine);
-  int64_t deadline = coll_deadline_ns(grace_ms(comm));
+  describe(base, mine, sizeof mine);
+  st[base->rank] = (rank_state_t){.present = true, .seq = me->seq, .waits_for = me->waiting_peer};
+  snprintf(st[base->rank].line, sizeof st[base->rank].line, "%s", mine);
+  int64_t deadline = coll_deadline_ns(grace_ms(base));
   for (;;) {
     int missing = 0;
     for (int r = 0; r < n; r++)
-      if (!st[r].present && !read_state(comm, r, &st[r])) missing++;
+      if (!st[r].present && !read_state(base, r, &st[r])) missing++;
     if (missing == 0 || coll_now_ns() > deadline) break;
     usleep(POLL_MS * 1000);
   }
-  build(comm, st, report, REPORT_MAX);
+  build(base, st, report, REPORT_MAX);
   char key[KEY_MAX];
-  key_of(comm, "report", key, sizeof key);
+  key_of(base, "report", key, sizeof key);
   void *first = NULL;
   size_t first_len = 0;
-  coll_status_t s = store_compare_set(comm->store, key, NULL, 0, report, strlen(report), &first,
-                                      &first_len, comm_failure_store_ms(comm));
+  coll_status_t s = store_compare_set(base->store, key, NULL, 0, report, strlen(report), &first,
+                                      &first_len, base_failure_store_ms(base));
   bool ours = s != COLL_OK || first == NULL ||
               (first_len == strlen(report) && memcmp(first, report, first_len) == 0);
   if (ours) {
@@ -208,17 +208,17 @@ out:
   free(st);
 }
 
-void hang_join(coll_comm_t *comm) {
-  if (comm->store == NULL || comm->nranks < 2) return;
-  char saved[COMM_MESSAGE_MAX];
+void hang_join(coll_base_t *base) {
+  if (base->store == NULL || base->nranks < 2) return;
+  char saved[BASE_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
-  if (!hang_publish(comm)) return;
+  if (!hang_publish(base)) return;
   char key[KEY_MAX];
-  key_of(comm, "report", key, sizeof key);
+  key_of(base, "report", key, sizeof key);
   void *report = NULL;
   size_t len = 0;
-  if (store_get(comm->store, key, &report, &len,
-                grace_ms(comm) + 2 * comm_failure_store_ms(comm)) == COLL_OK)
+  if (store_get(base->store, key, &report, &len,
+                grace_ms(base) + 2 * base_failure_store_ms(base)) == COLL_OK)
     coll_error(COLL_ERR_TIMEOUT, "%s; %.*s", saved, (int)len, (const char *)report);
   else
     coll_error(COLL_ERR_TIMEOUT, "%s", saved);

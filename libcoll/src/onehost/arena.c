@@ -46,7 +46,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -55,22 +54,19 @@
 #include "algo/algo_internal.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/util.h"
+#include "common/wait.h"
 #include "common/log.h"
-#include "core/arena.h"
-#include "core/trace.h"
-#include "core/window.h"
 #include "mem/memops.h"
+#include "onehost/arena.h"
 
 enum { WAIT_SLICE_MS = 10, ALIVE_CHECK_MS = 100 };
 /* Trace ops of one round: A, B and C. */
 enum { PH_IN = ARENA_PH_IN, PH_REDUCE = ARENA_PH_REDUCE, PH_OUT = ARENA_PH_OUT, PH_COUNT };
 
 typedef struct {
-  coll_comm_t *comm;
   arena_t *a;
   arena_waiter_t w;
-  const exec_call_t *call;
+  const coll_call_t *call;
   const unsigned char *in;
   unsigned char *out;
   size_t esz;
@@ -78,8 +74,8 @@ typedef struct {
   size_t rounds;
   uint32_t round0; /* the arena's round count when this call began */
   mem_reduce_fn reduce;
-  exec_cache_entry_t *trace_entry; /* NULL when not tracing */
-} arun_t;
+  trace_t *trace; /* NULL when not tracing */
+} arena_run_t;
 
 static inline bool reached(uint32_t value, uint32_t target) {
   return (int32_t)(value - target) >= 0;
@@ -122,8 +118,7 @@ static _Atomic uint32_t *counter_at(arena_t *a, int rank, size_t offset) {
   return (_Atomic uint32_t *)((unsigned char *)&a->ranks[rank] + offset);
 }
 
-void arena_note_call(coll_comm_t *comm, const exec_fp_t *fp) {
-  arena_t *a = comm->arena;
+void arena_note_call(arena_t *a, const exec_fp_t *fp) {
   if (a == NULL) return;
   arena_rank_t *me = &a->ranks[a->rank];
   atomic_store(&me->fp_stamp, 2 * fp->seq + 1);
@@ -171,8 +166,8 @@ coll_status_t arena_check_fingerprints(const arena_t *a) {
 
 /* Where this rank is stuck, for the hang report. */
 static void note_state(arena_waiter_t *w, int peer, const char *what, size_t step) {
-  w->comm->exec.state = (exec_state_t){.kind = w->call->kind,
-                                       .seq = w->comm->exec.fp_out.seq,
+  w->a->base->where = (base_where_t){.kind = w->call->kind,
+                                     .seq = w->a->base->fp_out.seq,
                                        .count = w->call->count,
                                        .dtype = w->call->dtype,
                                        .step = step,
@@ -182,50 +177,43 @@ static void note_state(arena_waiter_t *w, int peer, const char *what, size_t ste
 }
 
 static coll_status_t timed_out(arena_waiter_t *w, int peer, const char *what, size_t step) {
-  coll_comm_t *comm = w->comm;
+  const coll_base_t *base = w->a->base;
   note_state(w, peer, what, step);
   return coll_error(COLL_ERR_TIMEOUT,
                     "no progress for %d ms, waiting for rank %d (%s, %s step %zu of %zu)",
-                    comm->timeout_ms, peer, what, w->label ? w->label : "arena", step, w->nsteps);
+                    base->timeout_ms, peer, what, w->label ? w->label : "arena", step, w->nsteps);
 }
 
 coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter, uint32_t target,
                          const char *what, size_t step) {
-  coll_comm_t *comm = w->comm;
-  arena_t *a = comm->arena;
+  arena_t *a = w->a;
+  coll_base_t *base = a->base;
   arena_hdr_t *h = a->hdr;
   if (reached(atomic_load(counter), target)) return COLL_OK;
   int64_t start = coll_now_ns(), last_change = start, last_alive_check = start;
-  int64_t timeout_ns = (int64_t)comm->timeout_ms * 1000000LL;
+  int64_t timeout_ns = (int64_t)base->timeout_ms * 1000000LL;
   uint32_t last_bell = atomic_load(&h->bell);
   for (;;) {
     if (reached(atomic_load(counter), target)) return COLL_OK;
-    if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
+    if (base_aborted(base))
       return coll_error(COLL_ERR_ABORTED, "the communicator was aborted");
     int32_t failed = atomic_load(&h->failed);
     if (failed != 0)
       return coll_error(COLL_ERR_REMOTE, "rank %d failed: %.*s", failed - 1,
                         (int)sizeof h->failure, h->failure);
-    int comm_failed = atomic_load_explicit(&comm->failed, memory_order_acquire);
+    int comm_failed = base_failed(base);
     if (comm_failed != 0) { /* the failure watcher: another rank failed first */
       w->stopped_by_peer = true;
       if (comm_failed == COLL_ERR_TIMEOUT) note_state(w, peer, what, step);
-      return coll_error((coll_status_t)comm_failed, "stopped: %s", comm->failed_message);
+      return coll_error((coll_status_t)comm_failed, "stopped: %s", base->failed_message);
     }
     int64_t now = coll_now_ns();
-    if (now - start < comm->exec.pure_spin_ns) {
-      coll_cpu_relax();
-      continue;
-    }
-    if (now - start < comm->exec.spin_ns) {
-      sched_yield();
-      continue;
-    }
+    if (coll_wait_spin(now - start, base->spin_ns, base->pure_spin_ns)) continue;
     uint32_t bell = atomic_load(&h->bell);
     if (bell != last_bell) { /* some rank moved on: the job is alive */
       last_bell = bell;
       last_change = now;
-      atomic_store_explicit(&comm->heartbeat_ns, now, memory_order_relaxed);
+      base_heartbeat(base, now);
     }
     if (now - last_change > timeout_ns) return timed_out(w, peer, what, step);
     coll_status_t st = check_peer_call(a, peer);
@@ -246,9 +234,9 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
     atomic_fetch_add(&h->sleepers, 1);
     uint32_t seen = atomic_load(&h->bell);
     if (!reached(atomic_load(counter), target) && atomic_load(&h->failed) == 0) {
-      trace_wait_begin(comm);
+      trace_wait_begin(base->trace);
       syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
-      trace_wait_end(comm);
+      trace_wait_end(base->trace);
     }
     atomic_fetch_sub(&h->sleepers, 1);
   }
@@ -256,7 +244,7 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
 
 coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t target,
                              const char *what, size_t step) {
-  arena_t *a = w->comm->arena;
+  arena_t *a = w->a;
   coll_status_t st = COLL_OK;
   for (int i = 1; i < a->nranks && st == COLL_OK; i++) {
     int k = (a->rank + i) % a->nranks;
@@ -266,164 +254,142 @@ coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t 
 }
 
 /* Wait until rank `peer` finished `phase` of round `target` (or a later one). */
-static coll_status_t wait_for(arun_t *x, int peer, int phase, uint32_t target, size_t step) {
-  return arena_wait(&x->w, peer, counter_at(x->a, peer, counter_offsets[phase]), target,
+static coll_status_t wait_for(arena_run_t *run, int peer, int phase, uint32_t target, size_t step) {
+  return arena_wait(&run->w, peer, counter_at(run->a, peer, counter_offsets[phase]), target,
                     phase_names[phase], step);
 }
 
 /* Every rank but this one finished `phase` of round `target`. */
-static coll_status_t wait_all(arun_t *x, int phase, uint32_t target, size_t step) {
-  return arena_wait_all(&x->w, counter_offsets[phase], target, phase_names[phase], step);
+static coll_status_t wait_all(arena_run_t *run, int phase, uint32_t target, size_t step) {
+  return arena_wait_all(&run->w, counter_offsets[phase], target, phase_names[phase], step);
 }
 
 /* Round t: elements [t*chunk, t*chunk + len) of the buffer; slice i of it. */
-static size_t round_start(const arun_t *x, size_t t) { return t * x->chunk; }
-static size_t round_len(const arun_t *x, size_t t) {
-  size_t s = round_start(x, t), c = x->call->count;
-  return c - s < x->chunk ? c - s : x->chunk;
+static size_t round_start(const arena_run_t *run, size_t t) { return t * run->chunk; }
+static size_t round_len(const arena_run_t *run, size_t t) {
+  size_t s = round_start(run, t), c = run->call->count;
+  return c - s < run->chunk ? c - s : run->chunk;
 }
 
 /* The round number of this call's round t, as published (1-based, wrapping). */
-static uint32_t round_id(const arun_t *x, size_t t) { return x->round0 + (uint32_t)t + 1u; }
+static uint32_t round_id(const arena_run_t *run, size_t t) { return run->round0 + (uint32_t)t + 1u; }
 
-static unsigned char *slot(const arun_t *x, size_t t, int r) {
-  size_t set = (size_t)((x->round0 + (uint32_t)t) % ARENA_NSETS);
-  return x->a->data + (set * (size_t)x->a->nranks + (size_t)r) * x->a->slot_bytes;
+static unsigned char *slot(const arena_run_t *run, size_t t, int r) {
+  size_t set = (size_t)((run->round0 + (uint32_t)t) % ARENA_NSETS);
+  return run->a->data + (set * (size_t)run->a->nranks + (size_t)r) * run->a->slot_bytes;
 }
 
-static void trace_phase(arun_t *x, int phase, size_t t) {
-  if (x->trace_entry == NULL) return;
-  sched_op_t *op = &x->trace_entry->sched.ops[phase];
-  op->offset = round_start(x, t);
-  op->src_offset = op->offset;
-  op->count = round_len(x, t);
-  trace_op_done(x->comm, x->trace_entry, (size_t)phase);
+static void trace_phase(arena_run_t *run, int phase, size_t t) {
+  arena_trace_phase(run->trace, phase, round_start(run, t), round_len(run, t));
 }
 
 /* A_t: this round's input, every slice but our own, into our slot, once every rank is
  * done with round t-4 of this set. */
-static coll_status_t phase_in(arun_t *x, size_t t, size_t step) {
-  coll_status_t st = wait_all(x, PH_OUT, round_id(x, t) - ARENA_NSETS, step);
+static coll_status_t phase_in(arena_run_t *run, size_t t, size_t step) {
+  coll_status_t st = wait_all(run, PH_OUT, round_id(run, t) - ARENA_NSETS, step);
   if (st != COLL_OK) return st;
-  if (x->trace_entry) trace_op_start(x->comm, PH_IN);
-  int n = x->a->nranks, r = x->a->rank;
-  size_t len = round_len(x, t), esz = x->esz;
-  const unsigned char *src = x->in + round_start(x, t) * esz;
-  unsigned char *dst = slot(x, t, r);
+  trace_op_start(run->trace, PH_IN);
+  int n = run->a->nranks, r = run->a->rank;
+  size_t len = round_len(run, t), esz = run->esz;
+  const unsigned char *src = run->in + round_start(run, t) * esz;
+  unsigned char *dst = slot(run, t, r);
   size_t mine = algo_part_start(len, (size_t)n, (size_t)r);
   size_t mine_end = algo_part_start(len, (size_t)n, (size_t)r + 1);
   if (mine > 0) memcpy(dst, src, mine * esz);
   if (len > mine_end) memcpy(dst + mine_end * esz, src + mine_end * esz, (len - mine_end) * esz);
-  trace_phase(x, PH_IN, t);
-  arena_publish(x->a, &x->a->ranks[r].filled, round_id(x, t));
+  trace_phase(run, PH_IN, t);
+  arena_publish(run->a, &run->a->ranks[r].filled, round_id(run, t));
   return COLL_OK;
 }
 
 /* B_t: our slice, reduced over all ranks in rank order, one tile at a time, once every
  * rank filled round t (the first time in a call, check the fingerprints then). */
-static coll_status_t phase_reduce(arun_t *x, size_t t, size_t step) {
-  coll_status_t st = wait_all(x, PH_IN, round_id(x, t), step);
-  if (st == COLL_OK && t == 0) st = arena_check_fingerprints(x->a);
+static coll_status_t phase_reduce(arena_run_t *run, size_t t, size_t step) {
+  coll_status_t st = wait_all(run, PH_IN, round_id(run, t), step);
+  if (st == COLL_OK && t == 0) st = arena_check_fingerprints(run->a);
   if (st != COLL_OK) return st;
-  if (x->trace_entry) trace_op_start(x->comm, PH_REDUCE);
-  int n = x->a->nranks, r = x->a->rank;
-  size_t len = round_len(x, t), esz = x->esz;
+  trace_op_start(run->trace, PH_REDUCE);
+  int n = run->a->nranks, r = run->a->rank;
+  size_t len = round_len(run, t), esz = run->esz;
   size_t off = algo_part_start(len, (size_t)n, (size_t)r) * esz;
   size_t bytes = algo_part_len(len, (size_t)n, (size_t)r) * esz;
-  const unsigned char *own = x->in + round_start(x, t) * esz + off;
-  unsigned char *out = x->out + round_start(x, t) * esz + off;
-  unsigned char *mine = slot(x, t, r) + off;
-  unsigned char *acc = x->a->tile;
+  const unsigned char *own = run->in + round_start(run, t) * esz + off;
+  unsigned char *out = run->out + round_start(run, t) * esz + off;
+  unsigned char *mine = slot(run, t, r) + off;
+  unsigned char *acc = run->a->tile;
   size_t tile = ARENA_TILE_BYTES / esz * esz;
   for (size_t done = 0; done < bytes; done += tile) {
     size_t b = bytes - done < tile ? bytes - done : tile, cnt = b / esz;
-    const unsigned char *src0 = r == 0 ? own + done : slot(x, t, 0) + off + done;
-    const unsigned char *src1 = r == 1 ? own + done : slot(x, t, 1) + off + done;
-    x->reduce(acc, src0, src1, cnt);
+    const unsigned char *src0 = r == 0 ? own + done : slot(run, t, 0) + off + done;
+    const unsigned char *src1 = r == 1 ? own + done : slot(run, t, 1) + off + done;
+    run->reduce(acc, src0, src1, cnt);
     for (int k = 2; k < n; k++)
-      x->reduce(acc, acc, k == r ? own + done : slot(x, t, k) + off + done, cnt);
-    if (x->call->op == COLL_AVG) mem_host_finish_avg(acc, cnt, x->call->dtype, n);
+      run->reduce(acc, acc, k == r ? own + done : slot(run, t, k) + off + done, cnt);
+    if (run->call->op == COLL_AVG) mem_host_finish_avg(acc, cnt, run->call->dtype, n);
     memcpy(mine + done, acc, b);
     memcpy(out + done, acc, b); /* after its input was read: in place is fine */
   }
-  trace_phase(x, PH_REDUCE, t);
-  arena_publish(x->a, &x->a->ranks[r].reduced, round_id(x, t));
+  trace_phase(run, PH_REDUCE, t);
+  arena_publish(run->a, &run->a->ranks[r].reduced, round_id(run, t));
   return COLL_OK;
 }
 
 /* C_t: the other ranks' reduced slices into our output, each once its owner is done. */
-static coll_status_t phase_out(arun_t *x, size_t t, size_t step) {
-  int n = x->a->nranks, r = x->a->rank;
-  size_t len = round_len(x, t), esz = x->esz;
-  unsigned char *dst = x->out + round_start(x, t) * esz;
-  if (x->trace_entry) trace_op_start(x->comm, PH_OUT);
+static coll_status_t phase_out(arena_run_t *run, size_t t, size_t step) {
+  int n = run->a->nranks, r = run->a->rank;
+  size_t len = round_len(run, t), esz = run->esz;
+  unsigned char *dst = run->out + round_start(run, t) * esz;
+  trace_op_start(run->trace, PH_OUT);
   for (int i = 1; i < n; i++) {
     int k = (r + i) % n;
-    coll_status_t st = wait_for(x, k, PH_REDUCE, round_id(x, t), step);
+    coll_status_t st = wait_for(run, k, PH_REDUCE, round_id(run, t), step);
     if (st != COLL_OK) return st;
     size_t s = algo_part_start(len, (size_t)n, (size_t)k) * esz;
     size_t b = algo_part_len(len, (size_t)n, (size_t)k) * esz;
-    if (b > 0) memcpy(dst + s, slot(x, t, k) + s, b);
+    if (b > 0) memcpy(dst + s, slot(run, t, k) + s, b);
   }
-  trace_phase(x, PH_OUT, t);
-  arena_publish(x->a, &x->a->ranks[r].drained, round_id(x, t));
+  trace_phase(run, PH_OUT, t);
+  arena_publish(run->a, &run->a->ranks[r].drained, round_id(run, t));
   return COLL_OK;
 }
 
 /* Step s: A_s, B_(s-1), C_(s-2), where they exist (see the top of the file). */
-static coll_status_t run_rounds(arun_t *x) {
+static coll_status_t run_rounds(arena_run_t *run) {
   coll_status_t st = COLL_OK;
-  for (size_t s = 0; s < x->rounds + 2 && st == COLL_OK; s++) {
-    if (s < x->rounds) st = phase_in(x, s, s);
-    if (st == COLL_OK && s >= 1 && s <= x->rounds) st = phase_reduce(x, s - 1, s);
-    if (st == COLL_OK && s >= 2) st = phase_out(x, s - 2, s);
+  for (size_t s = 0; s < run->rounds + 2 && st == COLL_OK; s++) {
+    if (s < run->rounds) st = phase_in(run, s, s);
+    if (st == COLL_OK && s >= 1 && s <= run->rounds) st = phase_reduce(run, s - 1, s);
+    if (st == COLL_OK && s >= 2) st = phase_out(run, s - 2, s);
   }
   return st;
 }
 
-/* A three-op stand-in schedule for COLL_TRACE: the phases show as local ops (copy in:
- * INPUT -> SCRATCH, i.e. the slot; reduce; copy out), one record per round. */
-void arena_trace_init(arena_trace_t *ts, const coll_comm_t *comm, const exec_call_t *call,
-                      coll_algo_t shown_algo) {
-  memset(ts, 0, sizeof *ts);
+void arena_trace_phase(trace_t *t, int phase, size_t offset, size_t count) {
+  if (!TRACE_ON(t)) return;
   static const uint8_t kinds[PH_COUNT] = {SCHED_LOCAL_COPY, SCHED_LOCAL_REDUCE, SCHED_LOCAL_COPY};
   static const uint8_t bufs[PH_COUNT] = {SCHED_BUF_SCRATCH, SCHED_BUF_OUTPUT, SCHED_BUF_OUTPUT};
   static const uint8_t srcs[PH_COUNT] = {SCHED_BUF_INPUT, SCHED_BUF_SCRATCH, SCHED_BUF_SCRATCH};
-  for (int i = 0; i < PH_COUNT; i++) {
-    ts->ops[i] = (sched_op_t){.kind = kinds[i], .buf = bufs[i], .src_buf = srcs[i], .peer = -1};
-    ts->steps[i] = (sched_step_t){.first_op = (uint32_t)i, .nops = 1};
-    ts->op_step[i] = (uint32_t)i;
-  }
-  sched_t *s = &ts->entry.sched;
-  s->collective = call->kind;
-  s->algo = shown_algo;
-  s->rank = comm->rank;
-  s->nranks = comm->nranks;
-  s->count = s->in_count = s->out_count = call->count;
-  s->elem_size = coll_dtype_size(call->dtype);
-  s->ops = ts->ops;
-  s->nops = PH_COUNT;
-  s->steps = ts->steps;
-  s->nsteps = PH_COUNT;
-  ts->entry.valid = true;
-  ts->entry.kind = call->kind;
-  ts->entry.count = call->count;
-  ts->entry.dtype = call->dtype;
-  ts->entry.algo = COLL_ALGO_ARENA;
-  ts->entry.op_step = ts->op_step;
+  static const char *const names[PH_COUNT] = {"copy in", "reduce", "copy out"};
+  trace_op_t rec = {.kind = kinds[phase],
+                    .buf = bufs[phase],
+                    .src_buf = srcs[phase],
+                    .peer = -1,
+                    .step = (uint32_t)phase,
+                    .offset = offset,
+                    .count = count,
+                    .src_offset = offset,
+                    .phase = names[phase]};
+  trace_op_done_(t, (size_t)phase, &rec);
 }
 
-coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
-  arena_t *a = comm->arena;
+coll_status_t arena_run(arena_t *a, const coll_call_t *call) {
   const char *kind = sched_kind_name(call->kind);
   if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->on_device)
-    return coll_error(COLL_ERR_INTERNAL, "rank %d: %s: the arena cannot run this call", comm->rank,
-                      kind);
-  arena_begin_call(comm, call);
+    return coll_error(COLL_ERR_INTERNAL, "%s: the arena cannot run this call", kind);
   size_t esz = coll_dtype_size(call->dtype);
-  arun_t x = {
-      .comm = comm,
+  arena_run_t run = {
       .a = a,
+      .trace = a->base->trace,
       .call = call,
       .in = call->sendbuf,
       .out = call->recvbuf,
@@ -432,43 +398,36 @@ coll_status_t arena_run(coll_comm_t *comm, const exec_call_t *call) {
       .round0 = a->round,
       .reduce = mem_host_reduce_fn(call->dtype, call->op),
   };
-  x.rounds = algo_div_up(call->count, x.chunk);
-  x.w = (arena_waiter_t){.comm = comm, .call = call, .nsteps = x.rounds + 2, .dead = -1};
-  a->round += (uint32_t)x.rounds;
-  arena_trace_t ts;
-  if (TRACE_ON(comm)) {
-    arena_trace_init(&ts, comm, call, COLL_ALGO_ARENA);
-    x.trace_entry = &ts.entry;
-  }
-  trace_coll_begin(comm, call, x.trace_entry);
-  coll_status_t st = run_rounds(&x);
-  trace_coll_end(comm, call, x.trace_entry, st);
-  return st == COLL_OK ? COLL_OK : arena_fail(&x.w, st, "arena");
-}
-
-void arena_begin_call(coll_comm_t *comm, const exec_call_t *call) {
-  exec_t *ex = &comm->exec;
-  ex->seq++;
-  ex->fp_out = (exec_fp_t){.seq = ex->seq,
-                           .count = call->count,
-                           .kind = (uint32_t)call->kind,
-                           .dtype = (uint32_t)call->dtype,
-                           .op = (uint32_t)call->op,
-                           .root = call->root};
-  window_note_fp(call, &ex->fp_out);
-  arena_note_call(comm, &ex->fp_out);
+  run.rounds = algo_div_up(call->count, run.chunk);
+  run.w = (arena_waiter_t){.a = a, .call = call, .nsteps = run.rounds + 2, .dead = -1};
+  a->round += (uint32_t)run.rounds;
+  trace_coll_begin(run.trace, PH_COUNT, PH_COUNT, esz);
+  coll_status_t st = run_rounds(&run);
+  trace_coll_end(run.trace,
+                 &(trace_coll_t){.kind = call->kind,
+                                 .dtype = call->dtype,
+                                 .op = call->op,
+                                 .root = call->root,
+                                 .count = call->count,
+                                 .elem_size = esz,
+                                 .path = "arena",
+                                 .nsteps = PH_COUNT,
+                                 .nops = PH_COUNT},
+                 st);
+  return st == COLL_OK ? COLL_OK : arena_fail(&run.w, st, "arena");
 }
 
 coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *label) {
-  coll_comm_t *comm = w->comm;
-  const exec_call_t *call = w->call;
+  arena_t *a = w->a;
+  coll_base_t *base = a->base;
+  const coll_call_t *call = w->call;
   if (st != COLL_ERR_TIMEOUT && st != COLL_ERR_MISMATCH && !w->stopped_by_peer) {
     /* The others stop at once instead of waiting for their deadline. */
-    char message[COMM_MESSAGE_MAX];
-    snprintf(message, sizeof message, "rank %d: %s", comm->rank, coll_last_error());
-    publish_failure(comm->arena, message);
+    char message[BASE_MESSAGE_MAX];
+    snprintf(message, sizeof message, "rank %d: %s", base->rank, coll_last_error());
+    publish_failure(a, message);
   }
-  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", comm->rank,
+  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", base->rank,
                     sched_kind_name(call->kind), call->count, coll_dtype_name(call->dtype), label);
-  return failure_conclude(comm, st, w->dead, w->stopped_by_peer);
+  return failure_conclude(base, st, w->dead, w->stopped_by_peer);
 }

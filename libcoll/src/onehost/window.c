@@ -1,4 +1,5 @@
-/* coll_mem_alloc / coll_mem_free: registered windows. On a communicator with an arena
+/* Registered windows (coll_mem_alloc / coll_mem_free; api/api_mem.c checks the
+ * arguments and quiets the request queue first). On a communicator with an arena
  * (one host, shm) and COLL_WINDOW=1 (rank 0's value, kept in the arena header), each rank
  * creates a shared segment of its own, publishes its name in the store, maps every
  * peer's, and once all say they mapped every segment each unlinks its own name (nothing
@@ -23,18 +24,17 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "common/log.h"
-#include "core/arena.h"
-#include "core/window.h"
+#include "onehost/window.h"
 
 enum { PAGE = 4096, KEY_MAX = 192, VALUE_MAX = 256 };
 
 
 /* Our own segment: created, sized and reserved now (a full /dev/shm is an error here,
  * not a SIGBUS in a collective), mapped. false (with a warning) when that fails. */
-static bool create_own(coll_comm_t *comm, window_t *w, char *name, size_t cap) {
+static bool create_own(coll_base_t *base, window_t *w, char *name, size_t cap) {
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
-  snprintf(name, cap, "/coll-win-p%d-r%d-%llu-%016llx", (int)getpid(), comm->rank,
+  snprintf(name, cap, "/coll-win-p%d-r%d-%llu-%016llx", (int)getpid(), base->rank,
            (unsigned long long)w->id, (unsigned long long)rnd);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -57,14 +57,14 @@ static bool create_own(coll_comm_t *comm, window_t *w, char *name, size_t cap) {
   w->base = map;
   return true;
 fail:
-  coll_log(COLL_LOG_WARN, "rank %d: %s; this window is plain memory (no zero-copy)", comm->rank,
+  coll_log(COLL_LOG_WARN, "rank %d: %s; this window is plain memory (no zero-copy)", base->rank,
            coll_last_error());
   snprintf(name, cap, "-");
   return false;
 }
 
 /* Map rank k's segment `name` (already checked to be as large as ours). */
-static bool map_peer(coll_comm_t *comm, window_t *w, int k, const char *name) {
+static bool map_peer(coll_base_t *base, window_t *w, int k, const char *name) {
   int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
   struct stat sb;
   void *map = MAP_FAILED;
@@ -74,37 +74,37 @@ static bool map_peer(coll_comm_t *comm, window_t *w, int k, const char *name) {
   if (fd >= 0) close(fd);
   if (map == MAP_FAILED) {
     coll_log(COLL_LOG_WARN, "rank %d: window %llu: cannot map rank %d's segment %s (%s)",
-             comm->rank, (unsigned long long)w->id, k, name, strerror(err));
+             base->rank, (unsigned long long)w->id, k, name, strerror(err));
     return false;
   }
   w->peer[k] = map;
   return true;
 }
 
-static void unmap_peers(const coll_comm_t *comm, window_t *w) {
+static void unmap_peers(const coll_base_t *base, window_t *w) {
   if (w->peer == NULL) return;
-  for (int k = 0; k < comm->nranks; k++)
-    if (k != comm->rank && w->peer[k] != NULL) munmap(w->peer[k], w->map_len);
+  for (int k = 0; k < base->nranks; k++)
+    if (k != base->rank && w->peer[k] != NULL) munmap(w->peer[k], w->map_len);
   free(w->peer);
   w->peer = NULL;
 }
 
 /* The exchange: names (with the sizes, checked equal), mappings, agreement. On return
  * w->peer is set only if every rank mapped every segment; w->base stays ours. */
-static coll_status_t share(coll_comm_t *comm, window_t *w, const char *own_name) {
-  int n = comm->nranks, r = comm->rank;
+static coll_status_t share(coll_base_t *base, window_t *w, const char *own_name) {
+  int n = base->nranks, r = base->rank;
   char key[KEY_MAX], value[VALUE_MAX + 32], name[VALUE_MAX];
   unsigned long long id = (unsigned long long)w->id;
-  snprintf(key, sizeof key, "%swin/%llu/%d", comm->key_prefix, id, r);
+  snprintf(key, sizeof key, "%swin/%llu/%d", base->key_prefix, id, r);
   snprintf(value, sizeof value, "%zu %s", w->bytes, own_name);
-  coll_status_t st = store_set(comm->store, key, value, strlen(value), comm->timeout_ms);
+  coll_status_t st = store_set(base->store, key, value, strlen(value), base->timeout_ms);
   bool all_named = strcmp(own_name, "-") != 0;
   w->peer = calloc((size_t)n, sizeof *w->peer);
   if (w->peer == NULL) all_named = false; /* we then say "not mapped" below */
   for (int k = 0; k < n && st == COLL_OK; k++) {
     if (k == r) continue;
-    snprintf(key, sizeof key, "%swin/%llu/%d", comm->key_prefix, id, k);
-    st = comm_store_get_text(comm, key, value, sizeof value);
+    snprintf(key, sizeof key, "%swin/%llu/%d", base->key_prefix, id, k);
+    st = base_store_get_text(base, key, value, sizeof value);
     if (st != COLL_OK) break;
     size_t theirs = 0;
     if (sscanf(value, "%zu %255s", &theirs, name) != 2) {
@@ -119,82 +119,48 @@ static coll_status_t share(coll_comm_t *comm, window_t *w, const char *own_name)
       break;
     }
     if (strcmp(name, "-") == 0) all_named = false;
-    if (all_named && !map_peer(comm, w, k, name)) all_named = false;
+    if (all_named && !map_peer(base, w, k, name)) all_named = false;
   }
   bool all = all_named;
   if (st == COLL_OK) {
-    snprintf(key, sizeof key, "%swin/%llu/ok/%d", comm->key_prefix, id, r);
-    st = store_set(comm->store, key, all_named ? "1" : "0", 1, comm->timeout_ms);
+    snprintf(key, sizeof key, "%swin/%llu/ok/%d", base->key_prefix, id, r);
+    st = store_set(base->store, key, all_named ? "1" : "0", 1, base->timeout_ms);
   }
   for (int k = 0; k < n && st == COLL_OK; k++) {
-    snprintf(key, sizeof key, "%swin/%llu/ok/%d", comm->key_prefix, id, k);
-    st = comm_store_get_text(comm, key, value, sizeof value);
+    snprintf(key, sizeof key, "%swin/%llu/ok/%d", base->key_prefix, id, k);
+    st = base_store_get_text(base, key, value, sizeof value);
     if (st == COLL_OK && strcmp(value, "1") != 0) all = false;
   }
   if (strcmp(own_name, "-") != 0) shm_unlink(own_name); /* all mapped it or gave up */
-  if (st != COLL_OK || !all) unmap_peers(comm, w);
+  if (st != COLL_OK || !all) unmap_peers(base, w);
   if (w->peer != NULL) w->peer[r] = w->base;
   return st;
 }
 
-/* The store client is used by one thread at a time, and the executor uses it on its
- * failure paths: let queued asynchronous calls finish before we talk to the store. */
-static coll_status_t quiesce(coll_comm_t *comm) {
-  int64_t limit = coll_now_ns() + (int64_t)comm->timeout_ms * 1000000LL;
-  bool idle;
-  pthread_mutex_lock(&comm->mu);
-  while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
-         !atomic_load(&comm->aborted)) {
-    struct timespec ts = coll_timespec_in_ms(20);
-    pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
-  }
-  pthread_mutex_unlock(&comm->mu);
-  if (idle) return COLL_OK;
-  return atomic_load(&comm->aborted)
-             ? coll_error(COLL_ERR_ABORTED, "rank %d: coll_mem_alloc: the communicator was aborted",
-                          comm->rank)
-             : coll_error(COLL_ERR_TIMEOUT,
-                          "rank %d: coll_mem_alloc: asynchronous calls still running after %d ms",
-                          comm->rank, comm->timeout_ms);
+bool window_shares(const coll_base_t *base, const arena_t *arena) {
+  return base->nranks > 1 && arena != NULL && arena->hdr->window_ok;
 }
 
-coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
-  if (ptr != NULL) *ptr = NULL;
-  coll_status_t st = comm_check(comm, "coll_mem_alloc");
-  if (st == COLL_OK) st = comm_check_usable(comm, "coll_mem_alloc");
-  if (st != COLL_OK) return st;
-  if (ptr == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: ptr is NULL",
-                      comm->rank);
-  if (bytes == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: bytes is 0", comm->rank);
-  if (bytes > SIZE_MAX / 2)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: coll_mem_alloc: %zu bytes is too large",
-                      comm->rank, bytes);
-  if (comm->windows == NULL) {
-    comm->windows = calloc(1, sizeof *comm->windows);
-    if (comm->windows == NULL)
-      return coll_error(COLL_ERR_NO_MEMORY, "coll_mem_alloc: out of memory");
+coll_status_t window_alloc(window_set_t **set, coll_base_t *base, const arena_t *arena,
+                           size_t bytes, void **ptr) {
+  coll_status_t st = COLL_OK;
+  if (*set == NULL) {
+    *set = calloc(1, sizeof **set);
+    if (*set == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_mem_alloc: out of memory");
   }
   window_t *w = calloc(1, sizeof *w);
   if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_mem_alloc: out of memory");
-  w->id = comm->windows->next_id++;
+  w->id = (*set)->next_id++;
   w->bytes = bytes;
   w->map_len = coll_round_up(bytes, PAGE);
-  bool shared = comm->nranks > 1 && comm->arena != NULL && comm->arena->hdr->window_ok;
-  if (shared) {
+  if (window_shares(base, arena)) {
     char name[VALUE_MAX];
-    st = quiesce(comm);
-    if (st != COLL_OK) {
-      free(w);
-      return st;
-    }
-    create_own(comm, w, name, sizeof name);
-    st = share(comm, w, name);
+    create_own(base, w, name, sizeof name);
+    st = share(base, w, name);
     if (st != COLL_OK) {
       if (w->base != NULL) munmap(w->base, w->map_len);
       free(w);
-      return coll_error_prefix(st, "rank %d: coll_mem_alloc(%zu): ", comm->rank, bytes);
+      return coll_error_prefix(st, "rank %d: coll_mem_alloc(%zu): ", base->rank, bytes);
     }
   }
   if (w->base == NULL) {
@@ -206,8 +172,8 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
     memset(w->base, 0, w->map_len);
     w->heap = true;
   }
-  w->next = comm->windows->head;
-  comm->windows->head = w;
+  w->next = (*set)->head;
+  (*set)->head = w;
   coll_log(COLL_LOG_INFO, "coll_mem_alloc #%llu: %zu bytes, %s", (unsigned long long)w->id, bytes,
            w->peer != NULL ? "shared with every rank (zero-copy all-reduce)" : "plain memory");
   *ptr = w->base;
@@ -215,8 +181,8 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr) {
   return COLL_OK;
 }
 
-static void free_window(coll_comm_t *comm, window_t *w) {
-  unmap_peers(comm, w);
+static void free_window(const coll_base_t *base, window_t *w) {
+  unmap_peers(base, w);
   if (w->heap)
     free(w->base);
   else
@@ -224,68 +190,58 @@ static void free_window(coll_comm_t *comm, window_t *w) {
   free(w);
 }
 
-coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr) {
-  coll_status_t st = comm_check(comm, "coll_mem_free");
-  if (st != COLL_OK) return st;
-  /* Rule 6 of coll.h: refused after an abort (destroy releases the windows); a failed
-   * communicator still frees, which needs no peer. */
-  if (atomic_load(&comm->aborted)) return comm_check_usable(comm, "coll_mem_free");
-  if (ptr == NULL) { /* like free(NULL): nothing to do, so nothing to agree on */
-    coll_error_clear();
-    return COLL_OK;
-  }
-  window_t **link = comm->windows != NULL ? &comm->windows->head : NULL;
+coll_status_t window_free(window_set_t *set, coll_base_t *base, void *ptr) {
+  window_t **link = set != NULL ? &set->head : NULL;
   while (link != NULL && *link != NULL && (*link)->base != ptr) link = &(*link)->next;
   if (link == NULL || *link == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_mem_free: %p was not returned by coll_mem_alloc on this "
                       "communicator (or is freed already)",
-                      comm->rank, ptr);
+                      base->rank, ptr);
   window_t *w = *link;
   *link = w->next;
   /* Peers are done with it: every window all-reduce waits, before returning, until all
    * ranks finished reading each other's windows. */
-  free_window(comm, w);
-  coll_error_clear();
+  free_window(base, w);
   return COLL_OK;
 }
 
-void window_close_all(coll_comm_t *comm) {
-  if (comm->windows == NULL) return;
-  while (comm->windows->head != NULL) {
-    window_t *w = comm->windows->head;
-    comm->windows->head = w->next;
-    free_window(comm, w);
+void window_close_all(window_set_t **set, const coll_base_t *base) {
+  if (*set == NULL) return;
+  while ((*set)->head != NULL) {
+    window_t *w = (*set)->head;
+    (*set)->head = w->next;
+    free_window(base, w);
   }
-  free(comm->windows);
-  comm->windows = NULL;
+  free(*set);
+  *set = NULL;
 }
 
-size_t window_bytes(const coll_comm_t *comm) {
+size_t window_bytes(const window_set_t *set) {
   size_t total = 0;
-  for (const window_t *w = comm->windows != NULL ? comm->windows->head : NULL; w != NULL;
+  for (const window_t *w = set != NULL ? set->head : NULL; w != NULL;
        w = w->next)
     if (w->peer != NULL) total += w->map_len;
   return total;
 }
 
 /* The shared window holding [p, p + bytes); NULL when none. */
-static const window_t *find_shared(const coll_comm_t *comm, const void *p, size_t bytes) {
+static const window_t *find_shared(const window_set_t *set, const void *p, size_t bytes) {
   uintptr_t a = (uintptr_t)p;
-  for (const window_t *w = comm->windows->head; w != NULL; w = w->next) {
+  for (const window_t *w = set->head; w != NULL; w = w->next) {
     uintptr_t b = (uintptr_t)w->base;
     if (w->peer != NULL && a >= b && a - b <= w->bytes && bytes <= w->bytes - (a - b)) return w;
   }
   return NULL;
 }
 
-bool window_prepare_call(const coll_comm_t *comm, exec_call_t *call) {
+bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call) {
   if (call->kind != COLL_KIND_ALL_REDUCE || call->on_device || call->count == 0 ||
-      comm->arena == NULL || !comm->arena->hdr->window_ok || comm->windows == NULL)
+      arena == NULL || !arena->hdr->window_ok || set == NULL)
     return false;
   size_t bytes = call->count * coll_dtype_size(call->dtype);
-  const window_t *ws = find_shared(comm, call->sendbuf, bytes);
-  const window_t *wr = ws != NULL ? find_shared(comm, call->recvbuf, bytes) : NULL;
+  const window_t *ws = find_shared(set, call->sendbuf, bytes);
+  const window_t *wr = ws != NULL ? find_shared(set, call->recvbuf, bytes) : NULL;
   if (wr == NULL) return false;
   call->algo = COLL_ALGO_ARENA;
   call->win_send = ws;
@@ -293,7 +249,7 @@ bool window_prepare_call(const coll_comm_t *comm, exec_call_t *call) {
   return true;
 }
 
-void window_note_fp(const exec_call_t *call, exec_fp_t *fp) {
+void window_note_fp(const coll_call_t *call, exec_fp_t *fp) {
   if (call->win_send == NULL) return;
   fp->win_send = call->win_send->id + 1;
   fp->win_send_off = (uint64_t)((const unsigned char *)call->sendbuf - call->win_send->base);

@@ -26,7 +26,7 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "common/log.h"
-#include "core/arena.h"
+#include "onehost/arena.h"
 
 enum { PAGE = 4096, KEY_MAX = 160, NAME_MAX_LEN = 96, TILE_ALIGN = 64 };
 
@@ -39,14 +39,14 @@ static size_t data_offset(int nranks) {
 
 /* Rank 0: create, size (allocated now: a full /dev/shm is an error here, not a SIGBUS
  * in the middle of a collective) and initialise the segment. */
-static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, bool window_ok,
+static coll_status_t create_segment(coll_base_t *base, size_t slot_bytes, bool window_ok,
                                     char *name, size_t cap, int *fd_out, size_t *len_out) {
-  int n = comm->nranks;
+  int n = base->nranks;
   size_t len = data_offset(n) + (size_t)ARENA_NSETS * (size_t)n * slot_bytes;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
   uint32_t key_hash = 2166136261u;
-  for (const char *p = comm->key_prefix; *p != '\0'; p++)
+  for (const char *p = base->key_prefix; *p != '\0'; p++)
     key_hash = (key_hash ^ (unsigned char)*p) * 16777619u;
   snprintf(name, cap, "/coll-arena-%08x-p%d-%016llx", key_hash, (int)getpid(),
            (unsigned long long)rnd);
@@ -82,7 +82,7 @@ static coll_status_t create_segment(coll_comm_t *comm, size_t slot_bytes, bool w
 }
 
 /* Map the segment behind fd, check its header, lock this rank's byte. */
-static coll_status_t attach(coll_comm_t *comm, arena_t *a, const char *name) {
+static coll_status_t attach(coll_base_t *base, arena_t *a, const char *name) {
   struct stat sb;
   if (fstat(a->fd, &sb) != 0 || (size_t)sb.st_size < PAGE)
     return coll_error(COLL_ERR_PROTOCOL, "arena: segment %s is too small", name);
@@ -95,19 +95,19 @@ static coll_status_t attach(coll_comm_t *comm, arena_t *a, const char *name) {
   }
   a->hdr = map;
   arena_hdr_t *h = a->hdr;
-  if (h->magic != ARENA_MAGIC || h->nranks != (uint32_t)comm->nranks || h->nsets != ARENA_NSETS ||
-      h->data_offset != data_offset(comm->nranks) || h->slot_bytes == 0 ||
+  if (h->magic != ARENA_MAGIC || h->nranks != (uint32_t)base->nranks || h->nsets != ARENA_NSETS ||
+      h->data_offset != data_offset(base->nranks) || h->slot_bytes == 0 ||
       h->slot_bytes % PAGE != 0 ||
-      h->data_offset + (size_t)ARENA_NSETS * comm->nranks * h->slot_bytes > a->map_len)
+      h->data_offset + (size_t)ARENA_NSETS * base->nranks * h->slot_bytes > a->map_len)
     return coll_error(COLL_ERR_PROTOCOL, "arena: segment %s has a bad header", name);
   a->ranks = (arena_rank_t *)((unsigned char *)map + ranks_offset());
   a->data = (unsigned char *)map + h->data_offset;
   a->slot_bytes = h->slot_bytes;
-  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = comm->rank, .l_len = 1};
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = base->rank, .l_len = 1};
   if (fcntl(a->fd, F_SETLK, &lock) != 0)
-    return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: locking byte %d of %s", comm->rank,
+    return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: locking byte %d of %s", base->rank,
                             name);
-  a->ranks[comm->rank].pid = (int32_t)getpid();
+  a->ranks[base->rank].pid = (int32_t)getpid();
   return COLL_OK;
 }
 
@@ -121,14 +121,14 @@ static void free_arena(arena_t *a) {
 
 /* Every rank says whether it mapped the segment; the arena is used only if all did, so
  * a local failure costs the algorithm, not the communicator. */
-static coll_status_t agree_all_mapped(coll_comm_t *comm, bool mine, bool *all) {
+static coll_status_t agree_all_mapped(coll_base_t *base, bool mine, bool *all) {
   char key[KEY_MAX], v[8];
-  snprintf(key, sizeof key, "%sarena/ok/%d", comm->key_prefix, comm->rank);
-  coll_status_t st = store_set(comm->store, key, mine ? "1" : "0", 1, comm->timeout_ms);
+  snprintf(key, sizeof key, "%sarena/ok/%d", base->key_prefix, base->rank);
+  coll_status_t st = store_set(base->store, key, mine ? "1" : "0", 1, base->timeout_ms);
   *all = true;
-  for (int r = 0; r < comm->nranks && st == COLL_OK; r++) {
-    snprintf(key, sizeof key, "%sarena/ok/%d", comm->key_prefix, r);
-    st = comm_store_get_text(comm, key, v, sizeof v);
+  for (int r = 0; r < base->nranks && st == COLL_OK; r++) {
+    snprintf(key, sizeof key, "%sarena/ok/%d", base->key_prefix, r);
+    st = base_store_get_text(base, key, v, sizeof v);
     if (st == COLL_OK && strcmp(v, "1") != 0) *all = false;
   }
   return st;
@@ -136,32 +136,33 @@ static coll_status_t agree_all_mapped(coll_comm_t *comm, bool mine, bool *all) {
 
 /* Rank 0, hosting the store, after publishing an error: wait (bounded) until every other
  * rank has read it. */
-static void wait_seen(coll_comm_t *comm) {
-  int n = comm->nranks;
+static void wait_seen(coll_base_t *base) {
+  int n = base->nranks;
   char **keys = calloc((size_t)n, sizeof *keys);
   char *storage = calloc((size_t)n, KEY_MAX);
   if (keys != NULL && storage != NULL) {
     for (int r = 1; r < n; r++) {
       keys[r - 1] = storage + (size_t)r * KEY_MAX;
-      snprintf(keys[r - 1], KEY_MAX, "%sarena/seen/%d", comm->key_prefix, r);
+      snprintf(keys[r - 1], KEY_MAX, "%sarena/seen/%d", base->key_prefix, r);
     }
-    store_wait(comm->store, (const char *const *)keys, (size_t)n - 1, comm->timeout_ms);
+    store_wait(base->store, (const char *const *)keys, (size_t)n - 1, base->timeout_ms);
   }
   free(keys);
   free(storage);
 }
 
-coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_transport) {
-  comm->arena = NULL;
+coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
+                         const char *forced_transport) {
+  *out = NULL;
   bool shm = forced_transport == NULL || forced_transport[0] == '\0' ||
              strcasecmp(forced_transport, "auto") == 0 || strcasecmp(forced_transport, "shm") == 0;
-  if (comm->nranks < 2 || !one_host || !shm) return COLL_OK; /* same facts on every rank */
+  if (base->nranks < 2 || !one_host || !shm) return COLL_OK; /* same facts on every rank */
   char key[KEY_MAX], name[NAME_MAX_LEN + 160] = "-";
-  snprintf(key, sizeof key, "%sarena/name", comm->key_prefix);
+  snprintf(key, sizeof key, "%sarena/name", base->key_prefix);
   int fd = -1;
   size_t len = 0;
   coll_status_t st = COLL_OK;
-  if (comm->rank == 0) {
+  if (base->rank == 0) {
     int64_t enabled, slot, window = 1;
     st = coll_env_int("COLL_ARENA", 0, 1, 1, &enabled);
     if (st == COLL_OK) st = coll_env_int("COLL_WINDOW", 0, 1, 1, &window);
@@ -174,74 +175,74 @@ coll_status_t arena_open(coll_comm_t *comm, bool one_host, const char *forced_tr
       /* Tell the others, which wait for the name: every rank fails init now. */
       char bad[NAME_MAX_LEN + 160];
       snprintf(bad, sizeof bad, "!%s", coll_last_error());
-      if (store_set(comm->store, key, bad, strlen(bad), comm->timeout_ms) == COLL_OK &&
-          comm->server != NULL)
-        wait_seen(comm); /* the store must outlive their reading of it */
+      if (store_set(base->store, key, bad, strlen(bad), base->timeout_ms) == COLL_OK &&
+          base->server != NULL)
+        wait_seen(base); /* the store must outlive their reading of it */
       return coll_error(st, "rank 0: %s", bad + 1);
     }
-    if (enabled && create_segment(comm, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
+    if (enabled && create_segment(base, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
       coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
                coll_last_error());
       snprintf(name, sizeof name, "-");
     }
-    st = store_set(comm->store, key, name, strlen(name), comm->timeout_ms);
+    st = store_set(base->store, key, name, strlen(name), base->timeout_ms);
   } else {
-    st = comm_store_get_text(comm, key, name, sizeof name);
+    st = base_store_get_text(base, key, name, sizeof name);
   }
   if (st != COLL_OK) {
     if (fd >= 0) {
       close(fd);
       shm_unlink(name);
     }
-    return coll_error_prefix(st, "rank %d: arena setup: ", comm->rank);
+    return coll_error_prefix(st, "rank %d: arena setup: ", base->rank);
   }
   if (strcmp(name, "-") == 0) return COLL_OK;
   if (name[0] == '!') {
-    snprintf(key, sizeof key, "%sarena/seen/%d", comm->key_prefix, comm->rank);
-    store_set(comm->store, key, "1", 1, comm->timeout_ms);
+    snprintf(key, sizeof key, "%sarena/seen/%d", base->key_prefix, base->rank);
+    store_set(base->store, key, "1", 1, base->timeout_ms);
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: arena setup: rank 0 failed: %s",
-                      comm->rank, name + 1);
+                      base->rank, name + 1);
   }
 
   arena_t *a = calloc(1, sizeof *a);
   bool mapped = false;
   if (a != NULL) {
-    a->fd = comm->rank == 0 ? fd : shm_open(name, O_RDWR | O_CLOEXEC, 0);
-    a->rank = comm->rank;
-    a->nranks = comm->nranks;
+    a->fd = base->rank == 0 ? fd : shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    a->rank = base->rank;
+    a->nranks = base->nranks;
     a->tile = aligned_alloc(TILE_ALIGN, ARENA_TILE_BYTES);
     if (a->fd < 0)
       coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: shm_open(%s)", name);
     else if (a->tile == NULL)
       coll_error(COLL_ERR_NO_MEMORY, "arena: out of memory");
     else
-      mapped = attach(comm, a, name) == COLL_OK;
+      mapped = attach(base, a, name) == COLL_OK;
     if (!mapped)
       coll_log(COLL_LOG_WARN, "rank %d: %s; the arena all-reduce is off for this communicator",
-               comm->rank, coll_last_error());
-  } else if (comm->rank == 0) {
+               base->rank, coll_last_error());
+  } else if (base->rank == 0) {
     close(fd);
   }
   bool all = false;
-  st = agree_all_mapped(comm, mapped, &all);
-  if (comm->rank == 0) shm_unlink(name); /* everyone has mapped it or given up */
+  st = agree_all_mapped(base, mapped, &all);
+  if (base->rank == 0) shm_unlink(name); /* everyone has mapped it or given up */
   if (st != COLL_OK || !all) {
     free_arena(a);
-    return st == COLL_OK ? COLL_OK : coll_error_prefix(st, "rank %d: arena setup: ", comm->rank);
+    return st == COLL_OK ? COLL_OK : coll_error_prefix(st, "rank %d: arena setup: ", base->rank);
   }
-  comm->arena = a;
+  a->base = base;
+  *out = a;
   coll_log(COLL_LOG_INFO, "arena: %zu bytes shared by %d ranks, %d sets of %zu-byte slots",
-           a->map_len, comm->nranks, ARENA_NSETS, a->slot_bytes);
+           a->map_len, base->nranks, ARENA_NSETS, a->slot_bytes);
   return COLL_OK;
 }
 
-void arena_close(coll_comm_t *comm) {
-  free_arena(comm->arena);
-  comm->arena = NULL;
+void arena_close(arena_t **a) {
+  free_arena(*a);
+  *a = NULL;
 }
 
-size_t arena_staging_bytes(const coll_comm_t *comm) {
-  const arena_t *a = comm->arena;
+size_t arena_staging_bytes(const arena_t *a) {
   return a != NULL ? a->map_len / (size_t)a->nranks : 0;
 }
 

@@ -37,115 +37,112 @@
 
 #include "algo/algo_internal.h"
 #include "common/error.h"
-#include "core/arena.h"
-#include "core/trace.h"
-#include "core/window.h"
 #include "mem/memops.h"
+#include "onehost/arena.h"
+#include "onehost/window.h"
 
 enum { STEP_READY = 0, STEP_DONE, NSTEPS };
 
 typedef struct {
-  coll_comm_t *comm;
   arena_t *a;
   arena_waiter_t w;
-  const exec_call_t *call;
+  const coll_call_t *call;
   uint32_t round;
   size_t esz;
   size_t send_off, recv_off; /* the buffers' offsets in their windows (equal on every rank) */
-  arena_trace_t *trace;      /* NULL when not tracing */
-} wrun_t;
+  trace_t *trace;            /* NULL when not tracing */
+} window_run_t;
 
-static unsigned char *send_of(const wrun_t *x, int k) {
-  return x->call->win_send->peer[k] + x->send_off;
+static unsigned char *send_of(const window_run_t *run, int k) {
+  return run->call->win_send->peer[k] + run->send_off;
 }
-static unsigned char *recv_of(const wrun_t *x, int k) {
-  return x->call->win_recv->peer[k] + x->recv_off;
+static unsigned char *recv_of(const window_run_t *run, int k) {
+  return run->call->win_recv->peer[k] + run->recv_off;
 }
 
-static void trace_done(wrun_t *x, int phase, size_t offset, size_t count) {
-  if (x->trace == NULL) return;
-  sched_op_t *op = &x->trace->entry.sched.ops[phase];
-  op->offset = offset;
-  op->src_offset = offset;
-  op->count = count;
-  trace_op_done(x->comm, &x->trace->entry, (size_t)phase);
+static void trace_done(window_run_t *run, int phase, size_t offset, size_t count) {
+  arena_trace_phase(run->trace, phase, offset, count);
 }
 
 /* 2: our slice over every rank's input, a tile at a time, into every rank's output.
  * Writes start with our own window and go round, so ranks do not all write one window
  * at the same moment. */
-static void reduce_and_push(wrun_t *x) {
-  const exec_call_t *call = x->call;
-  int n = x->a->nranks, r = x->a->rank;
-  size_t esz = x->esz;
+static void reduce_and_push(window_run_t *run) {
+  const coll_call_t *call = run->call;
+  int n = run->a->nranks, r = run->a->rank;
+  size_t esz = run->esz;
   size_t off = algo_part_start(call->count, (size_t)n, (size_t)r) * esz;
   size_t bytes = algo_part_len(call->count, (size_t)n, (size_t)r) * esz;
   mem_reduce_fn reduce = mem_host_reduce_fn(call->dtype, call->op);
-  unsigned char *acc = x->a->tile;
+  unsigned char *acc = run->a->tile;
   size_t tile = ARENA_TILE_BYTES / esz * esz;
   for (size_t done = 0; done < bytes; done += tile) {
     size_t b = bytes - done < tile ? bytes - done : tile, cnt = b / esz;
     if (n == 2) {
       /* Straight into our own output (each element is read before it is written, so in
        * place is fine), then from there into the peer's: one pass less. */
-      unsigned char *own = recv_of(x, r) + off + done;
-      reduce(own, send_of(x, 0) + off + done, send_of(x, 1) + off + done, cnt);
+      unsigned char *own = recv_of(run, r) + off + done;
+      reduce(own, send_of(run, 0) + off + done, send_of(run, 1) + off + done, cnt);
       if (call->op == COLL_AVG) mem_host_finish_avg(own, cnt, call->dtype, n);
-      memcpy(recv_of(x, 1 - r) + off + done, own, b);
+      memcpy(recv_of(run, 1 - r) + off + done, own, b);
       continue;
     }
-    reduce(acc, send_of(x, 0) + off + done, send_of(x, 1) + off + done, cnt);
-    for (int k = 2; k < n; k++) reduce(acc, acc, send_of(x, k) + off + done, cnt);
+    reduce(acc, send_of(run, 0) + off + done, send_of(run, 1) + off + done, cnt);
+    for (int k = 2; k < n; k++) reduce(acc, acc, send_of(run, k) + off + done, cnt);
     if (call->op == COLL_AVG) mem_host_finish_avg(acc, cnt, call->dtype, n);
-    for (int i = 0; i < n; i++) memcpy(recv_of(x, (r + i) % n) + off + done, acc, b);
+    for (int i = 0; i < n; i++) memcpy(recv_of(run, (r + i) % n) + off + done, acc, b);
   }
 }
 
-static coll_status_t run(wrun_t *x) {
-  arena_rank_t *me = &x->a->ranks[x->a->rank];
-  if (x->trace) trace_op_start(x->comm, ARENA_PH_IN);
-  arena_publish(x->a, &me->win_ready, x->round);
-  coll_status_t st = arena_wait_all(&x->w, offsetof(arena_rank_t, win_ready), x->round,
+static coll_status_t run_call(window_run_t *run) {
+  arena_rank_t *me = &run->a->ranks[run->a->rank];
+  trace_op_start(run->trace, ARENA_PH_IN);
+  arena_publish(run->a, &me->win_ready, run->round);
+  coll_status_t st = arena_wait_all(&run->w, offsetof(arena_rank_t, win_ready), run->round,
                                     "its input in its window", STEP_READY);
   /* All are in this call and none can leave it before we are done: compare all. */
-  if (st == COLL_OK) st = arena_check_fingerprints(x->a);
+  if (st == COLL_OK) st = arena_check_fingerprints(run->a);
   if (st != COLL_OK) return st;
-  trace_done(x, ARENA_PH_IN, 0, 0);
-  if (x->trace) trace_op_start(x->comm, ARENA_PH_REDUCE);
-  reduce_and_push(x);
-  trace_done(x, ARENA_PH_REDUCE, 0, x->call->count / (size_t)x->a->nranks);
-  arena_publish(x->a, &me->win_done, x->round);
-  if (x->trace) trace_op_start(x->comm, ARENA_PH_OUT);
-  st = arena_wait_all(&x->w, offsetof(arena_rank_t, win_done), x->round,
+  trace_done(run, ARENA_PH_IN, 0, 0);
+  trace_op_start(run->trace, ARENA_PH_REDUCE);
+  reduce_and_push(run);
+  trace_done(run, ARENA_PH_REDUCE, 0, run->call->count / (size_t)run->a->nranks);
+  arena_publish(run->a, &me->win_done, run->round);
+  trace_op_start(run->trace, ARENA_PH_OUT);
+  st = arena_wait_all(&run->w, offsetof(arena_rank_t, win_done), run->round,
                       "its slice in every window", STEP_DONE);
-  trace_done(x, ARENA_PH_OUT, 0, x->call->count);
+  trace_done(run, ARENA_PH_OUT, 0, run->call->count);
   return st;
 }
 
-coll_status_t window_run(coll_comm_t *comm, const exec_call_t *call) {
-  arena_t *a = comm->arena;
+coll_status_t window_run(arena_t *a, const coll_call_t *call) {
   if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->win_send == NULL ||
       call->win_recv == NULL || call->win_send->peer == NULL || call->win_recv->peer == NULL)
-    return coll_error(COLL_ERR_INTERNAL, "rank %d: %s: the window path cannot run this call",
-                      comm->rank, sched_kind_name(call->kind));
-  arena_begin_call(comm, call);
-  wrun_t x = {
-      .comm = comm,
+    return coll_error(COLL_ERR_INTERNAL, "%s: the window path cannot run this call",
+                      sched_kind_name(call->kind));
+  size_t esz = coll_dtype_size(call->dtype);
+  window_run_t run = {
       .a = a,
-      .w = {.comm = comm, .call = call, .nsteps = NSTEPS, .dead = -1, .label = "window"},
+      .trace = a->base->trace,
+      .w = {.a = a, .call = call, .nsteps = NSTEPS, .dead = -1, .label = "window"},
       .call = call,
       .round = ++a->win_round,
-      .esz = coll_dtype_size(call->dtype),
+      .esz = esz,
       .send_off = (size_t)((const unsigned char *)call->sendbuf - call->win_send->base),
       .recv_off = (size_t)((const unsigned char *)call->recvbuf - call->win_recv->base),
   };
-  arena_trace_t ts;
-  if (TRACE_ON(comm)) {
-    arena_trace_init(&ts, comm, call, TRACE_ALGO_WINDOW); /* named "window", not "arena" */
-    x.trace = &ts;
-  }
-  trace_coll_begin(comm, call, x.trace ? &ts.entry : NULL);
-  coll_status_t st = run(&x);
-  trace_coll_end(comm, call, x.trace ? &ts.entry : NULL, st);
-  return st == COLL_OK ? COLL_OK : arena_fail(&x.w, st, "zero-copy window");
+  trace_coll_begin(run.trace, ARENA_PH_COUNT, ARENA_PH_COUNT, esz);
+  coll_status_t st = run_call(&run);
+  trace_coll_end(run.trace,
+                 &(trace_coll_t){.kind = call->kind,
+                                 .dtype = call->dtype,
+                                 .op = call->op,
+                                 .root = call->root,
+                                 .count = call->count,
+                                 .elem_size = esz,
+                                 .path = "window",
+                                 .nsteps = ARENA_PH_COUNT,
+                                 .nops = ARENA_PH_COUNT},
+                 st);
+  return st == COLL_OK ? COLL_OK : arena_fail(&run.w, st, "zero-copy window");
 }

@@ -1,21 +1,21 @@
 /* Point to point (coll_send, coll_recv) and groups. A group records calls between
  * coll_group_start and the outermost coll_group_end; the end runs them in order, each run
  * of consecutive sends and receives as one P2P call whose transfers are all posted in
- * one step (exec.c), so a ring of exchanges cannot deadlock the way blocking sends
+ * one step (exec/exec.c), so a ring of exchanges cannot deadlock the way blocking sends
  * would. Collectives in a group run where they were recorded. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
-#include "core/comm.h"
+#include "api/api.h"
 
 enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_async" */
 
-coll_status_t group_record(coll_comm_t *comm, const exec_call_t *call) {
+coll_status_t group_record(coll_comm_t *comm, const coll_call_t *call) {
   if (comm->group_n == comm->group_cap) {
     size_t cap = comm->group_cap ? comm->group_cap * 2 : 16;
-    exec_call_t *p = realloc(comm->group_calls, cap * sizeof *p);
+    coll_call_t *p = realloc(comm->group_calls, cap * sizeof *p);
     if (p == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu calls", cap);
     comm->group_calls = p;
     comm->group_cap = cap;
@@ -24,31 +24,25 @@ coll_status_t group_record(coll_comm_t *comm, const exec_call_t *call) {
   return COLL_OK;
 }
 
-void group_free(coll_comm_t *comm) {
-  free(comm->group_calls);
-  comm->group_calls = NULL;
-  comm->group_n = comm->group_cap = 0;
-}
-
 static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const void *buf,
                          size_t count, coll_dtype_t dtype, int peer, coll_request_t **request,
                          bool async) {
   if (async && request != NULL) *request = NULL;
   coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK) st = comm_check_usable(comm, what);
+  if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   /* Argument errors name the rank and the call (README), like every later error. */
   char who[WHO_MAX];
-  snprintf(who, sizeof who, "rank %d: %s", comm->rank, what);
+  snprintf(who, sizeof who, "rank %d: %s", comm->base.rank, what);
   if (async && request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", who);
   size_t esz = coll_dtype_size(dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)dtype);
-  if (peer < 0 || peer >= comm->nranks)
+  if (peer < 0 || peer >= comm->base.nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)", who, peer,
-                      comm->nranks);
-  if (peer == comm->rank)
+                      comm->base.nranks);
+  if (peer == comm->base.rank)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is this rank (no self transfers)",
                       who, peer);
   if (count > 0 && buf == NULL)
@@ -56,9 +50,9 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
   if (count > (SIZE_MAX / 4) / esz)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", who, count);
   size_t bytes = count * esz;
-  if (bytes > 0) st = exec_cuda_refuse_device(comm, who, buf);
+  if (bytes > 0) st = cuda_refuse_device(&comm->cuda, who, buf);
   if (st != COLL_OK) return st;
-  exec_call_t call = {
+  coll_call_t call = {
       .kind = COLL_KIND_P2P,
       .count = bytes,
       .dtype = COLL_UINT8,
@@ -92,7 +86,7 @@ coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int p
  * communicator still opens one; coll_group_end then returns the failure. */
 static coll_status_t refuse_if_aborted(coll_comm_t *comm, const char *what) {
   coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK && atomic_load(&comm->aborted)) st = comm_check_usable(comm, what);
+  if (st == COLL_OK && atomic_load(&comm->base.aborted)) st = base_check_usable(&comm->base, what);
   return st;
 }
 
@@ -107,13 +101,13 @@ coll_status_t coll_group_start(coll_comm_t *comm) {
 /* Run the P2P calls [first, end) of the group as one. */
 static coll_status_t run_p2p(coll_comm_t *comm, size_t first, size_t end) {
   size_t n = end - first, total = 0;
-  exec_p2p_t *ops = malloc(n * sizeof *ops);
+  coll_p2p_t *ops = malloc(n * sizeof *ops);
   if (ops == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu ops", n);
   for (size_t i = 0; i < n; i++) {
     ops[i] = comm->group_calls[first + i].one;
     total += ops[i].bytes;
   }
-  exec_call_t call = {.kind = COLL_KIND_P2P,
+  coll_call_t call = {.kind = COLL_KIND_P2P,
                       .count = total,
                       .dtype = COLL_UINT8,
                       .algo = COLL_ALGO_RING,
@@ -130,12 +124,12 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
   if (comm->group_depth == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_group_end: no group is open (coll_group_start first)",
-                      comm->rank);
+                      comm->base.rank);
   if (--comm->group_depth > 0) {
     coll_error_clear();
     return COLL_OK;
   }
-  st = comm_check_usable(comm, "coll_group_end"); /* failed: the recorded calls are dropped */
+  st = base_check_usable(&comm->base, "coll_group_end"); /* failed: the recorded calls are dropped */
   size_t i = 0;
   while (i < comm->group_n && st == COLL_OK) {
     if (comm->group_calls[i].kind != COLL_KIND_P2P) {

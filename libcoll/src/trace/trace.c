@@ -25,9 +25,10 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 enum {
+  TAG_MAX = 64,     /* a communicator tag (from its key prefix) */
   MAX_RECORDS = 16384,   /* records buffered before a write (about 1.5 MB) */
   NAME_MAX_LEN = 63,     /* user span names are cut here */
   MAX_NAMES = 64,        /* distinct span names per communicator; more share "(other)" */
@@ -49,14 +50,15 @@ typedef enum {
 /* One event. Field use by type:
  *  OP:     kind/buf/src_buf/peer = the sched_op_t, step, a = op index, b = offset,
  *          c = count, d = src_offset, posted = post time, elem = element size
- *  COLL:   kind = coll kind, buf = dtype, src_buf = op, peer = root, step = algo,
+ *  COLL:   kind = coll kind, buf = dtype, src_buf = op, peer = root, name = path,
  *          a = count, b = bytes, c = steps, d = ops, status
- *  STEP:   step, a = ops in the step
+ *  STEP:   step, a = ops of the step traced
  *  WAIT, REQUEST_WAIT: ts and end only
  *  BEGIN/END: a = span name index
  *  THREAD: peer = 1 for the progress thread */
 typedef struct {
-  int64_t ts; /* ns, CLOCK_MONOTONIC */
+  const char *name; /* OP: its phase (NULL: the op kind); COLL: the path or algorithm */
+  int64_t ts;       /* ns, CLOCK_MONOTONIC */
   int64_t end;
   int64_t posted;
   uint64_t seq;
@@ -70,7 +72,10 @@ typedef struct {
 } rec_t;
 
 struct trace {
-  coll_comm_t *comm;
+  int rank, nranks;
+  char tag[TAG_MAX]; /* which communicator of the process (see comm_tag) */
+  bool has_progress;
+  pthread_t progress; /* the progress thread, named as such */
   pthread_mutex_t mu; /* user spans come from the caller while the progress thread runs */
   FILE *file;
   char path[4096];
@@ -88,6 +93,8 @@ struct trace {
   int64_t *op_start; /* per op of the running schedule */
   int64_t *step_first;
   int64_t *step_last;
+  uint64_t *step_ops;
+  size_t elem_size; /* of the running collective */
   size_t op_cap;
   size_t step_cap;
   int64_t *chan_free; /* 2 * nranks: when each channel finished its last transfer */
@@ -123,7 +130,7 @@ static void put_event(trace_t *t, const char *json) {
 }
 
 static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
-  int rank = t->comm->rank;
+  int rank = t->rank;
   char ts[32], dur[32], posted[32];
   put_us(ts, sizeof ts, r->ts);
   put_us(dur, sizeof dur, r->end - r->ts);
@@ -136,7 +143,7 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
       else if (transfer)
         snprintf(name, sizeof name, "%s from %d", op_names[r->kind], (int)r->peer);
       else
-        snprintf(name, sizeof name, "%s", op_names[r->kind]);
+        snprintf(name, sizeof name, "%s", r->name ? r->name : op_names[r->kind]);
       put_us(posted, sizeof posted, r->posted);
       snprintf(out, cap,
                "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,"
@@ -160,9 +167,7 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
                "\"ops\":%llu,\"status\":\"%s\"}}",
                sched_kind_name((coll_kind_t)r->kind), rank, (int)r->tid, ts, dur,
                (unsigned long long)r->seq, (unsigned long long)r->a, dtype ? dtype : "?",
-               op ? op : "none", (int)r->peer,
-               r->step == (uint32_t)TRACE_ALGO_WINDOW ? "window"
-                                                      : coll_algo_name((coll_algo_t)r->step),
+               op ? op : "none", (int)r->peer, r->name ? r->name : "?",
                (unsigned long long)r->b, (unsigned long long)r->c, (unsigned long long)r->d,
                coll_status_name((coll_status_t)r->status));
       return;
@@ -249,9 +254,8 @@ static int thread_tid_locked(trace_t *t) {
     if (t->tids[i] == tid) return tid;
   if (t->ntids == MAX_TIDS) return tid;
   t->tids[t->ntids++] = tid;
-  coll_comm_t *c = t->comm;
   rec_t *r = append_locked(t, REC_THREAD, tid);
-  r->peer = c->thread_started && pthread_equal(pthread_self(), c->thread);
+  r->peer = t->has_progress && pthread_equal(pthread_self(), t->progress);
   return tid;
 }
 
@@ -262,8 +266,8 @@ static int channel_tid(int peer, bool recv) { return CHANNEL_TID + 2 * peer + (r
 /* Which communicator of the process this is, for file and process names: "" for the
  * first one on its store ("coll/c1/") and single-rank ones, else the key prefix without
  * "coll/" and with dots for slashes ("c2", "c1.s1-c0" for a split). */
-static void comm_tag(char *out, size_t cap, const coll_comm_t *comm) {
-  const char *p = comm->key_prefix;
+static void comm_tag(char *out, size_t cap, const char *key_prefix) {
+  const char *p = key_prefix;
   if (strncmp(p, "coll/", 5) == 0) p += 5;
   out[0] = '\0';
   if (strcmp(p, "c1/") == 0 || strcmp(p, "single/") == 0) return;
@@ -279,12 +283,10 @@ static void comm_tag(char *out, size_t cap, const coll_comm_t *comm) {
 }
 
 /* FILE.json -> FILE[.<tag>].rank<r>.json (a name without .json gets it appended). */
-static void make_path(char *out, size_t cap, const char *spec, const coll_comm_t *comm) {
-  char tag[COMM_KEY_PREFIX_MAX];
-  comm_tag(tag, sizeof tag, comm);
+static void make_path(char *out, size_t cap, const char *spec, const trace_t *t) {
   size_t n = strlen(spec);
   int stem = (int)(n >= 5 && strcmp(spec + n - 5, ".json") == 0 ? n - 5 : n);
-  snprintf(out, cap, "%.*s%s%s.rank%d.json", stem, spec, tag[0] ? "." : "", tag, comm->rank);
+  snprintf(out, cap, "%.*s%s%s.rank%d.json", stem, spec, t->tag[0] ? "." : "", t->tag, t->rank);
 }
 
 static void free_trace(trace_t *t) {
@@ -292,72 +294,83 @@ static void free_trace(trace_t *t) {
   free(t->op_start);
   free(t->step_first);
   free(t->step_last);
+  free(t->step_ops);
   free(t->chan_free);
   free(t);
 }
 
 /* Process and channel names, written at once. */
 static void write_metadata(trace_t *t) {
-  const coll_comm_t *c = t->comm;
-  char json[256], tag[COMM_KEY_PREFIX_MAX];
-  comm_tag(tag, sizeof tag, c);
+  char json[256];
+  const char *tag = t->tag;
+  int rank = t->rank;
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->file);
   snprintf(json, sizeof json,
            "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
            "\"args\":{\"name\":\"rank %d%s%s%s\"}}",
-           c->rank, c->rank, tag[0] ? " (communicator " : "", tag, tag[0] ? ")" : "");
+           rank, rank, tag[0] ? " (communicator " : "", tag, tag[0] ? ")" : "");
   put_event(t, json);
   snprintf(json, sizeof json,
            "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
            "\"args\":{\"sort_index\":%d}}",
-           c->rank, c->rank);
+           rank, rank);
   put_event(t, json);
-  for (int p = 0; p < c->nranks; p++) {
-    if (p == c->rank) continue;
+  for (int p = 0; p < t->nranks; p++) {
+    if (p == rank) continue;
     for (int dir = 0; dir < 2; dir++) {
       snprintf(json, sizeof json,
                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                "\"args\":{\"name\":\"%s rank %d\"}}",
-               c->rank, channel_tid(p, dir == 1), dir ? "recv from" : "send to", p);
+               rank, channel_tid(p, dir == 1), dir ? "recv from" : "send to", p);
       put_event(t, json);
     }
   }
 }
 
-coll_status_t trace_open(coll_comm_t *comm) {
-  comm->trace = NULL;
+coll_status_t trace_open(trace_t **out, int rank, int nranks, const char *key_prefix) {
+  *out = NULL;
   const char *spec = coll_env_str("COLL_TRACE");
   if (spec == NULL || spec[0] == '\0') return COLL_OK;
   trace_t *t = calloc(1, sizeof *t);
   if (t == NULL) return coll_error(COLL_ERR_NO_MEMORY, "COLL_TRACE: out of memory");
-  t->comm = comm;
+  t->rank = rank;
+  t->nranks = nranks;
+  comm_tag(t->tag, sizeof t->tag, key_prefix);
   t->first = true;
   t->recs = malloc(MAX_RECORDS * sizeof *t->recs);
-  t->chan_free = calloc(2 * (size_t)comm->nranks, sizeof *t->chan_free);
+  t->chan_free = calloc(2 * (size_t)nranks, sizeof *t->chan_free);
   if (t->recs == NULL || t->chan_free == NULL) {
     free_trace(t);
     return coll_error(COLL_ERR_NO_MEMORY, "COLL_TRACE: out of memory");
   }
-  make_path(t->path, sizeof t->path, spec, comm);
+  make_path(t->path, sizeof t->path, spec, t);
   coll_status_t st;
   t->file = fopen(t->path, "w");
   if (t->file == NULL) {
-    st = coll_error_errno(COLL_ERR_SYSTEM, errno, "COLL_TRACE: rank %d cannot write %s", comm->rank,
+    st = coll_error_errno(COLL_ERR_SYSTEM, errno, "COLL_TRACE: rank %d cannot write %s", rank,
                           t->path);
     free_trace(t);
     return st;
   }
   pthread_mutex_init(&t->mu, NULL);
   write_metadata(t);
-  comm->trace = t;
+  *out = t;
   coll_log(COLL_LOG_INFO, "COLL_TRACE: writing %s", t->path);
   return COLL_OK;
 }
 
-void trace_close(coll_comm_t *comm) {
-  trace_t *t = comm->trace;
+void trace_set_progress_thread(trace_t *t, pthread_t thread) {
   if (t == NULL) return;
-  comm->trace = NULL;
+  pthread_mutex_lock(&t->mu);
+  t->progress = thread;
+  t->has_progress = true;
+  pthread_mutex_unlock(&t->mu);
+}
+
+void trace_close(trace_t **tp) {
+  trace_t *t = *tp;
+  if (t == NULL) return;
+  *tp = NULL;
   pthread_mutex_lock(&t->mu);
   flush_locked(t);
   if (t->file != NULL) {
@@ -386,37 +399,39 @@ static bool reserve(trace_t *t, size_t nops, size_t nsteps) {
     if (a != NULL) t->step_first = a;
     int64_t *b = realloc(t->step_last, nsteps * sizeof *b);
     if (b != NULL) t->step_last = b;
-    if (a == NULL || b == NULL) return false;
+    uint64_t *c = realloc(t->step_ops, nsteps * sizeof *c);
+    if (c != NULL) t->step_ops = c;
+    if (a == NULL || b == NULL || c == NULL) return false;
     t->step_cap = nsteps;
   }
   return true;
 }
 
-void trace_coll_begin_(trace_t *t, const exec_call_t *call, const exec_cache_entry_t *e) {
-  (void)call;
+void trace_coll_begin_(trace_t *t, size_t nops, size_t nsteps, size_t elem_size) {
   t->coll_t0 = coll_now_ns();
-  const sched_t *s = &e->sched;
-  if (!reserve(t, s->nops, s->nsteps)) {
+  t->elem_size = elem_size;
+  if (!reserve(t, nops, nsteps)) {
     t->op_cap = 0; /* marks "ops not traced" for this call */
     return;
   }
-  memset(t->op_start, 0, s->nops * sizeof *t->op_start);
-  memset(t->step_first, 0, s->nsteps * sizeof *t->step_first);
-  memset(t->step_last, 0, s->nsteps * sizeof *t->step_last);
+  memset(t->op_start, 0, nops * sizeof *t->op_start);
+  memset(t->step_first, 0, nsteps * sizeof *t->step_first);
+  memset(t->step_last, 0, nsteps * sizeof *t->step_last);
+  memset(t->step_ops, 0, nsteps * sizeof *t->step_ops);
 }
 
 void trace_op_start_(trace_t *t, size_t i) {
   if (i < t->op_cap) t->op_start[i] = coll_now_ns();
 }
 
-void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t i) {
-  if (i >= t->op_cap) return;
+void trace_op_done_(trace_t *t, size_t i, const trace_op_t *op) {
+  if (i >= t->op_cap || op->step >= t->step_cap) return;
   int64_t end = coll_now_ns();
   int64_t posted = t->op_start[i];
-  const sched_op_t *op = &e->sched.ops[i];
-  uint32_t step = e->op_step[i];
+  uint32_t step = op->step;
   if (t->step_first[step] == 0 || posted < t->step_first[step]) t->step_first[step] = posted;
   if (end > t->step_last[step]) t->step_last[step] = end;
+  t->step_ops[step]++;
   bool transfer = op->kind <= SCHED_RECV_REDUCE;
   int64_t begin = posted;
   pthread_mutex_lock(&t->mu);
@@ -439,7 +454,8 @@ void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t i) {
   r->src_buf = op->src_buf;
   r->peer = op->peer;
   r->step = step;
-  r->elem = (uint32_t)e->sched.elem_size;
+  r->name = op->phase;
+  r->elem = (uint32_t)t->elem_size;
   r->a = i;
   r->b = op->offset;
   r->c = op->count;
@@ -447,32 +463,30 @@ void trace_op_done_(trace_t *t, const exec_cache_entry_t *e, size_t i) {
   pthread_mutex_unlock(&t->mu);
 }
 
-void trace_coll_end_(trace_t *t, const exec_call_t *call, const exec_cache_entry_t *e,
-                     coll_status_t status) {
+void trace_coll_end_(trace_t *t, const trace_coll_t *c, coll_status_t status) {
   int64_t end = coll_now_ns();
-  const sched_t *s = &e->sched;
   pthread_mutex_lock(&t->mu);
   int tid = thread_tid_locked(t);
-  for (size_t k = 0; k < s->nsteps && k < t->step_cap && t->op_cap >= s->nops; k++) {
+  for (size_t k = 0; k < c->nsteps && k < t->step_cap && t->op_cap >= c->nops; k++) {
     if (t->step_first[k] == 0) continue;
     rec_t *r = append_locked(t, REC_STEP, tid);
     r->ts = t->step_first[k];
     r->end = t->step_last[k];
     r->step = (uint32_t)k;
-    r->a = s->steps[k].nops;
+    r->a = t->step_ops[k];
   }
   rec_t *r = append_locked(t, REC_COLL, tid);
   r->ts = t->coll_t0;
   r->end = end;
-  r->kind = (uint8_t)call->kind;
-  r->buf = (uint8_t)call->dtype;
-  r->src_buf = (uint8_t)call->op;
-  r->peer = call->kind == COLL_KIND_BROADCAST || call->kind == COLL_KIND_REDUCE ? call->root : -1;
-  r->step = (uint32_t)s->algo;
-  r->a = call->count;
-  r->b = call->count * s->elem_size;
-  r->c = s->nsteps;
-  r->d = s->nops;
+  r->kind = (uint8_t)c->kind;
+  r->buf = (uint8_t)c->dtype;
+  r->src_buf = (uint8_t)c->op;
+  r->peer = c->kind == COLL_KIND_BROADCAST || c->kind == COLL_KIND_REDUCE ? c->root : -1;
+  r->name = c->path;
+  r->a = c->count;
+  r->b = c->count * c->elem_size;
+  r->c = c->nsteps;
+  r->d = c->nops;
   r->status = (int16_t)status;
   t->seq++;
   pthread_mutex_unlock(&t->mu);
@@ -519,36 +533,12 @@ static int name_index_locked(trace_t *t, const char *name) {
   return t->nnames++;
 }
 
-static coll_status_t span(coll_comm_t *comm, const char *name, rec_type_t type, const char *what) {
-  coll_status_t st = comm_check(comm, what);
-  if (st != COLL_OK) return st;
-  /* Rule 6 of coll.h: refused after an abort; a failed communicator still records. */
-  if (atomic_load(&comm->aborted)) return comm_check_usable(comm, what);
-  if (name == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: name is NULL", comm->rank, what);
-  trace_t *t = comm->trace;
-  if (t == NULL) return COLL_OK;
+void trace_span(trace_t *t, const char *name, bool begin) {
+  if (t == NULL) return;
   int64_t now = coll_now_ns();
   pthread_mutex_lock(&t->mu);
-  rec_t *r = append_locked(t, type, thread_tid_locked(t));
+  rec_t *r = append_locked(t, begin ? REC_BEGIN : REC_END, thread_tid_locked(t));
   r->ts = now;
   r->a = (uint64_t)name_index_locked(t, name);
   pthread_mutex_unlock(&t->mu);
-  return COLL_OK;
-}
-
-coll_status_t coll_trace_span_begin(coll_comm_t *comm, const char *name) {
-  coll_status_t st = span(comm, name, REC_BEGIN, "coll_trace_span_begin");
-  if (st == COLL_OK) coll_error_clear();
-  return st;
-}
-
-coll_status_t coll_trace_span_end(coll_comm_t *comm, const char *name) {
-  coll_status_t st = span(comm, name, REC_END, "coll_trace_span_end");
-  if (st == COLL_OK) coll_error_clear();
-  return st;
-}
-
-int coll_trace_enabled(const coll_comm_t *comm) {
-  return comm != NULL && comm->magic == COMM_MAGIC && comm->trace != NULL;
 }

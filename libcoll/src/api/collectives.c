@@ -1,13 +1,70 @@
-/* The entry points of the collectives beyond all-reduce and broadcast (reduce,
- * all_gather, reduce_scatter, all_to_all): each builds its call and hands it to the
- * common path (api_call.c), blocking, asynchronous or on a CUDA stream. */
+/* The entry points of every collective (all_reduce, broadcast, reduce, all_gather,
+ * reduce_scatter, all_to_all, barrier), blocking, asynchronous and on a CUDA stream:
+ * each builds its call and hands it to the common path (prepare.c). */
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "api/api.h"
 
-static exec_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
+static coll_call_t all_reduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op) {
+  return (coll_call_t){.kind = COLL_KIND_ALL_REDUCE,
+                       .sendbuf = sendbuf,
+                       .recvbuf = recvbuf,
+                       .count = count,
+                       .dtype = dtype,
+                       .op = op};
+}
+
+static coll_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, int root) {
+  return (coll_call_t){.kind = COLL_KIND_BROADCAST,
+                       .sendbuf = buf,
+                       .recvbuf = buf,
+                       .count = count,
+                       .dtype = dtype,
+                       .op = COLL_SUM,
+                       .root = root};
+}
+
+coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
+                              coll_op_t op, coll_comm_t *comm) {
+  return api_run(comm, "coll_all_reduce", all_reduce_call(sendbuf, recvbuf, count, dtype, op), NULL,
+                 false);
+}
+
+coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                    coll_request_t **request) {
+  return api_run(comm, "coll_all_reduce_async", all_reduce_call(sendbuf, recvbuf, count, dtype, op),
+                 request, true);
+}
+
+coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,
+                             coll_comm_t *comm) {
+  return api_run(comm, "coll_broadcast", broadcast_call(buf, count, dtype, root), NULL, false);
+}
+
+coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_t dtype, int root,
+                                   coll_comm_t *comm, coll_request_t **request) {
+  return api_run(comm, "coll_broadcast_async", broadcast_call(buf, count, dtype, root), request,
+                 true);
+}
+
+coll_status_t coll_all_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                     void *cuda_stream) {
+  return api_run_stream(comm, "coll_all_reduce_stream",
+                        all_reduce_call(sendbuf, recvbuf, count, dtype, op), cuda_stream);
+}
+
+coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype, int root,
+                                    coll_comm_t *comm, void *cuda_stream) {
+  return api_run_stream(comm, "coll_broadcast_stream", broadcast_call(buf, count, dtype, root),
+                        cuda_stream);
+}
+
+static coll_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
                         coll_op_t op, int root) {
-  return (exec_call_t){.kind = kind,
+  return (coll_call_t){.kind = kind,
                        .sendbuf = s,
                        .recvbuf = r,
                        .count = count,
@@ -106,7 +163,7 @@ coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t 
 
 /* The barrier reduces one byte held by the communicator: every rank must have sent its
  * contribution before any can finish (MAX keeps the byte 0 whatever the order). */
-static exec_call_t barrier_call(coll_comm_t *comm) {
+static coll_call_t barrier_call(coll_comm_t *comm) {
   static const uint8_t zero = 0;
   return make(COLL_KIND_BARRIER, &zero, &comm->barrier_byte, 1, COLL_UINT8, COLL_MAX, 0);
 }

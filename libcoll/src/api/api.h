@@ -1,0 +1,32 @@
+/* What the API files share: a call's way from its entry point (collectives.c,
+ * p2p_group.c) through preparation (prepare.c: argument checks, algorithm choice, the
+ * INFO line) to the request queue or the dispatch (core/). */
+#ifndef COLL_API_API_H
+#define COLL_API_API_H
+
+#include "core/comm.h"
+
+/* ---- prepare.c ---- */
+/* Argument checks, algorithm choice and the INFO line for a collective call (all kinds
+ * but P2P); on success *call is ready for the dispatch. */
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call);
+/* The INFO line of a call: algorithm and transport chosen, and why (the cost model's
+ * estimate of every algorithm that implements the collective). */
+void api_log_choice(coll_comm_t *comm, const char *what, const coll_call_t *call);
+/* Run a prepared call: recorded inside a group, else blocking or through *request. */
+coll_status_t api_submit(coll_comm_t *comm, const char *what, coll_call_t *call,
+                         coll_request_t **request);
+/* A collective call from its entry point: prepared, then submitted (async: through
+ * *request, which must not be NULL). Plain and async calls on device buffers first wait
+ * for the legacy default stream. */
+coll_status_t api_run(coll_comm_t *comm, const char *what, coll_call_t call,
+                      coll_request_t **request, bool async);
+/* A _stream call: device buffers are queued on `stream` (core/stream_calls.c); host
+ * buffers wait for it, then run like the blocking call. Refused inside a group. */
+coll_status_t api_run_stream(coll_comm_t *comm, const char *what, coll_call_t call, void *stream);
+
+/* ---- p2p_group.c ---- */
+/* Record a prepared call in the open group. */
+coll_status_t group_record(coll_comm_t *comm, const coll_call_t *call);
+
+#endif

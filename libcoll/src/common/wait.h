@@ -1,0 +1,30 @@
+/* How every waiter of libcoll waits (the executor, the arena, coll_request_wait): spin
+ * with the pause instruction for the first pure_spin_ns, then yield the core until
+ * spin_ns (with more ranks than cores, the rank we wait for may need this one), then
+ * block in the waiter's own way (transport_set_wait, a futex, a condition variable) in
+ * short slices so that abort and deadlines are seen. The communicator chooses the two
+ * times (COLL_SPIN_US, COLL_PURE_SPIN_US; core/comm.c). */
+#ifndef COLL_COMMON_WAIT_H
+#define COLL_COMMON_WAIT_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/util.h"
+
+/* One turn of a waiter that has waited waited_ns without progress: pause or yield and
+ * return true (look again), or return false: time to block. */
+static inline bool coll_wait_spin(int64_t waited_ns, int64_t spin_ns, int64_t pure_spin_ns) {
+  if (waited_ns < pure_spin_ns) {
+    coll_cpu_relax();
+    return true;
+  }
+  if (waited_ns < spin_ns) {
+    sched_yield();
+    return true;
+  }
+  return false;
+}
+
+#endif

@@ -1,0 +1,37 @@
+/* The one place that decides which execution path runs a prepared call. Every call is
+ * checked against the communicator's health first; a collective over more than one rank
+ * then starts its fingerprint (base_begin_call), which the arena records for its waiters
+ * and each path agrees on with the other ranks. Then:
+ *   device buffers             -> the CUDA path (cuda/), over its own device links or
+ *                                 staged over the host links;
+ *   one rank                   -> a local copy (AVG over one rank divides by 1);
+ *   COLL_ALGO_ARENA all-reduce -> the zero-copy window path when both buffers lie in
+ *                                 shared windows, else the arena (onehost/);
+ *   anything else              -> the schedule executor over the host links (exec/). */
+#include <string.h>
+
+#include "core/comm.h"
+
+coll_status_t dispatch_run(coll_comm_t *comm, const coll_call_t *call) {
+  coll_base_t *base = &comm->base;
+  coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
+  if (st != COLL_OK || call->count == 0) return st;
+  if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
+    exec_fp_t *fp = base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
+    window_note_fp(call, fp);
+    arena_note_call(comm->arena, fp); /* an arena call waiting for us can compare */
+  }
+  if (call->on_device) return cuda_run(comm->cuda, &comm->exec, &comm->links, call);
+  if (base->nranks == 1) {
+    if (call->sendbuf != call->recvbuf)
+      memcpy(call->recvbuf, call->sendbuf, call->count * coll_dtype_size(call->dtype));
+    return COLL_OK;
+  }
+  /* api_call.c chose the arena only where it runs. */
+  if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
+    return call->win_send != NULL ? window_run(comm->arena, call) : arena_run(comm->arena, call);
+  size_t scratch = comm->links.scratch_bytes;
+  st = exec_run(&comm->exec, &comm->links, call);
+  if (comm->links.scratch_bytes != scratch) comm_update_staging_peak(comm);
+  return st;
+}
