@@ -143,6 +143,19 @@ typedef struct {
  * (docs/cluster.md). A job of one rank opens no store and needs neither (when set, they
  * are checked all the same). */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm);
+
+/* What the launcher tells this process, read the way coll_comm_init_env reads it, without
+ * joining anything: whether to join a job at all, and the local rank (which GPU). */
+typedef struct {
+  int found;      /* 0: no launcher's variables are set (not an error); the rest 0, -1 */
+  int rank, size; /* RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID/SLURM_NTASKS */
+  int local_rank; /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; -1: not given */
+  const char *launcher; /* "torchrun/collrun", "Open MPI" or "Slurm"; NULL: none */
+} coll_launch_info_t;
+/* Fill *info; a malformed or out-of-range variable is COLL_ERR_INVALID_ARGUMENT naming
+ * it. Open MPI's variables are read before Slurm's (mpirun inside an allocation
+ * inherits SLURM_PROCID). */
+COLL_API coll_status_t coll_launch_info(coll_launch_info_t *info);
 /* Create a communicator from an explicit configuration. Collective over all ranks. */
 COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **comm);
 /* Free the communicator. Collective only in the sense that peers see the connections

@@ -13,6 +13,7 @@ typedef struct {
   coll_comm_t *comm;
   bool own_comm;
   int rank, world;
+  int local_rank; /* the launcher's (coll_launch_info); -1: none given */
   train_backend_t *be;
   train_dataset_t train, test;
   train_model_t *model;

@@ -4,7 +4,6 @@
 
 #include "backend.h"
 #include "error.h"
-#include "trainer_launcher.h"
 #include "trainer_run.h"
 
 void train_config_defaults(train_config_t *cfg) {
@@ -52,9 +51,13 @@ static train_status_t setup_comm(trainer_run_t *r) {
   r->comm = r->cfg->comm;
   r->rank = 0;
   r->world = 1;
+  coll_launch_info_t launch;
+  coll_status_t ls = coll_launch_info(&launch);
+  if (ls != COLL_OK) return train_comm_error(ls, "reading the launcher's environment");
+  r->local_rank = launch.local_rank;
   /* Without a launcher (or with a world of one) there is nobody to talk to: run alone
    * without a store, like `python train.py` next to `torchrun train.py`. */
-  if (r->comm == NULL && trainer_launcher_world() > 1) {
+  if (r->comm == NULL && launch.found && launch.size > 1) {
     coll_status_t cs = coll_comm_init_env(&r->comm);
     if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
     r->own_comm = true;
@@ -78,7 +81,9 @@ train_status_t trainer_setup(trainer_run_t *r) {
   const train_config_t *c = r->cfg;
   train_status_t st = setup_comm(r);
   if (st != TRAIN_OK) return st;
-  st = train_backend_open(c->device, c->blas_threads, trainer_launcher_local_rank(r->rank), &r->be);
+  /* The GPU: the launcher's local rank, else the rank (one host). */
+  int local = r->local_rank >= 0 ? r->local_rank : r->rank;
+  st = train_backend_open(c->device, c->blas_threads, local, &r->be);
   if (st != TRAIN_OK) return st;
   const char *dir = c->data_dir != NULL ? c->data_dir : TRAIN_DEFAULT_DATA_DIR;
   st = train_dataset_load(dir, "train", &r->train);

@@ -174,6 +174,54 @@ START_TEST(launcher_environment_resolves_the_store) {
 }
 END_TEST
 
+/* coll_launch_info reads what coll_comm_init_env would, without joining: which launcher,
+ * rank, size and local rank; nothing set is "not found", not an error. */
+START_TEST(launch_info_names_the_launcher_without_joining) {
+  clean_env();
+  coll_launch_info_t info;
+  ck_assert_int_eq(coll_launch_info(&info), COLL_OK);
+  ck_assert_int_eq(info.found, 0);
+  ck_assert_int_eq(info.local_rank, -1);
+  ck_assert_ptr_null(info.launcher);
+
+  static const char *const torchrun[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", NULL};
+  set_vars(torchrun, MAX_VARS);
+  ck_assert_int_eq(coll_launch_info(&info), COLL_OK);
+  ck_assert_int_eq(info.found, 1);
+  ck_assert_int_eq(info.rank, 1);
+  ck_assert_int_eq(info.size, 2);
+  ck_assert_int_eq(info.local_rank, 1);
+  ck_assert_str_eq(info.launcher, "torchrun/collrun");
+
+  clean_env();
+  static const char *const ompi_in_slurm[] = {
+      "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+      "SLURM_PROCID=0",         "SLURM_NTASKS=1",         "SLURM_LOCALID=0",
+      NULL};
+  set_vars(ompi_in_slurm, MAX_VARS);
+  ck_assert_int_eq(coll_launch_info(&info), COLL_OK);
+  ck_assert_str_eq(info.launcher, "Open MPI");
+  ck_assert_int_eq(info.rank, 3);
+  ck_assert_int_eq(info.size, 4);
+  ck_assert_int_eq(info.local_rank, 1);
+
+  clean_env();
+  static const char *const slurm[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3", NULL};
+  set_vars(slurm, MAX_VARS);
+  ck_assert_int_eq(coll_launch_info(&info), COLL_OK);
+  ck_assert_str_eq(info.launcher, "Slurm");
+  ck_assert_int_eq(info.local_rank, -1);
+
+  clean_env();
+  static const char *const bad[] = {"RANK=5", "WORLD_SIZE=2", NULL};
+  set_vars(bad, MAX_VARS);
+  ck_assert_int_eq(coll_launch_info(&info), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(coll_last_error(), "RANK") != NULL, "message: %s", coll_last_error());
+  ck_assert_int_eq(coll_launch_info(NULL), COLL_ERR_INVALID_ARGUMENT);
+  clean_env();
+}
+END_TEST
+
 START_TEST(host_id_is_forced_or_names_host_boot_and_network_namespace) {
   clean_env();
   char id[256], again[256];
@@ -277,6 +325,7 @@ static Suite *launch_env_suite(void) {
   TCase *tc = tcase_create("env");
   tcase_add_loop_test(tc, launcher_environment_resolves_the_store, 0,
                       (int)(sizeof cases / sizeof cases[0]));
+  tcase_add_test(tc, launch_info_names_the_launcher_without_joining);
   tcase_add_test(tc, host_id_is_forced_or_names_host_boot_and_network_namespace);
   tcase_add_test(tc, ranks_meet_with_only_slurm_variables);
   tcase_set_timeout(tc, 90);

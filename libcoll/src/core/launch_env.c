@@ -178,6 +178,26 @@ static const launcher_vars_t *find_launcher(void) {
   return NULL;
 }
 
+coll_status_t coll_launch_info(coll_launch_info_t *info) {
+  if (info == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_launch_info: info is NULL");
+  *info = (coll_launch_info_t){.local_rank = -1};
+  const launcher_vars_t *lv = find_launcher();
+  if (lv == NULL) {
+    coll_error_clear();
+    return COLL_OK;
+  }
+  int size = 0, rank = 0;
+  int64_t local = -1;
+  coll_status_t st = required_int(lv->size, 1, 1 << 24, lv->launcher, &size);
+  if (st == COLL_OK) st = required_int(lv->rank, 0, size - 1, lv->launcher, &rank);
+  if (st == COLL_OK) st = coll_env_int(lv->local, 0, size - 1, -1, &local);
+  if (st != COLL_OK) return coll_error_prefix(st, "coll_launch_info: ");
+  *info = (coll_launch_info_t){
+      .found = 1, .rank = rank, .size = size, .local_rank = (int)local, .launcher = lv->launcher};
+  coll_error_clear();
+  return COLL_OK;
+}
+
 coll_status_t launch_env_config(coll_config_t *cfg, char *addr_buf, size_t addr_cap) {
   memset(cfg, 0, sizeof *cfg);
   const launcher_vars_t *lv = find_launcher();
