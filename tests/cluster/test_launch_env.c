@@ -194,10 +194,13 @@ START_TEST(launch_info_names_the_launcher_without_joining) {
   ck_assert_str_eq(info.launcher, "torchrun/collrun");
 
   clean_env();
-  static const char *const ompi_in_slurm[] = {
-      "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_RANK=1",
-      "SLURM_PROCID=0",         "SLURM_NTASKS=1",         "SLURM_LOCALID=0",
-      NULL};
+  static const char *const ompi_in_slurm[] = {"OMPI_COMM_WORLD_RANK=3",
+                                              "OMPI_COMM_WORLD_SIZE=4",
+                                              "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                                              "SLURM_PROCID=0",
+                                              "SLURM_NTASKS=1",
+                                              "SLURM_LOCALID=0",
+                                              NULL};
   set_vars(ompi_in_slurm, MAX_VARS);
   ck_assert_int_eq(coll_launch_info(&info), COLL_OK);
   ck_assert_str_eq(info.launcher, "Open MPI");

@@ -15,9 +15,9 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "common/clock.h"
-#include "onehost/arena.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "onehost/arena.h"
 #include "peer_failures.h"
 
 typedef struct {
@@ -350,7 +350,7 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
   /* The messages, checked one at a time (coll_last_error is the latest). */
   if (coll_mem_free(comm, &q) == COLL_OK || strstr(coll_last_error(), "coll_mem_alloc") == NULL)
     bad = 1;
-  if (p != NULL) bad = 1; /* *ptr is cleared on error */
+  if (p != NULL) bad = 1;                            /* *ptr is cleared on error */
   if (coll_mem_free(comm, NULL) != COLL_OK) bad = 1; /* like free(NULL) */
   /* A double free is an unknown pointer the second time. */
   if (coll_mem_alloc(comm, 100, &q) != COLL_OK || coll_mem_free(comm, q) != COLL_OK ||
@@ -358,7 +358,8 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
     bad = 1;
   /* Rank 1 asks for another size: every rank learns it. */
   coll_status_t st = coll_mem_alloc(comm, rank == 1 ? 8192 : 4096, &q);
-  if (st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "asked for") == NULL || q != NULL) {
+  if (st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "asked for") == NULL ||
+      q != NULL) {
     fprintf(stderr, "rank %d: different sizes: %s: %s\n", rank, coll_status_name(st),
             coll_last_error());
     bad = 1;
@@ -367,7 +368,8 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
    * call is queued waits for it. */
   coll_request_t *req = NULL;
   void *q2 = NULL;
-  if (coll_mem_alloc(comm, 4096, &q) != COLL_OK || coll_all_reduce(q, q, 1024, COLL_INT32, COLL_SUM, comm) != COLL_OK ||
+  if (coll_mem_alloc(comm, 4096, &q) != COLL_OK ||
+      coll_all_reduce(q, q, 1024, COLL_INT32, COLL_SUM, comm) != COLL_OK ||
       coll_all_reduce_async(q, q, 1024, COLL_INT32, COLL_SUM, comm, &req) != COLL_OK ||
       coll_mem_alloc(comm, 4096, &q2) != COLL_OK || coll_request_wait(&req) != COLL_OK ||
       coll_mem_free(comm, q2) != COLL_OK)
@@ -389,7 +391,8 @@ static Suite *window_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_4_ranks, 0, 4);
   tcase_add_test(tc, the_same_bits_as_the_arena);
-  tcase_add_loop_test(tc, plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows, 0, 3);
+  tcase_add_loop_test(tc, plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows, 0,
+                      3);
   tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
   tcase_add_test(tc, different_offsets_are_a_mismatch);
   tcase_add_test(tc, bad_arguments_are_clear_errors);

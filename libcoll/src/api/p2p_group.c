@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/error.h"
 #include "api/api.h"
+#include "common/error.h"
 
 enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_async" */
 
@@ -129,7 +129,8 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
     coll_error_clear();
     return COLL_OK;
   }
-  st = base_check_usable(&comm->base, "coll_group_end"); /* failed: the recorded calls are dropped */
+  st =
+      base_check_usable(&comm->base, "coll_group_end"); /* failed: the recorded calls are dropped */
   size_t i = 0;
   while (i < comm->group_n && st == COLL_OK) {
     if (comm->group_calls[i].kind != COLL_KIND_P2P) {

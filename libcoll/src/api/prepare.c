@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "api/api.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "api/api.h"
 #include "mem/mem_cuda.h"
 
 enum { WHO_MAX = 96 }; /* "rank 12345: coll_reduce_scatter_stream" */
@@ -146,9 +146,9 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call
     if (call->kind == COLL_KIND_ALL_REDUCE)
       coll_log(COLL_LOG_INFO,
                "%s: algo arena is forced but cannot run here (%s); the cost model chooses", what,
-               call->on_device     ? "device buffers"
+               call->on_device          ? "device buffers"
                : comm->base.nranks == 1 ? "one rank"
-                                   : "ranks on several hosts, or a transport other than shm");
+                                        : "ranks on several hosts, or a transport other than shm");
     call->algo = COLL_ALGO_AUTO;
   }
   if (call->algo == COLL_ALGO_AUTO) {
@@ -193,7 +193,8 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, coll_call_t call,
   if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   if (async && request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->base.rank, what);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->base.rank,
+                      what);
   st = api_prepare(comm, what, &call);
   if (st != COLL_OK) return st;
   /* Device buffers of a plain or _async call: what the legacy default stream holds (the

@@ -57,7 +57,7 @@ typedef struct coll_base {
   atomic_int failed;
   pthread_mutex_t failed_mu;
   char failed_message[BASE_MESSAGE_MAX];
-  atomic_llong heartbeat_ns; /* last time a path saw progress (for waiters) */
+  atomic_llong heartbeat_ns;   /* last time a path saw progress (for waiters) */
   struct failure_watch *watch; /* failure_watch.c; NULL for one rank */
   base_where_t where;
 
@@ -93,14 +93,13 @@ static inline void base_heartbeat(coll_base_t *base, int64_t now_ns) {
 }
 /* Start the fingerprint of a collective call: seq advanced, fp_out filled (windows
  * unset: the window path adds them). Returns fp_out. */
-exec_fp_t *base_begin_call(coll_base_t *base, coll_kind_t kind, size_t count,
-                           coll_dtype_t dtype, coll_op_t op, int root);
+exec_fp_t *base_begin_call(coll_base_t *base, coll_kind_t kind, size_t count, coll_dtype_t dtype,
+                           coll_op_t op, int root);
 
 /* ---- store_text.c ---- */
 /* The store value under `key` as text in out (cut to cap - 1 bytes), waiting up to the
  * communicator's timeout for it to appear. */
-coll_status_t base_store_get_text(const coll_base_t *base, const char *key, char *out,
-                                  size_t cap);
+coll_status_t base_store_get_text(const coll_base_t *base, const char *key, char *out, size_t cap);
 
 /* ---- hang.c ---- */
 /* The hang report. A rank whose deadline passed (or that a peer's timeout stopped)

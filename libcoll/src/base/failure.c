@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "base/base.h"
 
 enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
 

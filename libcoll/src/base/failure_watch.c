@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/base.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "base/base.h"
 
 enum { PARK_MS = 60000, RETRY_MS = 200, KEY_MAX = 128 };
 

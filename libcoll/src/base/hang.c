@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "base/base.h"
 
 enum {
   KEY_MAX = 128,

@@ -47,8 +47,8 @@ void base_mark_failed_by_peer(coll_base_t *base, coll_status_t status, const cha
   mark_failed(base, status, "first failure in the communicator: ", message);
 }
 
-exec_fp_t *base_begin_call(coll_base_t *base, coll_kind_t kind, size_t count,
-                           coll_dtype_t dtype, coll_op_t op, int root) {
+exec_fp_t *base_begin_call(coll_base_t *base, coll_kind_t kind, size_t count, coll_dtype_t dtype,
+                           coll_op_t op, int root) {
   base->seq++;
   base->fp_out = (exec_fp_t){.seq = base->seq,
                              .count = count,

@@ -5,8 +5,7 @@
 
 #include "base/base.h"
 
-coll_status_t base_store_get_text(const coll_base_t *base, const char *key, char *out,
-                                  size_t cap) {
+coll_status_t base_store_get_text(const coll_base_t *base, const char *key, char *out, size_t cap) {
   void *value = NULL;
   size_t len = 0;
   coll_status_t st = store_get(base->store, key, &value, &len, base->timeout_ms);

@@ -130,8 +130,8 @@ static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, 
       return coll_error_prefix(st, "rank %d: hosting the store on port %d: ", cfg->rank,
                                cfg->master_port);
   }
-  st =
-      store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->base.timeout_ms, &comm->base.store);
+  st = store_client_connect(addr, (uint16_t)cfg->master_port, token, comm->base.timeout_ms,
+                            &comm->base.store);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", cfg->rank);
   return COLL_OK;
 }
@@ -167,7 +167,8 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   comm->base.timeout_ms = (int)timeout;
   comm->algo = env_algo;
   comm->cost = algo_cost_shm_default;
-  snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "%s", prefix ? prefix : "coll/single/");
+  snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "%s",
+           prefix ? prefix : "coll/single/");
   comm->prefix_preset = prefix != NULL;
   /* Kept for coll_comm_split: children reach the same store. */
   snprintf(comm->base.store_addr, sizeof comm->base.store_addr, "%s",
@@ -305,7 +306,8 @@ coll_status_t coll_comm_set_algo(coll_comm_t *comm, coll_algo_t algo) {
   if (st != COLL_OK) return st;
   if ((unsigned)algo >= COLL_ALGO_COUNT)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
-                      "rank %d: coll_comm_set_algo: unknown algorithm %d", comm->base.rank, (int)algo);
+                      "rank %d: coll_comm_set_algo: unknown algorithm %d", comm->base.rank,
+                      (int)algo);
   comm->algo = algo;
   /* Agreement costs a store round trip; it is paid once, at the next collective. */
   if (comm->base.nranks > 1) comm->algo_check_pending = true;
@@ -336,7 +338,8 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
                       "rank %d: coll_comm_set_poll_us: poll_us %d is outside [0, 1000000]",
                       comm->base.rank, poll_us);
   /* Crowded ranks keep their short spin (choose_spin); the user's COLL_SPIN_US wins. */
-  if (!comm->base.spin_crowded && !comm->base.spin_from_env) comm->base.spin_ns = (int64_t)poll_us * 1000;
+  if (!comm->base.spin_crowded && !comm->base.spin_from_env)
+    comm->base.spin_ns = (int64_t)poll_us * 1000;
   coll_error_clear();
   return COLL_OK;
 }

@@ -47,9 +47,9 @@ struct coll_comm {
   bool algo_check_pending; /* set_algo was called: agree before the next collective */
   int algo_epoch;
 
-  exec_t exec;        /* the schedule executor (exec/exec.h) */
-  exec_links_t links; /* the host transports as the executor uses them */
-  arena_t *arena;     /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
+  exec_t exec;           /* the schedule executor (exec/exec.h) */
+  exec_links_t links;    /* the host transports as the executor uses them */
+  arena_t *arena;        /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
   window_set_t *windows; /* coll_mem_alloc's windows (onehost/window.h); NULL: none */
   cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h); NULL until used */
 

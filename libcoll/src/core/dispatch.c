@@ -17,7 +17,8 @@ coll_status_t dispatch_run(coll_comm_t *comm, const coll_call_t *call) {
   coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
   if (st != COLL_OK || call->count == 0) return st;
   if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
-    exec_fp_t *fp = base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
+    exec_fp_t *fp =
+        base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
     window_note_fp(call, fp);
     arena_note_call(comm->arena, fp); /* an arena call waiting for us can compare */
   }

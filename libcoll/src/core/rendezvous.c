@@ -214,9 +214,9 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
   st = arena_open(&comm->arena, &comm->base, one_host, forced);
   if (st != COLL_OK) goto out;
-  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu", comm->base.key_prefix, n,
-           one_host ? "one host" : "several hosts", coll_algo_name(comm->algo),
-           comm->segment_bytes);
+  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu",
+           comm->base.key_prefix, n, one_host ? "one host" : "several hosts",
+           coll_algo_name(comm->algo), comm->segment_bytes);
 out:
   free(all);
   free(hosts);
@@ -237,8 +237,8 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
     size_t len = 0;
     st = store_get(comm->base.store, key, &value, &len, comm->base.timeout_ms);
     if (st != COLL_OK)
-      return coll_error_prefix(st, "rank %d: coll_comm_set_algo, waiting for rank %d: ", comm->base.rank,
-                               r);
+      return coll_error_prefix(
+          st, "rank %d: coll_comm_set_algo, waiting for rank %d: ", comm->base.rank, r);
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), (const char *)value);
     free(value);

@@ -83,8 +83,8 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
     if (m[i].rank == comm->base.rank) me = i;
   free(m);
   char prefix[BASE_KEY_PREFIX_MAX];
-  int len = snprintf(prefix, sizeof prefix, "%ss%llu-c%d/", comm->base.key_prefix, (unsigned long long)k,
-                     color);
+  int len = snprintf(prefix, sizeof prefix, "%ss%llu-c%d/", comm->base.key_prefix,
+                     (unsigned long long)k, color);
   if (len < 0 || (size_t)len >= sizeof prefix)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_comm_split: splits nested too deep (key prefix over %d "

@@ -31,7 +31,8 @@ static void stream_reached(void *arg) {
   coll_comm_t *comm = op->comm;
   atomic_store_explicit(&op->gate, 1, memory_order_release);
   int64_t limit = coll_now_ns() + ((int64_t)comm->base.timeout_ms + HOLD_GRACE_MS) * 1000000LL;
-  if (!progress_wait_done(comm, op->req, limit)) return; /* the executor still owns both: leak them rather than race */
+  if (!progress_wait_done(comm, op->req, limit))
+    return; /* the executor still owns both: leak them rather than race */
   free(op->req);
   free(op);
 }
@@ -67,4 +68,3 @@ coll_status_t stream_call_submit(coll_comm_t *comm, coll_call_t *call) {
   }
   return COLL_OK;
 }
-

@@ -29,14 +29,14 @@ enum { GATE_SPIN_NS = 20000, GATE_SLEEP_NS = 10000, MAX_RETIRED = 16 };
 #define MIN_STAGING_BYTES ((size_t)1 << 20)
 
 struct cuda_path {
-  bool probed;     /* devices counted (once per communicator) */
-  int ndevices;    /* 0: never look at pointers */
-  int device;      /* GPU of the first device call; -1 before it */
-  void *stream;    /* ours, non-blocking */
-  bool decided;    /* transport path chosen (at the first device call) */
+  bool probed;  /* devices counted (once per communicator) */
+  int ndevices; /* 0: never look at pointers */
+  int device;   /* GPU of the first device call; -1 before it */
+  void *stream; /* ours, non-blocking */
+  bool decided; /* transport path chosen (at the first device call) */
   bool use_ipc;
   exec_links_t links; /* the cuda_ipc connections, their counters, device scratch */
-  void *pinned; /* host staging */
+  void *pinned;       /* host staging */
   size_t pinned_bytes;
   /* Outgrown buffers, freed at destroy: cudaFree and cudaFreeHost may synchronise the
    * device, which must not happen while our host callback holds a caller's stream. */
@@ -49,8 +49,10 @@ static void retire(cuda_path_t *path, void *p, bool pinned) {
   if (p == NULL) return;
   if (path->nretired == MAX_RETIRED) {
     path->nretired--;
-    if (path->retired_pinned[path->nretired]) mem_cuda_host_free(path->retired[path->nretired]);
-    else mem_cuda_free(path->retired[path->nretired]);
+    if (path->retired_pinned[path->nretired])
+      mem_cuda_host_free(path->retired[path->nretired]);
+    else
+      mem_cuda_free(path->retired[path->nretired]);
   }
   path->retired[path->nretired] = p;
   path->retired_pinned[path->nretired] = pinned;
@@ -147,7 +149,8 @@ static void leave_device(int device, int previous) {
  * rank count on this host and the transport COLL_TRANSPORT forces (agreed at init). */
 static coll_status_t decide_path(const coll_base_t *base, cuda_path_t *path) {
   const char *forced = coll_env_str("COLL_TRANSPORT");
-  bool ipc_allowed = forced == NULL || strcmp(forced, "auto") == 0 || strcmp(forced, "cuda_ipc") == 0;
+  bool ipc_allowed =
+      forced == NULL || strcmp(forced, "auto") == 0 || strcmp(forced, "cuda_ipc") == 0;
   path->decided = true;
   path->use_ipc = base->nranks > 1 && base->local_count == base->nranks && ipc_allowed;
   if (!path->use_ipc) {
@@ -354,8 +357,10 @@ void cuda_free(cuda_path_t **slot) {
   exec_links_free(&path->links);
   mem_cuda_host_free(path->pinned);
   for (int i = 0; i < path->nretired; i++) {
-    if (path->retired_pinned[i]) mem_cuda_host_free(path->retired[i]);
-    else mem_cuda_free(path->retired[i]);
+    if (path->retired_pinned[i])
+      mem_cuda_host_free(path->retired[i]);
+    else
+      mem_cuda_free(path->retired[i]);
   }
   mem_cuda_stream_destroy(path->stream);
   if (path->device >= 0) leave_device(path->device, previous);

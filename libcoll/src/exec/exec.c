@@ -32,9 +32,9 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "common/wait.h"
-#include "common/log.h"
 #include "exec/exec.h"
 #include "mem/mem_cuda.h"
 #include "mem/memops.h"
@@ -79,7 +79,6 @@ static const char *op_kind_name(uint8_t kind) {
       return "local reduce";
   }
 }
-
 
 static coll_status_t fail(exec_run_t *run, coll_status_t st) {
   const coll_call_t *c = run->call;
@@ -225,8 +224,8 @@ static coll_status_t fp_send_next(exec_run_t *run) {
   while (fpa_send_due(a)) {
     int k = a->sent, peer = fpa_send_peer(a, k);
     const fpa_msg_t *m = fpa_message(a, k);
-    coll_status_t st =
-        transport_post_send(transport_set_conn(run->links->transports, peer), m, fpa_message_bytes(a));
+    coll_status_t st = transport_post_send(transport_set_conn(run->links->transports, peer), m,
+                                           fpa_message_bytes(a));
     if (st != COLL_OK) {
       run->err_peer = peer;
       return st;

@@ -54,8 +54,8 @@
 #include "algo/algo_internal.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/wait.h"
 #include "common/log.h"
+#include "common/wait.h"
 #include "mem/memops.h"
 #include "onehost/arena.h"
 
@@ -106,8 +106,9 @@ void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t round) {
   if (atomic_load(&a->hdr->sleepers) != 0) wake_all(a->hdr);
 }
 
-static const char *const phase_names[PH_COUNT] = {
-    [PH_IN] = "its input in the arena", [PH_REDUCE] = "its reduced slice", [PH_OUT] = "its copy-out"};
+static const char *const phase_names[PH_COUNT] = {[PH_IN] = "its input in the arena",
+                                                  [PH_REDUCE] = "its reduced slice",
+                                                  [PH_OUT] = "its copy-out"};
 
 /* Where each phase's counter lies in a rank's line. */
 static const size_t counter_offsets[PH_COUNT] = {[PH_IN] = offsetof(arena_rank_t, filled),
@@ -168,12 +169,12 @@ coll_status_t arena_check_fingerprints(const arena_t *a) {
 static void note_state(arena_waiter_t *w, int peer, const char *what, size_t step) {
   w->a->base->where = (base_where_t){.kind = w->call->kind,
                                      .seq = w->a->base->fp_out.seq,
-                                       .count = w->call->count,
-                                       .dtype = w->call->dtype,
-                                       .step = step,
-                                       .nsteps = w->nsteps,
-                                       .waiting_peer = peer,
-                                       .waiting_what = what};
+                                     .count = w->call->count,
+                                     .dtype = w->call->dtype,
+                                     .step = step,
+                                     .nsteps = w->nsteps,
+                                     .waiting_peer = peer,
+                                     .waiting_what = what};
 }
 
 static coll_status_t timed_out(arena_waiter_t *w, int peer, const char *what, size_t step) {
@@ -195,12 +196,11 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
   uint32_t last_bell = atomic_load(&h->bell);
   for (;;) {
     if (reached(atomic_load(counter), target)) return COLL_OK;
-    if (base_aborted(base))
-      return coll_error(COLL_ERR_ABORTED, "the communicator was aborted");
+    if (base_aborted(base)) return coll_error(COLL_ERR_ABORTED, "the communicator was aborted");
     int32_t failed = atomic_load(&h->failed);
     if (failed != 0)
-      return coll_error(COLL_ERR_REMOTE, "rank %d failed: %.*s", failed - 1,
-                        (int)sizeof h->failure, h->failure);
+      return coll_error(COLL_ERR_REMOTE, "rank %d failed: %.*s", failed - 1, (int)sizeof h->failure,
+                        h->failure);
     int comm_failed = base_failed(base);
     if (comm_failed != 0) { /* the failure watcher: another rank failed first */
       w->stopped_by_peer = true;
@@ -229,8 +229,8 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
       }
     }
     int64_t left_ms = (timeout_ns - (now - last_change)) / 1000000LL + 1;
-    struct timespec ts = {.tv_sec = 0,
-                          .tv_nsec = (left_ms < WAIT_SLICE_MS ? left_ms : WAIT_SLICE_MS) * 1000000L};
+    struct timespec ts = {
+        .tv_sec = 0, .tv_nsec = (left_ms < WAIT_SLICE_MS ? left_ms : WAIT_SLICE_MS) * 1000000L};
     atomic_fetch_add(&h->sleepers, 1);
     uint32_t seen = atomic_load(&h->bell);
     if (!reached(atomic_load(counter), target) && atomic_load(&h->failed) == 0) {
@@ -272,7 +272,9 @@ static size_t round_len(const arena_run_t *run, size_t t) {
 }
 
 /* The round number of this call's round t, as published (1-based, wrapping). */
-static uint32_t round_id(const arena_run_t *run, size_t t) { return run->round0 + (uint32_t)t + 1u; }
+static uint32_t round_id(const arena_run_t *run, size_t t) {
+  return run->round0 + (uint32_t)t + 1u;
+}
 
 static unsigned char *slot(const arena_run_t *run, size_t t, int r) {
   size_t set = (size_t)((run->round0 + (uint32_t)t) % ARENA_NSETS);
@@ -427,7 +429,7 @@ coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *
     snprintf(message, sizeof message, "rank %d: %s", base->rank, coll_last_error());
     publish_failure(a, message);
   }
-  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", base->rank,
-                    sched_kind_name(call->kind), call->count, coll_dtype_name(call->dtype), label);
+  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", base->rank, sched_kind_name(call->kind),
+                    call->count, coll_dtype_name(call->dtype), label);
   return failure_conclude(base, st, w->dead, w->stopped_by_peer);
 }

@@ -62,9 +62,9 @@ typedef struct arena {
   size_t slot_bytes;
   int fd; /* kept open: this rank's byte-range lock on it says it is alive */
   int rank, nranks;
-  uint32_t round;  /* rounds run so far: names the next one and its slot set */
+  uint32_t round;     /* rounds run so far: names the next one and its slot set */
   uint32_t win_round; /* window all-reduces run so far (window_run.c) */
-  void *tile;      /* private accumulator of the reduction, ARENA_TILE_BYTES */
+  void *tile;         /* private accumulator of the reduction, ARENA_TILE_BYTES */
 } arena_t;
 
 /* At init, after the transports (collective over all ranks): when every rank is on one
@@ -97,7 +97,7 @@ typedef struct {
   const coll_call_t *call;
   size_t nsteps;
   int dead;
-  const char *label; /* in timeout messages: "arena" when NULL */
+  const char *label;    /* in timeout messages: "arena" when NULL */
   bool stopped_by_peer; /* another rank's failure ended the wait (failure_watch.c) */
 } arena_waiter_t;
 /* Wait until *counter (rank peer's) reached target: spin, yield, sleep on the bell;

@@ -24,12 +24,11 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
-#include "common/util.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "onehost/arena.h"
 
 enum { PAGE = 4096, KEY_MAX = 160, NAME_MAX_LEN = 96, TILE_ALIGN = 64 };
-
 
 static size_t ranks_offset(void) { return coll_round_up(sizeof(arena_hdr_t), 64); }
 
@@ -180,7 +179,8 @@ coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
         wait_seen(base); /* the store must outlive their reading of it */
       return coll_error(st, "rank 0: %s", bad + 1);
     }
-    if (enabled && create_segment(base, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
+    if (enabled &&
+        create_segment(base, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
       coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
                coll_last_error());
       snprintf(name, sizeof name, "-");

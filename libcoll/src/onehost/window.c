@@ -22,12 +22,11 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/util.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "onehost/window.h"
 
 enum { PAGE = 4096, KEY_MAX = 192, VALUE_MAX = 256 };
-
 
 /* Our own segment: created, sized and reserved now (a full /dev/shm is an error here,
  * not a SIGBUS in a collective), mapped. false (with a warning) when that fails. */
@@ -219,8 +218,7 @@ void window_close_all(window_set_t **set, const coll_base_t *base) {
 
 size_t window_bytes(const window_set_t *set) {
   size_t total = 0;
-  for (const window_t *w = set != NULL ? set->head : NULL; w != NULL;
-       w = w->next)
+  for (const window_t *w = set != NULL ? set->head : NULL; w != NULL; w = w->next)
     if (w->peer != NULL) total += w->map_len;
   return total;
 }
@@ -236,8 +234,8 @@ static const window_t *find_shared(const window_set_t *set, const void *p, size_
 }
 
 bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call) {
-  if (call->kind != COLL_KIND_ALL_REDUCE || call->on_device || call->count == 0 ||
-      arena == NULL || !arena->hdr->window_ok || set == NULL)
+  if (call->kind != COLL_KIND_ALL_REDUCE || call->on_device || call->count == 0 || arena == NULL ||
+      !arena->hdr->window_ok || set == NULL)
     return false;
   size_t bytes = call->count * coll_dtype_size(call->dtype);
   const window_t *ws = find_shared(set, call->sendbuf, bytes);

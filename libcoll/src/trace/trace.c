@@ -28,7 +28,7 @@
 #include "trace/trace.h"
 
 enum {
-  TAG_MAX = 64,     /* a communicator tag (from its key prefix) */
+  TAG_MAX = 64,          /* a communicator tag (from its key prefix) */
   MAX_RECORDS = 16384,   /* records buffered before a write (about 1.5 MB) */
   NAME_MAX_LEN = 63,     /* user span names are cut here */
   MAX_NAMES = 64,        /* distinct span names per communicator; more share "(other)" */
@@ -159,7 +159,8 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
     }
     case REC_COLL: {
       const char *dtype = coll_dtype_name((coll_dtype_t)r->buf);
-      const char *op = coll_kind_reduces((coll_kind_t)r->kind) ? coll_op_name((coll_op_t)r->src_buf) : NULL;
+      const char *op =
+          coll_kind_reduces((coll_kind_t)r->kind) ? coll_op_name((coll_op_t)r->src_buf) : NULL;
       snprintf(out, cap,
                "{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%s,\"dur\":%s,\"args\":{\"seq\":%llu,\"count\":%llu,\"dtype\":\"%s\","
@@ -167,8 +168,8 @@ static void format_record(trace_t *t, const rec_t *r, char *out, size_t cap) {
                "\"ops\":%llu,\"status\":\"%s\"}}",
                sched_kind_name((coll_kind_t)r->kind), rank, (int)r->tid, ts, dur,
                (unsigned long long)r->seq, (unsigned long long)r->a, dtype ? dtype : "?",
-               op ? op : "none", (int)r->peer, r->name ? r->name : "?",
-               (unsigned long long)r->b, (unsigned long long)r->c, (unsigned long long)r->d,
+               op ? op : "none", (int)r->peer, r->name ? r->name : "?", (unsigned long long)r->b,
+               (unsigned long long)r->c, (unsigned long long)r->d,
                coll_status_name((coll_status_t)r->status));
       return;
     }
