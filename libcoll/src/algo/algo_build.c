@@ -58,8 +58,8 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
 
 /* With one rank, every collective that reduces (and the barrier's one-byte all-reduce)
  * is OUTPUT = INPUT whatever the algorithm: one local copy, built here once rather than
- * by each builder. The executor never asks for it (core/exec.c and exec_cuda.c copy
- * before building a schedule); the simulator, the tests and coll-sim do. */
+ * by each builder. The library never asks for it (core/dispatch.c and cuda/cuda_path.c
+ * copy before any schedule is built); the simulator, the tests and coll-sim do. */
 static bool one_rank_is_a_copy(const sched_params_t *p) {
   return p->nranks == 1 && (coll_kind_reduces(p->collective) || p->collective == COLL_KIND_BARRIER);
 }

@@ -35,10 +35,10 @@
  *   steps, the same bytes, not pipelined. all_to_all: pairwise n-1 steps, (n-1) S sent.
  *   barrier: a one-byte all-reduce.
  *
- *   arena all-reduce (one host, shared memory; core/arena.c): (R + 1) barriers of n
+ *   arena all-reduce (one host, shared memory; onehost/arena.c): (R + 1) barriers of n
  *   arrivals for R = S / slot rounds, (n-1)/n S copied in and out (each counted as half
  *   of beta's two copies), S read and reduced. algo_select never returns it: only the
- *   core knows whether the ranks share a host; algo_arena_preferred decides, by rule.
+ *   layers above know whether the ranks share a host; algo_arena_preferred decides, by rule.
  *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
  * COLL_ALGO=master). */
@@ -64,7 +64,7 @@ const algo_cost_t algo_cost_shm_default = {
 const algo_cost_t algo_cost_tcp_default = {
     .alpha = 10.7e-6, .beta = 1.0 / 2.21e9, .gamma = 1.0 / 4.03e9};
 
-/* The arena's default slot (core/arena_setup.c), and the smallest all-reduce it takes
+/* The arena's default slot (onehost/arena_setup.c), and the smallest all-reduce it takes
  * with two ranks and with more (measured, see algo_arena_preferred). */
 #define ARENA_MODEL_SLOT_BYTES (1024.0 * 1024.0)
 #define ARENA_MIN_BYTES_2 (16.0 * 1024.0 * 1024.0)

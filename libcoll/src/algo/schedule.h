@@ -58,7 +58,8 @@ typedef enum { SCHED_BUF_INPUT = 0, SCHED_BUF_OUTPUT, SCHED_BUF_SCRATCH } sched_
  * INPUT nranks * count and OUTPUT count (rank r gets block r); all_to_all's INPUT and
  * OUTPUT nranks * count (block p of INPUT goes to rank p, block p of OUTPUT came from
  * it). reduce: OUTPUT is written at the root only. barrier: a one-byte all-reduce. P2P
- * (send, receive and groups of them) is built by the core, not by algo_build. */
+ * (send, receive and groups of them) is built by the executor (exec/exec_cache.c), not
+ * by algo_build. */
 typedef enum {
   COLL_KIND_ALL_REDUCE = 0,
   COLL_KIND_BROADCAST,
@@ -175,9 +176,9 @@ extern const algo_cost_t algo_cost_tcp_default;
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
 /* The cheapest algorithm for p under cost c (depends only on values all ranks share). */
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c);
-/* Whether the arena all-reduce (COLL_ALGO_ARENA, core/arena.h) beats algo_select's
+/* Whether the arena all-reduce (COLL_ALGO_ARENA, onehost/arena.h) beats algo_select's
  * choice for p, for a communicator that has an arena; algo_select never returns it,
- * since only the core knows whether the ranks share one host. */
+ * since only the layers above know whether the ranks share one host. */
 bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c);
 
 #endif

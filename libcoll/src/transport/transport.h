@@ -103,7 +103,7 @@ typedef struct {
   const char *forced;          /* COLL_TRANSPORT value or NULL (then the registry reads
                                   COLL_TRANSPORT itself); "auto" or "": not forced */
   int timeout_ms;
-  bool device; /* connecting the device-buffer set (exec_cuda.c): device-only transports
+  bool device; /* connecting the device-buffer set (cuda/cuda_path.c): device-only transports
                   may be forced; for the host set a forced device-only one means auto */
 } transport_setup_t;
 

@@ -15,7 +15,7 @@ typedef struct transport_group transport_group_t;
 typedef struct transport_kind {
   const char *name;
   /* Carries device buffers only (cuda_ipc): never chosen for the host transport set;
-   * the device path of the executor asks for it by name (exec_cuda.c). */
+   * the device path asks for it by name (cuda/cuda_path.c). */
   bool device_only;
   /* Can this transport connect setup->rank with `peer`? Must give the same answer on
    * both ranks of the pair (it may only look at what all ranks share). */

@@ -269,7 +269,7 @@ static size_t cuda_ipc_staging_bytes(const transport_group_t *g) {
 }
 
 /* Same host and a usable GPU here. The device path agrees on the GPUs of all ranks
- * before it asks for this transport (exec_cuda.c), so both sides answer alike. */
+ * before it asks for this transport (cuda/cuda_path.c), so both sides answer alike. */
 static bool cuda_ipc_probe(const transport_setup_t *setup, int peer) {
   if (setup->host_ids == NULL || strcmp(setup->host_ids[setup->rank], setup->host_ids[peer]) != 0) {
     coll_error(COLL_ERR_UNSUPPORTED, "they are on different hosts");
