@@ -7,14 +7,15 @@
 #include "core/comm.h"
 
 /* ---- prepare.c ---- */
-/* Argument checks, algorithm choice and the INFO line for a collective call (all kinds
- * but P2P); on success *call is ready for the dispatch. */
-coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call);
+/* Argument checks, where the buffers live, algorithm choice and the INFO line for a
+ * collective call (all kinds but P2P; pc->call filled by the entry point); on success
+ * *pc is ready for the dispatch. */
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *pc);
 /* The INFO line of a call: algorithm and transport chosen, and why (the cost model's
  * estimate of every algorithm that implements the collective). */
-void api_log_choice(coll_comm_t *comm, const char *what, const coll_call_t *call);
+void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *pc);
 /* Run a prepared call: recorded inside a group, else blocking or through *request. */
-coll_status_t api_submit(coll_comm_t *comm, const char *what, coll_call_t *call,
+coll_status_t api_submit(coll_comm_t *comm, const char *what, const prepared_call_t *pc,
                          coll_request_t **request);
 /* A collective call from its entry point: prepared, then submitted (async: through
  * *request, which must not be NULL). Plain and async calls on device buffers first wait
@@ -27,6 +28,6 @@ coll_status_t api_run_stream(coll_comm_t *comm, const char *what, coll_call_t ca
 
 /* ---- p2p_group.c ---- */
 /* Record a prepared call in the open group. */
-coll_status_t group_record(coll_comm_t *comm, const coll_call_t *call);
+coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc);
 
 #endif

@@ -12,15 +12,15 @@
 
 enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_async" */
 
-coll_status_t group_record(coll_comm_t *comm, const coll_call_t *call) {
+coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc) {
   if (comm->group_n == comm->group_cap) {
     size_t cap = comm->group_cap ? comm->group_cap * 2 : 16;
-    coll_call_t *p = realloc(comm->group_calls, cap * sizeof *p);
+    prepared_call_t *p = realloc(comm->group_calls, cap * sizeof *p);
     if (p == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu calls", cap);
     comm->group_calls = p;
     comm->group_cap = cap;
   }
-  comm->group_calls[comm->group_n++] = *call;
+  comm->group_calls[comm->group_n++] = *pc;
   return COLL_OK;
 }
 
@@ -52,15 +52,16 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
   size_t bytes = count * esz;
   if (bytes > 0) st = cuda_refuse_device(&comm->cuda, who, buf);
   if (st != COLL_OK) return st;
-  coll_call_t call = {
-      .kind = COLL_KIND_P2P,
-      .count = bytes,
-      .dtype = COLL_UINT8,
-      .algo = COLL_ALGO_RING,
-      .root = peer,
-      .one = {.send = send, .peer = peer, .buf = (void *)(uintptr_t)buf, .bytes = bytes}};
+  prepared_call_t pc = {
+      .call = {.kind = COLL_KIND_P2P,
+               .count = bytes,
+               .dtype = COLL_UINT8,
+               .algo = COLL_ALGO_RING,
+               .root = peer,
+               .one = {.send = send, .peer = peer, .buf = (void *)(uintptr_t)buf, .bytes = bytes}},
+      .where = {.device = -1}};
   if (bytes == 0 && comm->group_depth > 0 && !async) return COLL_OK; /* nothing to pair */
-  return api_submit(comm, what, &call, async ? request : NULL);
+  return api_submit(comm, what, &pc, async ? request : NULL);
 }
 
 coll_status_t coll_send(const void *buf, size_t count, coll_dtype_t dtype, int peer,
@@ -104,16 +105,17 @@ static coll_status_t run_p2p(coll_comm_t *comm, size_t first, size_t end) {
   coll_p2p_t *ops = malloc(n * sizeof *ops);
   if (ops == NULL) return coll_error(COLL_ERR_NO_MEMORY, "group: out of memory for %zu ops", n);
   for (size_t i = 0; i < n; i++) {
-    ops[i] = comm->group_calls[first + i].one;
+    ops[i] = comm->group_calls[first + i].call.one;
     total += ops[i].bytes;
   }
-  coll_call_t call = {.kind = COLL_KIND_P2P,
-                      .count = total,
-                      .dtype = COLL_UINT8,
-                      .algo = COLL_ALGO_RING,
-                      .p2p = ops,
-                      .np2p = n};
-  coll_status_t st = progress_run_blocking(comm, &call);
+  prepared_call_t pc = {.call = {.kind = COLL_KIND_P2P,
+                                 .count = total,
+                                 .dtype = COLL_UINT8,
+                                 .algo = COLL_ALGO_RING,
+                                 .p2p = ops,
+                                 .np2p = n},
+                        .where = {.device = -1}};
+  coll_status_t st = progress_run_blocking(comm, &pc);
   free(ops);
   return st;
 }
@@ -133,13 +135,13 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
       base_check_usable(&comm->base, "coll_group_end"); /* failed: the recorded calls are dropped */
   size_t i = 0;
   while (i < comm->group_n && st == COLL_OK) {
-    if (comm->group_calls[i].kind != COLL_KIND_P2P) {
+    if (comm->group_calls[i].call.kind != COLL_KIND_P2P) {
       st = progress_run_blocking(comm, &comm->group_calls[i]);
       i++;
       continue;
     }
     size_t end = i;
-    while (end < comm->group_n && comm->group_calls[end].kind == COLL_KIND_P2P) end++;
+    while (end < comm->group_n && comm->group_calls[end].call.kind == COLL_KIND_P2P) end++;
     st = run_p2p(comm, i, end);
     i = end;
   }

@@ -34,7 +34,8 @@ static const char *transport_name(const coll_comm_t *comm) {
   return c != NULL ? c->ops->name : "none";
 }
 
-void api_log_choice(coll_comm_t *comm, const char *what, const coll_call_t *call) {
+void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *pc) {
+  const coll_call_t *call = &pc->call;
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
   char alts[256] = "";
@@ -48,14 +49,15 @@ void api_log_choice(coll_comm_t *comm, const char *what, const coll_call_t *call
     len += (size_t)n;
   }
   bool reduces = coll_kind_reduces(call->kind);
-  coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what,
-           call->count, coll_dtype_name(call->dtype), reduces ? " " : "",
-           reduces ? coll_op_name(call->op) : "", coll_algo_name(call->algo),
-           call->win_send != NULL     ? " (zero-copy window: buffers from coll_mem_alloc)"
-           : comm->algo == call->algo ? " (forced)"
-                                      : " (cost model)",
-           call->on_device ? cuda_path_name(comm->cuda, comm->base.nranks) : transport_name(comm),
-           alts[0] ? alts : "none");
+  coll_log(
+      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, call->count,
+      coll_dtype_name(call->dtype), reduces ? " " : "", reduces ? coll_op_name(call->op) : "",
+      coll_algo_name(call->algo),
+      pc->windows.send != NULL   ? " (zero-copy window: buffers from coll_mem_alloc)"
+      : comm->algo == call->algo ? " (forced)"
+                                 : " (cost model)",
+      pc->where.on_device ? cuda_path_name(comm->cuda, comm->base.nranks) : transport_name(comm),
+      alts[0] ? alts : "none");
 }
 
 static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
@@ -103,7 +105,10 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const col
   return COLL_OK;
 }
 
-coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call) {
+coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *pc) {
+  coll_call_t *call = &pc->call;
+  pc->where = (cuda_where_t){.device = -1};
+  pc->windows = (window_pair_t){0};
   coll_status_t st = comm_check(comm, what);
   if (st != COLL_OK) return st;
   st = base_check_usable(&comm->base, what);
@@ -126,8 +131,9 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call
     if (st != COLL_OK) return st;
     /* Device buffers (cuda/): the cuda_ipc connections are made at the first device
      * call, which every rank makes alike. */
-    st = cuda_classify(&comm->cuda, &comm->base, who, call);
-    if (st == COLL_OK && call->on_device) st = cuda_prepare(comm->cuda, &comm->base, call);
+    st = cuda_classify(&comm->cuda, &comm->base, who, call, &pc->where);
+    if (st == COLL_OK && pc->where.on_device)
+      st = cuda_prepare(comm->cuda, &comm->base, &pc->where);
     if (st != COLL_OK) return st;
   }
   if (comm->algo_check_pending) {
@@ -141,12 +147,12 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call
   /* The arena serves host all-reduces of a communicator that has one (all ranks on one
    * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts
    * are the same on every rank, so is the choice. */
-  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !call->on_device;
+  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
   if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
     if (call->kind == COLL_KIND_ALL_REDUCE)
       coll_log(COLL_LOG_INFO,
                "%s: algo arena is forced but cannot run here (%s); the cost model chooses", what,
-               call->on_device          ? "device buffers"
+               pc->where.on_device      ? "device buffers"
                : comm->base.nranks == 1 ? "one rank"
                                         : "ranks on several hosts, or a transport other than shm");
     call->algo = COLL_ALGO_AUTO;
@@ -161,12 +167,12 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, coll_call_t *call
    * another algorithm is forced. */
   if (arena_ok && call->count > 0 &&
       (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
-    window_prepare_call(comm->windows, comm->arena, call);
-  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, call);
+    window_prepare_call(comm->windows, comm->arena, call, &pc->windows);
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, pc);
   return COLL_OK;
 }
 
-coll_status_t api_submit(coll_comm_t *comm, const char *what, coll_call_t *call,
+coll_status_t api_submit(coll_comm_t *comm, const char *what, const prepared_call_t *pc,
                          coll_request_t **request) {
   coll_status_t st;
   if (comm->group_depth > 0) {
@@ -174,11 +180,11 @@ coll_status_t api_submit(coll_comm_t *comm, const char *what, coll_call_t *call,
       return coll_error(COLL_ERR_INVALID_ARGUMENT,
                         "rank %d: %s: asynchronous calls are not allowed inside a group",
                         comm->base.rank, what);
-    st = group_record(comm, call);
+    st = group_record(comm, pc);
   } else if (request != NULL) {
-    st = progress_submit(comm, call, request);
+    st = progress_submit(comm, pc, request);
   } else {
-    st = progress_run_blocking(comm, call);
+    st = progress_run_blocking(comm, pc);
   }
   if (st == COLL_OK) coll_error_clear();
   return st;
@@ -195,13 +201,14 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, coll_call_t call,
   if (async && request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: request is NULL", comm->base.rank,
                       what);
-  st = api_prepare(comm, what, &call);
+  prepared_call_t pc = {.call = call};
+  st = api_prepare(comm, what, &pc);
   if (st != COLL_OK) return st;
   /* Device buffers of a plain or _async call: what the legacy default stream holds (the
    * caller's last writes, as cudaMemcpy leaves them) comes first. */
-  if (call.on_device && comm->group_depth == 0) st = cuda_wait_default_stream(&comm->base);
+  if (pc.where.on_device && comm->group_depth == 0) st = cuda_wait_default_stream(&comm->base);
   if (st != COLL_OK) return st;
-  return api_submit(comm, what, &call, async ? request : NULL);
+  return api_submit(comm, what, &pc, async ? request : NULL);
 }
 
 /* The _stream forms: device buffers are queued on the caller's stream (stream_calls.c);
@@ -216,14 +223,15 @@ coll_status_t api_run_stream(coll_comm_t *comm, const char *what, coll_call_t ca
                       "rank %d: %s: stream calls are not allowed inside a group (use the blocking "
                       "form)",
                       comm->base.rank, what);
-  st = api_prepare(comm, what, &call);
+  prepared_call_t pc = {.call = call};
+  st = api_prepare(comm, what, &pc);
   if (st != COLL_OK) return st;
-  if (call.on_device) {
-    call.stream = stream;
-    st = stream_call_submit(comm, &call);
+  if (pc.where.on_device) {
+    pc.where.stream = stream;
+    st = stream_call_submit(comm, &pc);
   } else {
     if (stream != NULL) st = mem_cuda_stream_wait(stream, comm->base.timeout_ms);
-    if (st == COLL_OK) st = progress_run_blocking(comm, &call);
+    if (st == COLL_OK) st = progress_run_blocking(comm, &pc);
   }
   if (st == COLL_OK) coll_error_clear();
   return st;

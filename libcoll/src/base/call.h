@@ -1,10 +1,10 @@
 /* One collective or point-to-point call as the execution paths see it: what the user
- * asked for, with the algorithm already resolved. Filled by the API layer; the CUDA path
- * and the window path add where the buffers live. */
+ * asked for, with the algorithm already resolved. Filled by the API layer. Where the
+ * buffers live is not here: the CUDA path's cuda_where_t and the window path's
+ * window_pair_t travel beside it (core/comm.h's prepared_call_t). */
 #ifndef COLL_BASE_CALL_H
 #define COLL_BASE_CALL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -33,15 +33,6 @@ typedef struct {
   const coll_p2p_t *p2p;
   size_t np2p;
   coll_p2p_t one;
-  /* Device buffers (cuda/): set by cuda_classify, never by the caller. */
-  bool on_device; /* sendbuf and recvbuf are CUDA memory on `device` */
-  int device;
-  void *stream;     /* stream calls: the caller's cudaStream_t */
-  atomic_int *gate; /* stream calls: > 0 once the stream has reached the call */
-  /* Zero-copy window all-reduce (onehost/window.h): the windows sendbuf and recvbuf lie
-   * in, set when both do; valid while the call runs (freeing them is the caller's
-   * error). */
-  const struct window *win_send, *win_recv;
 } coll_call_t;
 
 #endif

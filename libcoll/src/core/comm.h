@@ -26,10 +26,19 @@
 #define COMM_MAGIC 0x636f6c6c636f6d6dULL /* "collcomm" */
 #define COMM_DEAD_MAGIC 0x6465616463636f6dULL
 
+/* A call as api_prepare leaves it: the user's call with its algorithm resolved, and where
+ * its buffers live, which decides the path (dispatch.c): device buffers (the CUDA path)
+ * or both buffers in shared windows (the window path). */
+typedef struct {
+  coll_call_t call;
+  cuda_where_t where;
+  window_pair_t windows;
+} prepared_call_t;
+
 struct coll_request {
   coll_comm_t *comm;
   struct coll_request *next;
-  coll_call_t call;
+  prepared_call_t call;
   atomic_int done;
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
@@ -70,7 +79,7 @@ struct coll_comm {
 
   /* Groups (api/group.c): calls recorded between coll_group_start and the outermost end. */
   int group_depth;
-  coll_call_t *group_calls;
+  prepared_call_t *group_calls;
   size_t group_n, group_cap;
   /* Split (split.c): splits done so far. */
   uint64_t splits;
@@ -111,11 +120,11 @@ coll_status_t rdv_finish(coll_comm_t *comm);
 /* Run one prepared call to completion on the calling thread, on the path it needs: the
  * CUDA path for device buffers, a local copy for one rank, the arena or window path for
  * COLL_ALGO_ARENA all-reduces, else the schedule executor over the host links. */
-coll_status_t dispatch_run(coll_comm_t *comm, const coll_call_t *call);
+coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc);
 
 /* ---- stream_calls.c ---- */
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */
-coll_status_t stream_call_submit(coll_comm_t *comm, coll_call_t *call);
+coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc);
 
 /* ---- progress.c: the request queue ---- */
 coll_status_t progress_start(coll_comm_t *comm);
@@ -123,9 +132,10 @@ coll_status_t progress_start(coll_comm_t *comm);
 void progress_stop(coll_comm_t *comm);
 /* Run call: on the calling thread when nothing is queued (blocking fast path), else
  * through the queue and wait. */
-coll_status_t progress_run_blocking(coll_comm_t *comm, const coll_call_t *call);
+coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc);
 /* Queue call for the progress thread. */
-coll_status_t progress_submit(coll_comm_t *comm, const coll_call_t *call, coll_request_t **request);
+coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc,
+                              coll_request_t **request);
 /* When no thread runs the executor and work is queued, run the oldest queued request
  * on this thread; false when there was nothing to do. */
 bool progress_help(coll_comm_t *comm);

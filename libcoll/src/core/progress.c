@@ -95,12 +95,12 @@ bool progress_help(coll_comm_t *comm) {
   return true;
 }
 
-coll_status_t progress_submit(coll_comm_t *comm, const coll_call_t *call,
+coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc,
                               coll_request_t **request) {
   coll_request_t *req = calloc(1, sizeof *req);
   if (req == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a request");
   req->comm = comm;
-  req->call = *call;
+  req->call = *pc;
   atomic_init(&req->done, 0);
   pthread_mutex_lock(&comm->mu);
   if (comm->tail != NULL)
@@ -114,12 +114,12 @@ coll_status_t progress_submit(coll_comm_t *comm, const coll_call_t *call,
   return COLL_OK;
 }
 
-coll_status_t progress_run_blocking(coll_comm_t *comm, const coll_call_t *call) {
+coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc) {
   pthread_mutex_lock(&comm->mu);
   if (comm->head == NULL && !comm->busy) {
     comm->busy = true;
     pthread_mutex_unlock(&comm->mu);
-    coll_status_t st = dispatch_run(comm, call);
+    coll_status_t st = dispatch_run(comm, pc);
     pthread_mutex_lock(&comm->mu);
     comm->busy = false;
     comm->epoch++;
@@ -130,7 +130,7 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const coll_call_t *call) 
   pthread_mutex_unlock(&comm->mu);
   /* Earlier asynchronous work is still running: keep FIFO order behind it. */
   coll_request_t *req;
-  coll_status_t st = progress_submit(comm, call, &req);
+  coll_status_t st = progress_submit(comm, pc, &req);
   if (st != COLL_OK) return st;
   return coll_request_wait(&req);
 }

@@ -37,11 +37,11 @@ static void stream_reached(void *arg) {
   free(op);
 }
 
-coll_status_t stream_call_submit(coll_comm_t *comm, coll_call_t *call) {
+coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc) {
   const char *mode = coll_env_str("COLL_CUDA_STREAM_MODE");
   if (mode != NULL && strcmp(mode, "sync") == 0) {
-    coll_status_t st = mem_cuda_stream_wait(call->stream, comm->base.timeout_ms);
-    return st == COLL_OK ? progress_run_blocking(comm, call) : st;
+    coll_status_t st = mem_cuda_stream_wait(pc->where.stream, comm->base.timeout_ms);
+    return st == COLL_OK ? progress_run_blocking(comm, pc) : st;
   }
   if (mode != NULL && strcmp(mode, "hostfn") != 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "COLL_CUDA_STREAM_MODE='%s': use hostfn or sync",
@@ -50,13 +50,13 @@ coll_status_t stream_call_submit(coll_comm_t *comm, coll_call_t *call) {
   if (op == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a stream call");
   atomic_init(&op->gate, 0);
   op->comm = comm;
-  call->gate = &op->gate;
-  coll_status_t st = progress_submit(comm, call, &op->req);
+  pc->where.gate = &op->gate;
+  coll_status_t st = progress_submit(comm, pc, &op->req);
   if (st != COLL_OK) {
     free(op);
     return st;
   }
-  st = mem_cuda_stream_callback(call->stream, stream_reached, op);
+  st = mem_cuda_stream_callback(pc->where.stream, stream_reached, op);
   if (st != COLL_OK) {
     /* Cancel: the executor fails the call at its gate; then nobody else holds op. */
     char message[BASE_MESSAGE_MAX];

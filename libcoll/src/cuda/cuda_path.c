@@ -98,9 +98,8 @@ coll_status_t cuda_refuse_device(cuda_path_t **slot, const char *what, const voi
 }
 
 coll_status_t cuda_classify(cuda_path_t **slot, const coll_base_t *base, const char *what,
-                            coll_call_t *call) {
-  call->on_device = false;
-  call->device = -1;
+                            const coll_call_t *call, cuda_where_t *where) {
+  *where = (cuda_where_t){.device = -1};
   if (call->count == 0) return COLL_OK;
   cuda_path_t *path = NULL;
   coll_status_t st = probed_state(slot, &path);
@@ -129,8 +128,8 @@ coll_status_t cuda_classify(cuda_path_t **slot, const coll_base_t *base, const c
                       "%s: buffers on GPU %d, but this communicator works on GPU %d (the device "
                       "of its first device call)",
                       what, sdev, path->device);
-  call->on_device = true;
-  call->device = sdev;
+  where->on_device = true;
+  where->device = sdev;
   return COLL_OK;
 }
 
@@ -191,13 +190,13 @@ static coll_status_t decide_path(const coll_base_t *base, cuda_path_t *path) {
   return COLL_OK;
 }
 
-coll_status_t cuda_prepare(cuda_path_t *path, const coll_base_t *base, const coll_call_t *call) {
+coll_status_t cuda_prepare(cuda_path_t *path, const coll_base_t *base, const cuda_where_t *where) {
   int previous;
-  coll_status_t st = enter_device(call->device, &previous);
+  coll_status_t st = enter_device(where->device, &previous);
   if (st == COLL_OK && path->stream == NULL) st = mem_cuda_stream_create(&path->stream);
-  if (st == COLL_OK && path->device < 0) path->device = call->device;
+  if (st == COLL_OK && path->device < 0) path->device = where->device;
   if (st == COLL_OK && !path->decided) st = decide_path(base, path);
-  leave_device(call->device, previous);
+  leave_device(where->device, previous);
   return st;
 }
 
@@ -222,11 +221,11 @@ static coll_status_t ensure_device_scratch(cuda_path_t *path, size_t bytes) {
   return COLL_OK;
 }
 
-static coll_status_t wait_gate(coll_base_t *base, const coll_call_t *call) {
-  if (call->gate == NULL) return COLL_OK;
+static coll_status_t wait_gate(coll_base_t *base, const cuda_where_t *where) {
+  if (where->gate == NULL) return COLL_OK;
   int64_t start = coll_now_ns();
   for (;;) {
-    int g = atomic_load_explicit(call->gate, memory_order_acquire);
+    int g = atomic_load_explicit(where->gate, memory_order_acquire);
     if (g > 0) return COLL_OK;
     if (g < 0)
       return coll_error(COLL_ERR_SYSTEM, "rank %d: the call could not be queued on its stream",
@@ -285,9 +284,6 @@ static coll_status_t run_staged(cuda_path_t *path, exec_t *exec, exec_links_t *h
   coll_call_t host = *call;
   host.sendbuf = host_in;
   host.recvbuf = host_out;
-  host.on_device = false;
-  host.device = -1;
-  host.gate = NULL;
   st = exec_run(exec, host_links, &host);
   if (st != COLL_OK || !writes_output) return st;
   st = mem_cuda_copy_async(call->recvbuf, host_out, out_bytes, path->stream);
@@ -315,9 +311,9 @@ static coll_status_t run_ipc(cuda_path_t *path, exec_t *exec, const coll_call_t 
 }
 
 static coll_status_t run_on_device(cuda_path_t *path, exec_t *exec, exec_links_t *host_links,
-                                   const coll_call_t *call) {
+                                   const coll_call_t *call, const cuda_where_t *where) {
   coll_base_t *base = exec->base;
-  coll_status_t st = wait_gate(base, call);
+  coll_status_t st = wait_gate(base, where);
   if (st != COLL_OK) return st;
   if (base->nranks == 1) {
     /* Every collective copies its one block (INPUT and OUTPUT both hold count elements;
@@ -330,15 +326,15 @@ static coll_status_t run_on_device(cuda_path_t *path, exec_t *exec, exec_links_t
 }
 
 coll_status_t cuda_run(cuda_path_t *path, exec_t *exec, exec_links_t *host_links,
-                       const coll_call_t *call) {
+                       const coll_call_t *call, const cuda_where_t *where) {
   if (path == NULL || path->stream == NULL || !path->decided)
     return coll_error(COLL_ERR_INTERNAL, "device call reached the CUDA path unprepared");
   int previous;
-  coll_status_t st = enter_device(call->device, &previous);
-  if (st == COLL_OK) st = run_on_device(path, exec, host_links, call);
-  leave_device(call->device, previous);
+  coll_status_t st = enter_device(where->device, &previous);
+  if (st == COLL_OK) st = run_on_device(path, exec, host_links, call, where);
+  leave_device(where->device, previous);
   /* A stream call has no waiter to hand the error to: the communicator carries it. */
-  if (st != COLL_OK && call->gate != NULL) base_mark_failed(exec->base, st);
+  if (st != COLL_OK && where->gate != NULL) base_mark_failed(exec->base, st);
   return st;
 }
 

@@ -386,7 +386,7 @@ void arena_trace_phase(trace_t *t, int phase, size_t offset, size_t count) {
 
 coll_status_t arena_run(arena_t *a, const coll_call_t *call) {
   const char *kind = sched_kind_name(call->kind);
-  if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->on_device)
+  if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE)
     return coll_error(COLL_ERR_INTERNAL, "%s: the arena cannot run this call", kind);
   size_t esz = coll_dtype_size(call->dtype);
   arena_run_t run = {

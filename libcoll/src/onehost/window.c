@@ -233,8 +233,10 @@ static const window_t *find_shared(const window_set_t *set, const void *p, size_
   return NULL;
 }
 
-bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call) {
-  if (call->kind != COLL_KIND_ALL_REDUCE || call->on_device || call->count == 0 || arena == NULL ||
+bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call,
+                         window_pair_t *pair) {
+  *pair = (window_pair_t){0};
+  if (call->kind != COLL_KIND_ALL_REDUCE || call->count == 0 || arena == NULL ||
       !arena->hdr->window_ok || set == NULL)
     return false;
   size_t bytes = call->count * coll_dtype_size(call->dtype);
@@ -242,15 +244,14 @@ bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_cal
   const window_t *wr = ws != NULL ? find_shared(set, call->recvbuf, bytes) : NULL;
   if (wr == NULL) return false;
   call->algo = COLL_ALGO_ARENA;
-  call->win_send = ws;
-  call->win_recv = wr;
+  *pair = (window_pair_t){.send = ws, .recv = wr};
   return true;
 }
 
-void window_note_fp(const coll_call_t *call, exec_fp_t *fp) {
-  if (call->win_send == NULL) return;
-  fp->win_send = call->win_send->id + 1;
-  fp->win_send_off = (uint64_t)((const unsigned char *)call->sendbuf - call->win_send->base);
-  fp->win_recv = call->win_recv->id + 1;
-  fp->win_recv_off = (uint64_t)((const unsigned char *)call->recvbuf - call->win_recv->base);
+void window_note_fp(const window_pair_t *pair, const coll_call_t *call, exec_fp_t *fp) {
+  if (pair->send == NULL) return;
+  fp->win_send = pair->send->id + 1;
+  fp->win_send_off = (uint64_t)((const unsigned char *)call->sendbuf - pair->send->base);
+  fp->win_recv = pair->recv->id + 1;
+  fp->win_recv_off = (uint64_t)((const unsigned char *)call->recvbuf - pair->recv->base);
 }

@@ -28,6 +28,12 @@ typedef struct window_set {
   uint64_t next_id;
 } window_set_t;
 
+/* The windows a zero-copy all-reduce's sendbuf and recvbuf lie in (both NULL: not a
+ * window call); valid while the call runs (freeing them is the caller's error). */
+typedef struct {
+  const window_t *send, *recv;
+} window_pair_t;
+
 /* Whether a new window is shared with the peers (an arena with COLL_WINDOW on, more than
  * one rank): then window_alloc talks to the store, so no other call may run meanwhile. */
 bool window_shares(const coll_base_t *base, const arena_t *arena);
@@ -42,13 +48,15 @@ void window_close_all(window_set_t **set, const coll_base_t *base);
 /* Bytes of this rank's own shared windows. */
 size_t window_bytes(const window_set_t *set);
 /* Api side: when the zero-copy path can serve this host all-reduce (arena present,
- * COLL_WINDOW on, both buffers in shared windows), fill the call's window fields and
- * return true. Same facts on every rank of a correct program, so the same choice. */
-bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call);
+ * COLL_WINDOW on, both buffers in shared windows), fill *pair and return true (the call
+ * then runs as COLL_ALGO_ARENA). Same facts on every rank of a correct program, so the
+ * same choice. */
+bool window_prepare_call(const window_set_t *set, const arena_t *arena, coll_call_t *call,
+                         window_pair_t *pair);
 /* A window call's windows (ids + 1) and offsets in them, into its fingerprint, so that
  * ranks passing other windows or offsets are a mismatch; nothing for other calls. */
-void window_note_fp(const coll_call_t *call, exec_fp_t *fp);
-/* Run it (the dispatch hands over calls with win_send set, fingerprint started). */
-coll_status_t window_run(arena_t *a, const coll_call_t *call);
+void window_note_fp(const window_pair_t *pair, const coll_call_t *call, exec_fp_t *fp);
+/* Run it (the dispatch hands over calls with a window pair, fingerprint started). */
+coll_status_t window_run(arena_t *a, const coll_call_t *call, const window_pair_t *pair);
 
 #endif

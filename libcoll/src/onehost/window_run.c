@@ -47,6 +47,7 @@ typedef struct {
   arena_t *a;
   arena_waiter_t w;
   const coll_call_t *call;
+  const window_pair_t *pair;
   uint32_t round;
   size_t esz;
   size_t send_off, recv_off; /* the buffers' offsets in their windows (equal on every rank) */
@@ -54,10 +55,10 @@ typedef struct {
 } window_run_t;
 
 static unsigned char *send_of(const window_run_t *run, int k) {
-  return run->call->win_send->peer[k] + run->send_off;
+  return run->pair->send->peer[k] + run->send_off;
 }
 static unsigned char *recv_of(const window_run_t *run, int k) {
-  return run->call->win_recv->peer[k] + run->recv_off;
+  return run->pair->recv->peer[k] + run->recv_off;
 }
 
 static void trace_done(window_run_t *run, int phase, size_t offset, size_t count) {
@@ -115,9 +116,9 @@ static coll_status_t run_call(window_run_t *run) {
   return st;
 }
 
-coll_status_t window_run(arena_t *a, const coll_call_t *call) {
-  if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || call->win_send == NULL ||
-      call->win_recv == NULL || call->win_send->peer == NULL || call->win_recv->peer == NULL)
+coll_status_t window_run(arena_t *a, const coll_call_t *call, const window_pair_t *pair) {
+  if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE || pair->send == NULL || pair->recv == NULL ||
+      pair->send->peer == NULL || pair->recv->peer == NULL)
     return coll_error(COLL_ERR_INTERNAL, "%s: the window path cannot run this call",
                       sched_kind_name(call->kind));
   size_t esz = coll_dtype_size(call->dtype);
@@ -128,8 +129,9 @@ coll_status_t window_run(arena_t *a, const coll_call_t *call) {
       .call = call,
       .round = ++a->win_round,
       .esz = esz,
-      .send_off = (size_t)((const unsigned char *)call->sendbuf - call->win_send->base),
-      .recv_off = (size_t)((const unsigned char *)call->recvbuf - call->win_recv->base),
+      .pair = pair,
+      .send_off = (size_t)((const unsigned char *)call->sendbuf - pair->send->base),
+      .recv_off = (size_t)((const unsigned char *)call->recvbuf - pair->recv->base),
   };
   trace_coll_begin(run.trace, ARENA_PH_COUNT, ARENA_PH_COUNT, esz);
   coll_status_t st = run_call(&run);
