@@ -1,9 +1,10 @@
-/* The path every collective call takes (all kinds but P2P, whose calls group.c builds):
- * argument checks that know each collective's buffer sizes and in-place form, the
- * algorithm choice (forced, the cost model, the arena or a zero-copy window; identical on
- * every rank) with an INFO line giving the estimates of the alternatives, then the
- * executor: blocking, through a request, recorded in an open group, or queued on a CUDA
- * stream (the _stream forms). api_collectives.c and api_more.c hold the entry points. */
+/* The path every collective call takes (all kinds but P2P, whose calls p2p_group.c
+ * builds): argument checks that know each collective's buffer sizes and in-place form,
+ * where the buffers live, the algorithm choice (forced, the cost model, the arena or a
+ * zero-copy window; identical on every rank) with an INFO line giving the estimates of
+ * the alternatives, then on to core/: blocking, through a request, recorded in an open
+ * group, or queued on a CUDA stream (the _stream forms). collectives.c holds the entry
+ * points. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

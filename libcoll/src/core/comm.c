@@ -253,7 +253,7 @@ coll_status_t coll_comm_abort(coll_comm_t *comm) {
 }
 
 /* Rule 6 of coll.h for the calls below, which start no work: after coll_comm_abort they
- * refuse (same message as comm_check_usable), while a failed communicator still answers
+ * refuse (same message as base_check_usable), while a failed communicator still answers
  * them. */
 static coll_status_t refuse_if_aborted(const coll_comm_t *comm, const char *what) {
   if (!atomic_load_explicit(&comm->base.aborted, memory_order_relaxed)) return COLL_OK;

@@ -77,7 +77,7 @@ struct coll_comm {
 
   size_t staging_peak;
 
-  /* Groups (api/group.c): calls recorded between coll_group_start and the outermost end. */
+  /* Groups (api/p2p_group.c): calls recorded between coll_group_start and the outermost end. */
   int group_depth;
   prepared_call_t *group_calls;
   size_t group_n, group_cap;

@@ -29,7 +29,7 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
       memcpy(call->recvbuf, call->sendbuf, call->count * coll_dtype_size(call->dtype));
     return COLL_OK;
   }
-  /* api_call.c chose the arena only where it runs. */
+  /* api/prepare.c chose the arena only where it runs. */
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
     return pc->windows.send != NULL ? window_run(comm->arena, call, &pc->windows)
                                     : arena_run(comm->arena, call);

@@ -363,7 +363,7 @@ static coll_status_t poll(exec_run_t *run, bool *any) {
   return COLL_OK;
 }
 
-/* Record where this rank is stuck in exec.state (for the hang report); returns the
+/* Record where this rank is stuck in base->where (for the hang report); returns the
  * op it waits for, NULL when it waits for a round of the fingerprint agreement. */
 static const sched_op_t *note_state(exec_run_t *run) {
   exec_cache_entry_t *e = run->entry;
