@@ -35,8 +35,12 @@ collrun=$build/tools/collrun
 for exe in "$train" "$collrun"; do
   [ -x "$exe" ] || { echo "ddp_compare: $exe not built (ninja -C $build)" >&2; exit 1; }
 done
-/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-  echo "ddp_compare: PyTorch missing: apt-get install -y python3-torch" >&2; exit 1; }
+if [ "${TORCH:-1}" != 0 ]; then
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
+    echo "ddp_compare: PyTorch missing: apt-get install -y python3-torch (or TORCH=0: ours only)" >&2
+    exit 1
+  }
+fi
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 

@@ -12,19 +12,11 @@
 
 #include "core/comm.h"
 
-coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
+static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
-  coll_base_t *base = &comm->base;
-  coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
-  if (st != COLL_OK || call->count == 0) return st;
-  if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
-    exec_fp_t *fp =
-        base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
-    window_note_fp(&pc->windows, call, fp);
-    arena_note_call(comm->arena, fp); /* an arena call waiting for us can compare */
-  }
-  if (pc->where.on_device) return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
-  if (base->nranks == 1) {
+  if (pc->where.on_device)
+    return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
+  if (comm->base.nranks == 1) {
     if (call->sendbuf != call->recvbuf)
       memcpy(call->recvbuf, call->sendbuf, call->count * coll_dtype_size(call->dtype));
     return COLL_OK;
@@ -33,8 +25,23 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
     return pc->windows.send != NULL ? window_run(comm->arena, call, &pc->windows)
                                     : arena_run(comm->arena, call);
+  return exec_run(&comm->exec, &comm->links, call);
+}
+
+coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
+  const coll_call_t *call = &pc->call;
+  coll_base_t *base = &comm->base;
+  coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
+  if (st != COLL_OK || call->count == 0) return st;
+  if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
+    exec_fp_t *fp =
+        base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
+    if (pc->windows.send != NULL) window_note_fp(&pc->windows, call, fp);
+    if (comm->arena != NULL) arena_note_call(comm->arena, fp); /* its waiters compare */
+  }
+  /* The host links' scratch grows with the schedules (the staged device path too). */
   size_t scratch = comm->links.scratch_bytes;
-  st = exec_run(&comm->exec, &comm->links, call);
+  st = run_path(comm, pc);
   if (comm->links.scratch_bytes != scratch) comm_update_staging_peak(comm);
   return st;
 }
