@@ -158,6 +158,23 @@ typedef struct {
 COLL_API coll_status_t coll_launch_info(coll_launch_info_t *info);
 /* Create a communicator from an explicit configuration. Collective over all ranks. */
 COLL_API coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **comm);
+
+/* Init from an id, as NCCL does: one process calls coll_get_unique_id, the program hands
+ * the id to every rank by its own means (its store, a file, MPI_Bcast), and every rank
+ * calls coll_comm_init_rank with it. The id names a rendezvous store that the process
+ * which made it hosts on a background thread: the first communicator made from the id in
+ * that process takes the store over and stops it at destroy; otherwise it lives until
+ * the process exits. One id makes one communicator (a subgroup needs an id of its own).
+ * The address in the id is this host's: COLL_SOCKET_IFNAME's IPv4 address, else the
+ * first non-loopback one, else 127.0.0.1. */
+#define COLL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[COLL_UNIQUE_ID_BYTES];
+} coll_unique_id_t;
+COLL_API coll_status_t coll_get_unique_id(coll_unique_id_t *id);
+/* timeout_ms: as coll_config_t's (0: COLL_TIMEOUT_MS or the default). */
+COLL_API coll_status_t coll_comm_init_rank(coll_comm_t **comm, int nranks, coll_unique_id_t id,
+                                           int rank, int timeout_ms);
 /* Free the communicator. Collective only in the sense that peers see the connections
  * close; it never blocks longer than the communicator's timeout. NULL is allowed. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);

@@ -119,6 +119,7 @@ static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, 
   coll_status_t st = coll_env_int("COLL_STORE_HOSTED", 0, 1, 0, &hosted);
   if (st != COLL_OK) return st;
   bool host = cfg->host_store == 1 || (cfg->host_store == -1 && cfg->rank == 0 && !hosted);
+  if (comm->base.server != NULL) host = false; /* adopted from coll_get_unique_id */
   const char *addr = cfg->master_addr ? cfg->master_addr : "127.0.0.1";
   if (host) {
     /* Like PyTorch: rank 0 serves on all interfaces at MASTER_PORT for the
@@ -140,7 +141,8 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
   return comm_create(config, NULL, out);
 }
 
-coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out) {
+static coll_status_t create(const coll_config_t *config, const char *prefix, store_server_t *adopt,
+                            coll_comm_t **out) {
   if (config == NULL || out == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: %s is NULL",
                       config == NULL ? "config" : "comm");
@@ -160,6 +162,7 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   coll_comm_t *comm = calloc(1, sizeof *comm);
   if (comm == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_init: out of memory");
   base_init(&comm->base);
+  comm->base.server = adopt;
   comm->base.rank = config->rank;
   comm->base.nranks = config->size;
   comm->base.local_rank = config->local_rank;
@@ -205,8 +208,18 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   coll_error_clear();
   return COLL_OK;
 fail:
+  if (adopt != NULL) comm->base.server = NULL; /* the caller still owns it */
   comm_free(comm);
   return st;
+}
+
+coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out) {
+  return create(config, prefix, NULL, out);
+}
+
+coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,
+                                 coll_comm_t **out) {
+  return create(config, NULL, server, out);
 }
 
 coll_status_t coll_comm_init_env(coll_comm_t **comm) {

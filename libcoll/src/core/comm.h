@@ -92,6 +92,10 @@ struct coll_comm {
 coll_status_t comm_check(const coll_comm_t *comm, const char *what);
 /* Create a communicator; prefix (NULL: agreed through the store) names its keys. */
 coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out);
+/* The same from coll_comm_init_rank: server (NULL: none here) is the id's store, which
+ * this communicator then hosts and stops at destroy; on failure the caller keeps it. */
+coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,
+                                 coll_comm_t **out);
 
 /* ---- staging.c ---- */
 /* Staging bytes held now; comm_update_staging_peak keeps the peak. */
