@@ -5,24 +5,25 @@
 
 #include "api/api.h"
 
-static coll_call_t all_reduce_call(const void *sendbuf, void *recvbuf, size_t count,
-                                   coll_dtype_t dtype, coll_op_t op) {
-  return (coll_call_t){.kind = COLL_KIND_ALL_REDUCE,
-                       .sendbuf = sendbuf,
-                       .recvbuf = recvbuf,
+static coll_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
+                        coll_op_t op, int root) {
+  return (coll_call_t){.kind = kind,
+                       .sendbuf = s,
+                       .recvbuf = r,
                        .count = count,
-                       .dtype = dtype,
-                       .op = op};
+                       .dtype = dt,
+                       .op = op,
+                       .root = root};
 }
 
+static coll_call_t all_reduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op) {
+  return make(COLL_KIND_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0);
+}
+
+/* In place by definition: one buffer is both INPUT and OUTPUT. */
 static coll_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, int root) {
-  return (coll_call_t){.kind = COLL_KIND_BROADCAST,
-                       .sendbuf = buf,
-                       .recvbuf = buf,
-                       .count = count,
-                       .dtype = dtype,
-                       .op = COLL_SUM,
-                       .root = root};
+  return make(COLL_KIND_BROADCAST, buf, buf, count, dtype, COLL_SUM, root);
 }
 
 coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
@@ -60,17 +61,6 @@ coll_status_t coll_broadcast_stream(void *buf, size_t count, coll_dtype_t dtype,
                                     coll_comm_t *comm, void *cuda_stream) {
   return api_run_stream(comm, "coll_broadcast_stream", broadcast_call(buf, count, dtype, root),
                         cuda_stream);
-}
-
-static coll_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
-                        coll_op_t op, int root) {
-  return (coll_call_t){.kind = kind,
-                       .sendbuf = s,
-                       .recvbuf = r,
-                       .count = count,
-                       .dtype = dt,
-                       .op = op,
-                       .root = root};
 }
 
 coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,

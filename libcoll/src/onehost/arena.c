@@ -384,6 +384,20 @@ void arena_trace_phase(trace_t *t, int phase, size_t offset, size_t count) {
   trace_op_done_(t, (size_t)phase, &rec);
 }
 
+void arena_trace_end(trace_t *t, const coll_call_t *call, const char *path, coll_status_t st) {
+  trace_coll_end(t,
+                 &(trace_coll_t){.kind = call->kind,
+                                 .dtype = call->dtype,
+                                 .op = call->op,
+                                 .root = call->root,
+                                 .count = call->count,
+                                 .elem_size = coll_dtype_size(call->dtype),
+                                 .path = path,
+                                 .nsteps = PH_COUNT,
+                                 .nops = PH_COUNT},
+                 st);
+}
+
 coll_status_t arena_run(arena_t *a, const coll_call_t *call) {
   const char *kind = sched_kind_name(call->kind);
   if (a == NULL || call->kind != COLL_KIND_ALL_REDUCE)
@@ -405,17 +419,7 @@ coll_status_t arena_run(arena_t *a, const coll_call_t *call) {
   a->round += (uint32_t)run.rounds;
   trace_coll_begin(run.trace, PH_COUNT, PH_COUNT, esz);
   coll_status_t st = run_rounds(&run);
-  trace_coll_end(run.trace,
-                 &(trace_coll_t){.kind = call->kind,
-                                 .dtype = call->dtype,
-                                 .op = call->op,
-                                 .root = call->root,
-                                 .count = call->count,
-                                 .elem_size = esz,
-                                 .path = "arena",
-                                 .nsteps = PH_COUNT,
-                                 .nops = PH_COUNT},
-                 st);
+  arena_trace_end(run.trace, call, "arena", st);
   return st == COLL_OK ? COLL_OK : arena_fail(&run.w, st, "arena");
 }
 

@@ -123,5 +123,7 @@ coll_status_t arena_fail(const arena_waiter_t *w, coll_status_t st, const char *
  * round, on elements [offset, offset + count) of the buffer. */
 enum { ARENA_PH_IN = 0, ARENA_PH_REDUCE, ARENA_PH_OUT, ARENA_PH_COUNT };
 void arena_trace_phase(trace_t *t, int phase, size_t offset, size_t count);
+/* The call's record, named after its path ("arena", "window"), once its phases ran. */
+void arena_trace_end(trace_t *t, const coll_call_t *call, const char *path, coll_status_t st);
 
 #endif

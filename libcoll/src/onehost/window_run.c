@@ -135,16 +135,6 @@ coll_status_t window_run(arena_t *a, const coll_call_t *call, const window_pair_
   };
   trace_coll_begin(run.trace, ARENA_PH_COUNT, ARENA_PH_COUNT, esz);
   coll_status_t st = run_call(&run);
-  trace_coll_end(run.trace,
-                 &(trace_coll_t){.kind = call->kind,
-                                 .dtype = call->dtype,
-                                 .op = call->op,
-                                 .root = call->root,
-                                 .count = call->count,
-                                 .elem_size = esz,
-                                 .path = "window",
-                                 .nsteps = ARENA_PH_COUNT,
-                                 .nops = ARENA_PH_COUNT},
-                 st);
+  arena_trace_end(run.trace, call, "window", st);
   return st == COLL_OK ? COLL_OK : arena_fail(&run.w, st, "zero-copy window");
 }
