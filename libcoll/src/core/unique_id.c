@@ -5,15 +5,13 @@
  * becomes its host (comm.c stops it at destroy, rendezvous.c waits for the others first). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include "bootstrap/host_addr.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "core/comm.h"
@@ -30,31 +28,27 @@ typedef struct hosted_store {
 static pthread_mutex_t hosted_mu = PTHREAD_MUTEX_INITIALIZER;
 static hosted_store_t *hosted_head;
 
+static void list_add(hosted_store_t *h) {
+  pthread_mutex_lock(&hosted_mu);
+  h->next = hosted_head;
+  hosted_head = h;
+  pthread_mutex_unlock(&hosted_mu);
+}
+
 /* This host's IPv4 address as peers should reach it (see coll.h). */
 static coll_status_t host_address(char *out, size_t cap) {
   const char *ifname = coll_env_str("COLL_SOCKET_IFNAME");
-  struct ifaddrs *list = NULL;
-  if (getifaddrs(&list) != 0)
-    return coll_error_errno(COLL_ERR_SYSTEM, errno, "coll_get_unique_id: getifaddrs");
-  const struct sockaddr_in *found = NULL;
-  for (struct ifaddrs *i = list; i != NULL && found == NULL; i = i->ifa_next) {
-    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP))
-      continue;
-    if (ifname != NULL ? strcmp(i->ifa_name, ifname) == 0 : !(i->ifa_flags & IFF_LOOPBACK))
-      found = (const struct sockaddr_in *)(const void *)i->ifa_addr;
-  }
-  coll_status_t st = COLL_OK;
-  if (found != NULL)
-    inet_ntop(AF_INET, &found->sin_addr, out, (socklen_t)cap);
-  else if (ifname != NULL)
-    st = coll_error(COLL_ERR_INVALID_ARGUMENT,
-                    "coll_get_unique_id: COLL_SOCKET_IFNAME=%s: no interface of that name with "
-                    "an IPv4 address",
-                    ifname);
-  else
-    snprintf(out, cap, "127.0.0.1");
-  freeifaddrs(list);
-  return st;
+  bool found = false;
+  coll_status_t st = host_ipv4(ifname, out, cap, &found);
+  if (st != COLL_OK) return coll_error_prefix(st, "coll_get_unique_id: ");
+  if (found) return COLL_OK;
+  if (ifname != NULL)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_get_unique_id: COLL_SOCKET_IFNAME=%s: no interface of that name with "
+                      "an IPv4 address",
+                      ifname);
+  snprintf(out, cap, "127.0.0.1");
+  return COLL_OK;
 }
 
 coll_status_t coll_get_unique_id(coll_unique_id_t *id) {
@@ -77,41 +71,24 @@ coll_status_t coll_get_unique_id(coll_unique_id_t *id) {
   }
   snprintf(id->internal, sizeof id->internal, "%s|%s|%u|%s", ID_MAGIC, addr,
            (unsigned)store_server_port(h->server), h->token);
-  pthread_mutex_lock(&hosted_mu);
-  h->next = hosted_head;
-  hosted_head = h;
-  pthread_mutex_unlock(&hosted_mu);
+  list_add(h);
   coll_error_clear();
   return COLL_OK;
 }
 
-/* The hosted store of `token`, removed from the list (the caller's communicator hosts it
- * from now on); NULL when another process made the id. */
-static store_server_t *take_hosted(const char *token) {
-  store_server_t *server = NULL;
+/* The hosted store of `token`, unlinked from the list (the caller's communicator hosts it
+ * from now on, or the caller puts it back); NULL when another process made the id. */
+static hosted_store_t *take_hosted(const char *token) {
+  hosted_store_t *found = NULL;
   pthread_mutex_lock(&hosted_mu);
-  for (hosted_store_t **link = &hosted_head; *link != NULL; link = &(*link)->next) {
-    if (strcmp((*link)->token, token) != 0) continue;
-    hosted_store_t *h = *link;
-    *link = h->next;
-    server = h->server;
-    free(h);
-    break;
-  }
+  for (hosted_store_t **link = &hosted_head; *link != NULL; link = &(*link)->next)
+    if (strcmp((*link)->token, token) == 0) {
+      found = *link;
+      *link = found->next;
+      break;
+    }
   pthread_mutex_unlock(&hosted_mu);
-  return server;
-}
-
-/* Give an untaken store back (its communicator failed to start). */
-static void give_back(const char *token, store_server_t *server) {
-  hosted_store_t *h = calloc(1, sizeof *h);
-  if (h == NULL) return; /* keeps serving, unlisted: nobody else can take it anyway */
-  snprintf(h->token, sizeof h->token, "%s", token);
-  h->server = server;
-  pthread_mutex_lock(&hosted_mu);
-  h->next = hosted_head;
-  hosted_head = h;
-  pthread_mutex_unlock(&hosted_mu);
+  return found;
 }
 
 coll_status_t coll_comm_init_rank(coll_comm_t **comm, int nranks, coll_unique_id_t id, int rank,
@@ -143,8 +120,11 @@ coll_status_t coll_comm_init_rank(coll_comm_t **comm, int nranks, coll_unique_id
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_rank: rank %d of %d is outside [0, nranks) or nranks < 1",
                       rank, nranks);
-  store_server_t *server = take_hosted(token);
-  coll_status_t st = comm_create_hosted(&cfg, server, comm);
-  if (st != COLL_OK && server != NULL) give_back(token, server);
+  hosted_store_t *h = take_hosted(token);
+  coll_status_t st = comm_create_hosted(&cfg, h != NULL ? h->server : NULL, comm);
+  if (h != NULL && st != COLL_OK)
+    list_add(h); /* still ours: a later try may take it */
+  else
+    free(h);
   return st;
 }

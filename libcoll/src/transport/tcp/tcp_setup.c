@@ -16,7 +16,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bootstrap/host_addr.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
@@ -66,18 +66,9 @@ static const char *host_name(const transport_setup_t *setup, int rank, const cha
 static coll_status_t listen_address(const transport_setup_t *setup, char *ip, size_t iplen) {
   const char *ifname = coll_env_str("COLL_SOCKET_IFNAME");
   if (ifname != NULL) {
-    struct ifaddrs *list = NULL;
-    if (getifaddrs(&list) != 0)
-      return coll_error_errno(COLL_ERR_SYSTEM, errno, "getifaddrs for COLL_SOCKET_IFNAME=%s",
-                              ifname);
     bool found = false;
-    for (struct ifaddrs *a = list; a != NULL && !found; a = a->ifa_next) {
-      if (a->ifa_addr == NULL || a->ifa_addr->sa_family != AF_INET) continue;
-      if (strcmp(a->ifa_name, ifname) != 0) continue;
-      found = inet_ntop(AF_INET, &((struct sockaddr_in *)a->ifa_addr)->sin_addr, ip,
-                        (socklen_t)iplen) != NULL;
-    }
-    freeifaddrs(list);
+    coll_status_t st = host_ipv4(ifname, ip, iplen, &found);
+    if (st != COLL_OK) return coll_error_prefix(st, "COLL_SOCKET_IFNAME=%s: ", ifname);
     if (!found)
       return coll_error(COLL_ERR_INVALID_ARGUMENT,
                         "COLL_SOCKET_IFNAME=%s: no interface of that name with an IPv4 address",
