@@ -87,7 +87,7 @@ coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int p
  * communicator still opens one; coll_group_end then returns the failure. */
 static coll_status_t refuse_if_aborted(coll_comm_t *comm, const char *what) {
   coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK && atomic_load(&comm->base.aborted)) st = base_check_usable(&comm->base, what);
+  if (st == COLL_OK && base_aborted(&comm->base)) st = base_check_usable(&comm->base, what);
   return st;
 }
 

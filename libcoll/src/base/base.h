@@ -81,11 +81,15 @@ void base_mark_failed(coll_base_t *base, coll_status_t status);
  * <its message>" becomes this communicator's failure. */
 void base_mark_failed_by_peer(coll_base_t *base, coll_status_t status, const char *message);
 /* The failure mark as a status (0: none), for the paths' waits. */
-static inline int base_failed(coll_base_t *base) {
+static inline int base_failed(const coll_base_t *base) {
   return atomic_load_explicit(&base->failed, memory_order_acquire);
 }
-static inline bool base_aborted(coll_base_t *base) {
+static inline bool base_aborted(const coll_base_t *base) {
   return atomic_load_explicit(&base->aborted, memory_order_relaxed) != 0;
+}
+/* When a path last saw progress (request waiters measure staleness from it). */
+static inline int64_t base_last_heartbeat(const coll_base_t *base) {
+  return atomic_load_explicit(&base->heartbeat_ns, memory_order_relaxed);
 }
 /* A path saw progress now (request waiters measure staleness from it). */
 static inline void base_heartbeat(coll_base_t *base, int64_t now_ns) {

@@ -242,9 +242,9 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
   /* Skip the barrier when the peers may be gone (abort, failure): it could only time
    * out. Otherwise nobody closes its connections, nor rank 0 its store, while a peer
    * may still need them. */
-  bool healthy = !atomic_load(&comm->base.aborted) && !atomic_load(&comm->base.failed);
+  bool healthy = !base_aborted(&comm->base) && !base_failed(&comm->base);
   if (comm->base.nranks > 1 && healthy) st = rdv_finish(comm);
-  if (comm->base.nranks > 1 && atomic_load(&comm->base.failed)) {
+  if (comm->base.nranks > 1 && base_failed(&comm->base)) {
     /* Peers learn of the failure from the closed connections, then the cause from the
      * store, which must outlive that (failure.c). */
     transport_set_close(comm->transports);
@@ -269,7 +269,7 @@ coll_status_t coll_comm_abort(coll_comm_t *comm) {
  * refuse (same message as base_check_usable), while a failed communicator still answers
  * them. */
 static coll_status_t refuse_if_aborted(const coll_comm_t *comm, const char *what) {
-  if (!atomic_load_explicit(&comm->base.aborted, memory_order_relaxed)) return COLL_OK;
+  if (!base_aborted(&comm->base)) return COLL_OK;
   return coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted", comm->base.rank,
                     what);
 }
@@ -360,14 +360,14 @@ coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us) {
 coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error) {
   coll_status_t st = comm_check(comm, "coll_comm_get_async_error");
   if (st != COLL_OK) return st;
-  if (atomic_load(&comm->base.aborted)) {
+  if (base_aborted(&comm->base)) {
     if (async_error != NULL) *async_error = COLL_ERR_ABORTED;
     return refuse_if_aborted(comm, "coll_comm_get_async_error");
   }
   if (async_error == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "rank %d: coll_comm_get_async_error: async_error is NULL", comm->base.rank);
-  int failed = atomic_load_explicit(&comm->base.failed, memory_order_acquire);
+  int failed = base_failed(&comm->base);
   *async_error = (coll_status_t)failed;
   if (failed != 0)
     coll_error((coll_status_t)failed, "rank %d: %s", comm->base.rank, comm->base.failed_message);

@@ -14,8 +14,7 @@
 
 static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
-  if (pc->where.on_device)
-    return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
+  if (pc->where.on_device) return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
   if (comm->base.nranks == 1) {
     if (call->sendbuf != call->recvbuf)
       memcpy(call->recvbuf, call->sendbuf, call->count * coll_dtype_size(call->dtype));
@@ -36,8 +35,8 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
   if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
     exec_fp_t *fp =
         base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
-    if (pc->windows.send != NULL) window_note_fp(&pc->windows, call, fp);
-    if (comm->arena != NULL) arena_note_call(comm->arena, fp); /* its waiters compare */
+    window_note_fp(&pc->windows, call, fp); /* nothing unless it is a window call */
+    arena_note_call(comm->arena, fp);       /* nothing without an arena; else its waiters compare */
   }
   /* The host links' scratch grows with the schedules (the staged device path too). */
   size_t scratch = comm->links.scratch_bytes;

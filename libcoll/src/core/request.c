@@ -66,7 +66,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     struct timespec ts = coll_timespec_in_ms(WAIT_SLICE_MS);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
     int64_t now = coll_now_ns();
-    int64_t alive = atomic_load_explicit(&comm->base.heartbeat_ns, memory_order_relaxed);
+    int64_t alive = base_last_heartbeat(&comm->base);
     if (alive < start) alive = start;
     if (!is_done(req) && now - alive > limit_ns) {
       stale = true;

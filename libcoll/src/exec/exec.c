@@ -299,7 +299,7 @@ static coll_status_t fp_salvage(exec_run_t *run, coll_status_t st) {
   int64_t until = coll_now_ns() + 200 * 1000000LL;
   /* Until the agreement answers, or another rank's record (the failure watcher) does. */
   while (!fpa_mismatch(&x->fpa) && !fpa_all_taken(&x->fpa) && coll_now_ns() < until &&
-         atomic_load_explicit(&base->failed, memory_order_acquire) == 0) {
+         base_failed(base) == 0) {
     for (int p = 0; p < base->nranks; p++) {
       exec_peer_t *peer = &run->links->peers[p];
       if (p == broken || p == base->rank) continue;
@@ -426,11 +426,11 @@ static coll_status_t run_schedule(exec_run_t *run) {
   int64_t timeout_ns = (int64_t)base->timeout_ms * 1000000LL;
   bool dirty = true;
   while (!finished(run)) {
-    if (atomic_load_explicit(&base->aborted, memory_order_relaxed))
+    if (base_aborted(base))
       return coll_error(COLL_ERR_ABORTED, "rank %d: %s of %zu %s: the communicator was aborted",
                         base->rank, kind_name(run->call->kind), run->call->count,
                         coll_dtype_name(run->call->dtype));
-    int failed = atomic_load_explicit(&base->failed, memory_order_acquire);
+    int failed = base_failed(base);
     if (failed != 0) return stopped_by_peer(run, (coll_status_t)failed);
     /* A known mismatch: start no more data, finish the agreement (the others learn it
      * through our later rounds), then fail. */
