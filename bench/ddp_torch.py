@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """PyTorch DDP reference for bench/ddp_compare.sh: the same 784-256-256-10 MLP, SGD
-with momentum, per-rank batch, DistributedSampler and gloo on CPU, one thread per rank.
-Prints one line 'torch_ddp ranks=N steps=S samples_per_s=X' from rank 0."""
+with momentum, per-rank batch, DistributedSampler on CPU, one thread per rank, over
+PyTorch's gloo or (--backend coll) libcoll's torch_coll backend: the script is the same
+but for that one word. Prints one line 'torch_ddp backend=B ranks=N steps=S
+samples_per_s=X' from rank 0."""
 import argparse
 import gzip
 import os
 import socket
 import struct
+import sys
 import time
 
 import numpy as np
@@ -41,7 +44,10 @@ def worker(rank, args):
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(args.port)
-    dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
+    if args.backend == "coll":
+        sys.path.insert(0, os.path.join(args.build, "torch_coll"))
+        import torch_coll  # noqa: F401  (registers the "coll" backend)
+    dist.init_process_group(args.backend, rank=rank, world_size=args.nproc)
     images = read_idx(find(args.data, "train-images-idx3-ubyte"))
     labels = read_idx(find(args.data, "train-labels-idx1-ubyte"))
     # Same normalisation as libtrain: (x/255 - mean) / std, done once up front.
@@ -78,7 +84,7 @@ def worker(rank, args):
     elapsed = time.perf_counter() - start
     if rank == 0:
         rate = args.steps * args.batch * args.nproc / elapsed
-        print(f"torch_ddp ranks={args.nproc} steps={args.steps} samples_per_s={rate:.0f} "
+        print(f"torch_ddp backend={args.backend} ranks={args.nproc} steps={args.steps} samples_per_s={rate:.0f} "
               f"final_loss={loss.item():.4f}", flush=True)
     dist.destroy_process_group()
 
@@ -98,6 +104,10 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--backend", choices=("gloo", "coll"), default="gloo")
+    here = os.path.dirname(os.path.abspath(__file__))
+    p.add_argument("--build", default=os.path.join(os.path.dirname(here), "build"),
+                   help="meson build directory holding torch_coll/ (for --backend coll)")
     args = p.parse_args()
     args.port = free_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
