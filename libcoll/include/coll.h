@@ -321,6 +321,47 @@ COLL_API coll_status_t coll_all_to_all(const void *sendbuf, void *recvbuf, size_
 COLL_API coll_status_t coll_all_to_all_async(const void *sendbuf, void *recvbuf, size_t count,
                                              coll_dtype_t dtype, coll_comm_t *comm,
                                              coll_request_t **request);
+/* Gather, scatter and all_to_allv take host buffers only: a device buffer is refused with
+ * COLL_ERR_UNSUPPORTED (the _stream forms wait for the stream, then run on host buffers
+ * like the blocking call). Algorithms: the root talking to every rank (COLL_ALGO_MASTER)
+ * or a binomial tree (COLL_ALGO_TREE / COLL_ALGO_HD), chosen by the cost model; all_to_allv
+ * is a pairwise exchange.
+ * Rank `root` gets every rank's sendbuf (sendcount elements) in recvbuf, rank r's at
+ * r * sendcount; recvbuf is not touched elsewhere and may be NULL there. In-place at the root:
+ * sendbuf == recvbuf + root * sendcount elements. */
+COLL_API coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   coll_dtype_t dtype, int root, coll_comm_t *comm);
+COLL_API coll_status_t coll_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                         coll_request_t **request);
+COLL_API coll_status_t coll_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                          void *cuda_stream);
+/* Rank r gets block r (recvcount elements) of root's sendbuf; sendbuf is read only at root and may
+ * be NULL elsewhere. In-place at the root: recvbuf == sendbuf + root * recvcount elements. */
+COLL_API coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    coll_dtype_t dtype, int root, coll_comm_t *comm);
+COLL_API coll_status_t coll_scatter_async(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                          coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                          coll_request_t **request);
+COLL_API coll_status_t coll_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                           void *cuda_stream);
+/* Rank r sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p, and receives
+ * recvcounts[p] elements from rank p at recvbuf + rdispls[p] (counts and displacements in elements,
+ * nranks entries each, copied at the call). sendcounts[p] on rank r must equal recvcounts[r] on
+ * rank p; a difference is COLL_ERR_MISMATCH naming both ranks. Zero counts are allowed. The buffers
+ * must not overlap. Each call first exchanges the counts (one small message per peer), then the
+ * data. Not allowed inside a group (COLL_ERR_UNSUPPORTED). */
+COLL_API coll_status_t coll_all_to_allv(const void *sendbuf, const size_t *sendcounts,
+                                        const size_t *sdispls, void *recvbuf,
+                                        const size_t *recvcounts, const size_t *rdispls,
+                                        coll_dtype_t dtype, coll_comm_t *comm);
+COLL_API coll_status_t coll_all_to_allv_async(const void *sendbuf, const size_t *sendcounts,
+                                              const size_t *sdispls, void *recvbuf,
+                                              const size_t *recvcounts, const size_t *rdispls,
+                                              coll_dtype_t dtype, coll_comm_t *comm,
+                                              coll_request_t **request);
 /* Returns once every rank has entered the barrier. */
 COLL_API coll_status_t coll_barrier(coll_comm_t *comm);
 COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, coll_request_t **request);

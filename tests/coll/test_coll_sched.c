@@ -1,4 +1,5 @@
-/* The schedules of reduce, all_gather, reduce_scatter and all_to_all run in the
+/* The schedules of reduce, all_gather, reduce_scatter, all_to_all, gather, scatter and
+ * all_to_allv (uneven counts, zeros, gaps) run in the
  * simulator (one process, rendezvous sends, hazard and bounds checks) for every
  * algorithm that implements them, 1 to 9 ranks, several counts and segment sizes, every
  * root: results are compared with a direct computation. Also: the cost model picks an
@@ -27,6 +28,13 @@ static int expect(coll_kind_t kind, int n, int r, int root, size_t count, size_t
     }
     case COLL_KIND_ALL_GATHER:
       *out = value((int)(i / count), i % count);
+      return 1;
+    case COLL_KIND_GATHER: /* OUTPUT at the root only */
+      if (r != root) return 0;
+      *out = value((int)(i / count), i % count);
+      return 1;
+    case COLL_KIND_SCATTER: /* block r of the root's INPUT */
+      *out = value(root, (size_t)r * count + i);
       return 1;
     case COLL_KIND_REDUCE_SCATTER: {
       int32_t sum = 0;
@@ -90,8 +98,9 @@ static int run_case(coll_kind_t kind, coll_algo_t algo, int n, size_t count, int
   return bad;
 }
 
-static const coll_kind_t kinds[] = {COLL_KIND_REDUCE, COLL_KIND_ALL_GATHER,
-                                    COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALL_TO_ALL};
+static const coll_kind_t kinds[] = {COLL_KIND_REDUCE,         COLL_KIND_ALL_GATHER,
+                                    COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALL_TO_ALL,
+                                    COLL_KIND_GATHER,         COLL_KIND_SCATTER};
 
 START_TEST(every_new_schedule_computes_the_right_result_in_the_simulator) {
   static const size_t counts[] = {1, 5, 67, 1000};
@@ -108,7 +117,7 @@ START_TEST(every_new_schedule_computes_the_right_result_in_the_simulator) {
       for (int n = 1; n <= 9; n++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
           for (size_t g = 0; g < sizeof segs / sizeof segs[0]; g++) {
-            int roots = kinds[k] == COLL_KIND_REDUCE ? n : 1;
+            int roots = coll_kind_rooted(kinds[k]) ? n : 1;
             for (int root = 0; root < roots; root++)
               fails += run_case(kinds[k], (coll_algo_t)algo, n, counts[c], root, segs[g]);
           }
@@ -117,10 +126,96 @@ START_TEST(every_new_schedule_computes_the_right_result_in_the_simulator) {
 }
 END_TEST
 
+/* What rank `from` sends rank `to`: uneven, zero for some pairs. */
+static size_t v_count(int from, int to, size_t scale) {
+  return (size_t)((from * 3 + to * 5) % 4) * scale;
+}
+
+/* all_to_allv over n ranks, each with its own layout: blocks in reverse peer order with
+ * a gap of 2 elements before each. */
+static int run_alltoallv(int n, size_t scale, size_t seg_bytes) {
+  size_t *v[16];
+  void *inputs[16], *outputs[16];
+  size_t out_total[16];
+  for (int r = 0; r < n; r++) {
+    v[r] = malloc(4 * (size_t)n * sizeof(size_t));
+    size_t sat = 0, rat = 0;
+    for (int p = n - 1; p >= 0; p--) {
+      v[r][SCHED_V_SENDCOUNTS * n + p] = v_count(r, p, scale);
+      v[r][SCHED_V_RECVCOUNTS * n + p] = v_count(p, r, scale);
+      v[r][SCHED_V_SDISPLS * n + p] = sat + 2;
+      v[r][SCHED_V_RDISPLS * n + p] = rat + 2;
+      sat += 2 + v_count(r, p, scale);
+      rat += 2 + v_count(p, r, scale);
+    }
+    out_total[r] = rat;
+    int32_t *in = malloc((sat + 1) * 4), *out = malloc((rat + 1) * 4);
+    for (size_t i = 0; i < sat; i++) in[i] = value(r, i);
+    for (size_t i = 0; i < rat; i++) out[i] = -7;
+    inputs[r] = in;
+    outputs[r] = out;
+  }
+  sched_params_t p = {.collective = COLL_KIND_ALL_TO_ALLV,
+                      .count = (size_t)n,
+                      .dtype = COLL_INT32,
+                      .nranks = n,
+                      .segment_bytes = seg_bytes};
+  sim_config_t cfg = {.dtype = COLL_INT32,
+                      .op = COLL_SUM,
+                      .inputs = inputs,
+                      .outputs = outputs,
+                      .vcounts = (const size_t *const *)v};
+  sim_result_t res;
+  coll_status_t st = sim_run_algo(COLL_ALGO_RING, &p, &cfg, &res);
+  int bad = 0;
+  if (st != COLL_OK) {
+    fprintf(stderr, "all_to_allv n=%d scale=%zu seg=%zu: %s\n", n, scale, seg_bytes,
+            coll_last_error());
+    bad = 1;
+  } else {
+    sim_result_free(&res);
+  }
+  for (int r = 0; r < n && !bad; r++) {
+    const int32_t *out = outputs[r];
+    size_t expected_end = 0;
+    for (int q = 0; q < n && !bad; q++) {
+      size_t rd = v[r][SCHED_V_RDISPLS * n + q], rc = v[r][SCHED_V_RECVCOUNTS * n + q];
+      size_t sd = v[q][SCHED_V_SDISPLS * n + r];
+      for (size_t i = 0; i < rc && !bad; i++)
+        if (out[rd + i] != value(q, sd + i)) {
+          fprintf(stderr, "all_to_allv n=%d: rank %d element %zu from rank %d is %d, want %d\n", n,
+                  r, i, q, out[rd + i], value(q, sd + i));
+          bad = 1;
+        }
+      for (size_t g = rd - 2; g < rd && !bad; g++) /* the gaps stay as they were */
+        if (out[g] != -7) bad = 1;
+      expected_end += 2 + rc;
+    }
+    if (expected_end != out_total[r]) bad = 1;
+  }
+  for (int r = 0; r < n; r++) {
+    free(v[r]);
+    free(inputs[r]);
+    free(outputs[r]);
+  }
+  return bad;
+}
+
+START_TEST(all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator) {
+  static const size_t scales[] = {1, 7, 300};
+  static const size_t segs[] = {0, 64};
+  int fails = 0;
+  for (int n = 1; n <= 9; n++)
+    for (size_t c = 0; c < 3; c++)
+      for (size_t g = 0; g < 2; g++) fails += run_alltoallv(n, scales[c], segs[g]);
+  ck_assert_int_eq(fails, 0);
+}
+END_TEST
+
 START_TEST(the_cost_model_picks_an_implemented_algorithm_for_every_collective) {
   static const size_t counts[] = {1, 1000, 1 << 20};
-  for (int kind = 0; kind < COLL_KIND_P2P; kind++)
-    for (int n = 2; n <= 8; n++)
+  for (int kind = 0; kind < COLL_KIND_COUNT; kind++)
+    for (int n = 2; n <= 8 && kind != COLL_KIND_P2P && kind != COLL_KIND_ALL_TO_ALLV; n++)
       for (size_t c = 0; c < 3; c++) {
         sched_params_t p = {.collective = (coll_kind_t)kind,
                             .count = counts[c],
@@ -142,6 +237,8 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, every_new_schedule_computes_the_right_result_in_the_simulator);
   tcase_add_test(tc, the_cost_model_picks_an_implemented_algorithm_for_every_collective);
+  tcase_add_test(
+      tc, all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -54,6 +54,21 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_HD] = algo_halving_doubling_allreduce,
             [COLL_ALGO_MASTER] = algo_master_allreduce,
         },
+    /* gather and scatter (gather.c): the root exchanging with every rank directly
+     * (master) or a binomial tree (tree, hd); all_to_allv pairwise exchange (alltoallv.c). */
+    [COLL_KIND_GATHER] =
+        {
+            [COLL_ALGO_TREE] = algo_binomial_gather,
+            [COLL_ALGO_HD] = algo_binomial_gather,
+            [COLL_ALGO_MASTER] = algo_direct_gather,
+        },
+    [COLL_KIND_SCATTER] =
+        {
+            [COLL_ALGO_TREE] = algo_binomial_scatter,
+            [COLL_ALGO_HD] = algo_binomial_scatter,
+            [COLL_ALGO_MASTER] = algo_direct_scatter,
+        },
+    [COLL_KIND_ALL_TO_ALLV] = {[COLL_ALGO_RING] = algo_pairwise_alltoallv},
 };
 
 /* With one rank, every collective that reduces (and the barrier's one-byte all-reduce)
@@ -86,12 +101,21 @@ static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const s
   if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: rank %d of %d ranks is invalid",
                       p->rank, p->nranks);
-  if ((p->collective == COLL_KIND_BROADCAST || p->collective == COLL_KIND_REDUCE) &&
-      (p->root < 0 || p->root >= p->nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: root %d of %d ranks",
-                      p->root, p->nranks);
+  if (coll_kind_rooted(p->collective) && (p->root < 0 || p->root >= p->nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: root %d of %d ranks", p->root,
+                      p->nranks);
   if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype) / (size_t)p->nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large", p->count);
+  size_t in_count, out_count;
+  if (p->collective == COLL_KIND_ALL_TO_ALLV &&
+      (p->vcounts == NULL || p->count != (size_t)p->nranks ||
+       !sched_vcounts_extent(p->vcounts, p->nranks, &in_count, &out_count) ||
+       in_count > SIZE_MAX / 16 / algo_elem_size(p->dtype) ||
+       out_count > SIZE_MAX / 16 / algo_elem_size(p->dtype)))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "algo_build: all_to_allv needs nranks (%d) counts and displacements that "
+                      "fit in memory (count %zu)",
+                      p->nranks, p->count);
   return COLL_OK;
 }
 

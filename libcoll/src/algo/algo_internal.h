@@ -79,6 +79,11 @@ coll_status_t algo_bruck_allgather(const sched_params_t *p, sched_t *s);
 coll_status_t algo_ring_reduce_scatter(const sched_params_t *p, sched_t *s);
 coll_status_t algo_halving_reduce_scatter(const sched_params_t *p, sched_t *s);
 coll_status_t algo_pairwise_alltoall(const sched_params_t *p, sched_t *s);
+coll_status_t algo_direct_gather(const sched_params_t *p, sched_t *s);
+coll_status_t algo_binomial_gather(const sched_params_t *p, sched_t *s);
+coll_status_t algo_direct_scatter(const sched_params_t *p, sched_t *s);
+coll_status_t algo_binomial_scatter(const sched_params_t *p, sched_t *s);
+coll_status_t algo_pairwise_alltoallv(const sched_params_t *p, sched_t *s);
 
 /* Double binary tree shape (tree.c), exported for the cost model and tests: for tree
  * t (0 or 1) of n ranks, rank's parent (-1 at the root), its children (-1 where absent)

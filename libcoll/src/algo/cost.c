@@ -180,6 +180,32 @@ static double block_cost(coll_algo_t algo, const sched_params_t *p, const algo_c
   return INFINITY;
 }
 
+/* gather and scatter: the root's link carries (n-1) S either way; direct posts n-1
+ * messages per segment, the binomial tree ceil(log2 n) rounds of whole subtrees plus a
+ * copy through SCRATCH. */
+static double rooted_block_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = fmin((double)algo_segment_elems(p) * esize, S);
+  double nseg = seg > 0 ? fmax(1.0, ceil(S / seg)) : 1.0;
+  if (algo == COLL_ALGO_MASTER) return nseg * (n - 1) * c->alpha + (n - 1) * S * c->beta;
+  if (algo == COLL_ALGO_TREE || algo == COLL_ALGO_HD)
+    return log2_ceil(n) * nseg * c->alpha + (n - 1) * S * c->beta + S * c->gamma;
+  return INFINITY;
+}
+
+/* all_to_allv: pairwise rounds; S is what this rank sends (its own layout, for the INFO
+ * line: there is one algorithm, so every rank chooses it). */
+static double alltoallv_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  if (algo != COLL_ALGO_RING) return INFINITY;
+  int n = p->nranks;
+  double sent = 0;
+  for (int q = 0; p->vcounts != NULL && q < n; q++)
+    if (q != p->rank) sent += (double)sched_v(p->vcounts, n, SCHED_V_SENDCOUNTS, q);
+  return (n - 1) * c->alpha + sent * (double)algo_elem_size(p->dtype) * c->beta;
+}
+
 double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
   if (p == NULL || c == NULL || p->nranks < 1 || algo_elem_size(p->dtype) == 0) return INFINITY;
   if (p->count == 0) return 0.0;
@@ -189,6 +215,9 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
   if (p->collective == COLL_KIND_ALL_REDUCE || p->collective == COLL_KIND_BARRIER)
     return allreduce_cost(algo, p, c);
   if (p->collective == COLL_KIND_REDUCE) return reduce_cost(algo, p, c);
+  if (p->collective == COLL_KIND_GATHER || p->collective == COLL_KIND_SCATTER)
+    return rooted_block_cost(algo, p, c);
+  if (p->collective == COLL_KIND_ALL_TO_ALLV) return alltoallv_cost(algo, p, c);
   return block_cost(algo, p, c);
 }
 
@@ -215,6 +244,7 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   static const coll_algo_t reduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_TREE};
   static const coll_algo_t allgather_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD};
   static const coll_algo_t ring_only[] = {COLL_ALGO_RING};
+  static const coll_algo_t rooted_block_candidates[] = {COLL_ALGO_MASTER, COLL_ALGO_TREE};
   if (p != NULL && p->collective == COLL_KIND_BROADCAST) {
     cand = broadcast_candidates;
     ncand = sizeof broadcast_candidates / sizeof broadcast_candidates[0];
@@ -227,9 +257,14 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   } else if (p != NULL && p->collective == COLL_KIND_REDUCE_SCATTER) {
     cand = allgather_candidates; /* ring, recursive halving (hd) */
     ncand = 2;
-  } else if (p != NULL && p->collective == COLL_KIND_ALL_TO_ALL) {
+  } else if (p != NULL &&
+             (p->collective == COLL_KIND_ALL_TO_ALL || p->collective == COLL_KIND_ALL_TO_ALLV)) {
     cand = ring_only;
     ncand = 1;
+  } else if (p != NULL &&
+             (p->collective == COLL_KIND_GATHER || p->collective == COLL_KIND_SCATTER)) {
+    cand = rooted_block_candidates;
+    ncand = 2;
   }
   coll_algo_t best = cand[0];
   double best_t = algo_predict(best, p, c);

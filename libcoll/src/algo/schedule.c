@@ -38,14 +38,24 @@ void sched_init(sched_t *s, const sched_params_t *p, coll_algo_t algo) {
   s->nranks = p->nranks;
   s->count = p->count;
   sched_buffer_counts(p->collective, p->count, p->nranks, &s->in_count, &s->out_count);
+  if (p->collective == COLL_KIND_ALL_TO_ALLV && p->vcounts != NULL &&
+      !sched_vcounts_extent(p->vcounts, p->nranks, &s->in_count, &s->out_count))
+    s->in_count = s->out_count = 0; /* algo_build refused it before */
   s->elem_size = algo_elem_size(p->dtype);
 }
 
 static const char *const kind_names[COLL_KIND_COUNT] = {
-    [COLL_KIND_ALL_REDUCE] = "all_reduce",         [COLL_KIND_BROADCAST] = "broadcast",
-    [COLL_KIND_REDUCE] = "reduce",                 [COLL_KIND_ALL_GATHER] = "all_gather",
-    [COLL_KIND_REDUCE_SCATTER] = "reduce_scatter", [COLL_KIND_ALL_TO_ALL] = "all_to_all",
-    [COLL_KIND_BARRIER] = "barrier",               [COLL_KIND_P2P] = "send/recv",
+    [COLL_KIND_ALL_REDUCE] = "all_reduce",
+    [COLL_KIND_BROADCAST] = "broadcast",
+    [COLL_KIND_REDUCE] = "reduce",
+    [COLL_KIND_ALL_GATHER] = "all_gather",
+    [COLL_KIND_REDUCE_SCATTER] = "reduce_scatter",
+    [COLL_KIND_ALL_TO_ALL] = "all_to_all",
+    [COLL_KIND_BARRIER] = "barrier",
+    [COLL_KIND_P2P] = "send/recv",
+    [COLL_KIND_GATHER] = "gather",
+    [COLL_KIND_SCATTER] = "scatter",
+    [COLL_KIND_ALL_TO_ALLV] = "all_to_allv",
 };
 
 const char *sched_kind_name(coll_kind_t kind) {
@@ -55,8 +65,29 @@ const char *sched_kind_name(coll_kind_t kind) {
 void sched_buffer_counts(coll_kind_t kind, size_t count, int nranks, size_t *in_count,
                          size_t *out_count) {
   size_t n = nranks > 0 ? (size_t)nranks : 1;
-  *in_count = kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALL_TO_ALL ? n * count : count;
-  *out_count = kind == COLL_KIND_ALL_GATHER || kind == COLL_KIND_ALL_TO_ALL ? n * count : count;
+  *in_count =
+      kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALL_TO_ALL || kind == COLL_KIND_SCATTER
+          ? n * count
+          : count;
+  *out_count =
+      kind == COLL_KIND_ALL_GATHER || kind == COLL_KIND_ALL_TO_ALL || kind == COLL_KIND_GATHER
+          ? n * count
+          : count;
+  if (kind == COLL_KIND_ALL_TO_ALLV) *in_count = *out_count = 0; /* sched_vcounts_extent */
+}
+
+bool sched_vcounts_extent(const size_t *v, int nranks, size_t *in_count, size_t *out_count) {
+  *in_count = *out_count = 0;
+  for (int p = 0; p < nranks; p++) {
+    size_t sc = sched_v(v, nranks, SCHED_V_SENDCOUNTS, p),
+           sd = sched_v(v, nranks, SCHED_V_SDISPLS, p);
+    size_t rc = sched_v(v, nranks, SCHED_V_RECVCOUNTS, p),
+           rd = sched_v(v, nranks, SCHED_V_RDISPLS, p);
+    if (sc > SIZE_MAX - sd || rc > SIZE_MAX - rd) return false;
+    if (sc > 0 && sd + sc > *in_count) *in_count = sd + sc;
+    if (rc > 0 && rd + rc > *out_count) *out_count = rd + rc;
+  }
+  return true;
 }
 
 void sched_free(sched_t *s) {

@@ -59,7 +59,11 @@ typedef enum { SCHED_BUF_INPUT = 0, SCHED_BUF_OUTPUT, SCHED_BUF_SCRATCH } sched_
  * OUTPUT nranks * count (block p of INPUT goes to rank p, block p of OUTPUT came from
  * it). reduce: OUTPUT is written at the root only. barrier: a one-byte all-reduce. P2P
  * (send, receive and groups of them) is built by the executor (exec/exec_cache.c), not
- * by algo_build. */
+ * by algo_build. gather: INPUT count, OUTPUT nranks * count at the root only (rank r's
+ * block at r * count); scatter: INPUT nranks * count read at the root only, OUTPUT
+ * count (block r). all_to_allv: count is nranks (the length of each count array) and
+ * the per-peer layout is sched_params_t.vcounts (this rank's own arrays; INPUT and
+ * OUTPUT extend to the furthest block, sched_vcounts_extent). */
 typedef enum {
   COLL_KIND_ALL_REDUCE = 0,
   COLL_KIND_BROADCAST,
@@ -69,8 +73,27 @@ typedef enum {
   COLL_KIND_ALL_TO_ALL,
   COLL_KIND_BARRIER,
   COLL_KIND_P2P,
+  COLL_KIND_GATHER,
+  COLL_KIND_SCATTER,
+  COLL_KIND_ALL_TO_ALLV,
   COLL_KIND_COUNT
 } coll_kind_t;
+
+/* The collectives with a root whose choice the ranks must agree on. */
+static inline bool coll_kind_rooted(coll_kind_t kind) {
+  return kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE || kind == COLL_KIND_GATHER ||
+         kind == COLL_KIND_SCATTER;
+}
+
+/* all_to_allv's per-peer layout: 4 * nranks counts in one array, in this order
+ * (v[SCHED_V_SENDCOUNTS * nranks + p] is what this rank sends to rank p). */
+enum { SCHED_V_SENDCOUNTS = 0, SCHED_V_SDISPLS, SCHED_V_RECVCOUNTS, SCHED_V_RDISPLS };
+static inline size_t sched_v(const size_t *v, int nranks, int which, int peer) {
+  return v[(size_t)which * (size_t)nranks + (size_t)peer];
+}
+/* Elements of INPUT and OUTPUT an all_to_allv layout reaches (blocks of count 0 reach
+ * nothing, whatever their displacement); false if a block's end overflows. */
+bool sched_vcounts_extent(const size_t *v, int nranks, size_t *in_count, size_t *out_count);
 
 /* The collectives whose result combines the ranks' data with the call's operation (the
  * barrier's one-byte all-reduce is not one of them: it always sums). */
@@ -131,8 +154,9 @@ typedef struct {
   coll_dtype_t dtype;
   int rank;
   int nranks;
-  int root;             /* broadcast, reduce */
-  size_t segment_bytes; /* pipelining unit; 0: the algorithm's default */
+  int root;              /* broadcast, reduce, gather, scatter */
+  size_t segment_bytes;  /* pipelining unit; 0: the algorithm's default */
+  const size_t *vcounts; /* all_to_allv: this rank's 4 * nranks counts (SCHED_V_*) */
 } sched_params_t;
 
 /* Building (used by the algorithm files). */

@@ -55,12 +55,14 @@ typedef struct {
   int write;
 } region_t;
 
-/* all_gather, reduce_scatter and all_to_all have INPUT and OUTPUT of different sizes:
- * their in-place forms alias at an offset (or not at all), so they count as two memories. */
+/* all_gather, reduce_scatter, all_to_all(v), gather and scatter have INPUT and OUTPUT of
+ * different sizes: their in-place forms alias at an offset (or not at all), so they count
+ * as two memories. */
 static int mem_of_in(const sched_t *s, uint8_t buf) {
   if (buf == SCHED_BUF_SCRATCH) return 1;
   bool sized = s->collective == COLL_KIND_ALL_GATHER || s->collective == COLL_KIND_REDUCE_SCATTER ||
-               s->collective == COLL_KIND_ALL_TO_ALL;
+               s->collective == COLL_KIND_ALL_TO_ALL || s->collective == COLL_KIND_ALL_TO_ALLV ||
+               s->collective == COLL_KIND_GATHER || s->collective == COLL_KIND_SCATTER;
   return sized && buf == SCHED_BUF_INPUT ? 2 : 0;
 }
 
@@ -474,6 +476,7 @@ coll_status_t sim_run_algo(coll_algo_t algo, const sched_params_t *p, const sim_
   for (; built < p->nranks && st == COLL_OK; built++) {
     sched_params_t q = *p;
     q.rank = built;
+    if (cfg != NULL && cfg->vcounts != NULL) q.vcounts = cfg->vcounts[built];
     st = algo_build(algo, &q, &scheds[built]);
   }
   if (st == COLL_OK) st = sim_run(scheds, p->nranks, cfg, res);

@@ -37,9 +37,12 @@ typedef struct {
 typedef struct {
   coll_dtype_t dtype;
   coll_op_t op;         /* COLL_AVG: the simulator divides like the executor does */
-  void *const *inputs;  /* [nranks] each sched.count elements; NULL: dry run (no data) */
+  void *const *inputs;  /* [nranks] each sched.in_count elements; NULL: dry run (no data) */
   void *const *outputs; /* [nranks]; may equal inputs[r] (in-place) */
   int record_events;    /* 1: fill sim_result_t.events */
+  /* all_to_allv (sim_run_algo): [nranks], rank r's 4 * nranks counts (schedule.h's
+   * SCHED_V_*); NULL: every rank uses p->vcounts. */
+  const size_t *const *vcounts;
 } sim_config_t;
 
 /* Run scheds[0..nranks-1] (scheds[r] is rank r's schedule). On failure (deadlock, count

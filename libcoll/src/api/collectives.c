@@ -1,6 +1,7 @@
 /* The entry points of every collective (all_reduce, broadcast, reduce, all_gather,
- * reduce_scatter, all_to_all, barrier), blocking, asynchronous and on a CUDA stream:
- * each builds its call and hands it to the common path (prepare.c). */
+ * reduce_scatter, all_to_all, gather, scatter, barrier), blocking, asynchronous and on a
+ * CUDA stream: each builds its call and hands it to the common path (prepare.c).
+ * all_to_allv, which copies its counts first, is in all_to_allv.c. */
 #include <stdint.h>
 
 #include "api/api.h"
@@ -148,6 +149,52 @@ coll_status_t coll_all_to_all_stream(const void *sendbuf, void *recvbuf, size_t 
                                      coll_dtype_t dtype, coll_comm_t *comm, void *cuda_stream) {
   return api_run_stream(comm, "coll_all_to_all_stream",
                         make(COLL_KIND_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, COLL_SUM, 0),
+                        cuda_stream);
+}
+
+coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, coll_dtype_t dtype,
+                          int root, coll_comm_t *comm) {
+  return api_run(comm, "coll_gather",
+                 make(COLL_KIND_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, root), NULL,
+                 false);
+}
+
+coll_status_t coll_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                coll_request_t **request) {
+  return api_run(comm, "coll_gather_async",
+                 make(COLL_KIND_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, root),
+                 request, true);
+}
+
+coll_status_t coll_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                 void *cuda_stream) {
+  return api_run_stream(comm, "coll_gather_stream",
+                        make(COLL_KIND_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, root),
+                        cuda_stream);
+}
+
+coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, coll_dtype_t dtype,
+                           int root, coll_comm_t *comm) {
+  return api_run(comm, "coll_scatter",
+                 make(COLL_KIND_SCATTER, sendbuf, recvbuf, recvcount, dtype, COLL_SUM, root), NULL,
+                 false);
+}
+
+coll_status_t coll_scatter_async(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                 coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                 coll_request_t **request) {
+  return api_run(comm, "coll_scatter_async",
+                 make(COLL_KIND_SCATTER, sendbuf, recvbuf, recvcount, dtype, COLL_SUM, root),
+                 request, true);
+}
+
+coll_status_t coll_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                  void *cuda_stream) {
+  return api_run_stream(comm, "coll_scatter_stream",
+                        make(COLL_KIND_SCATTER, sendbuf, recvbuf, recvcount, dtype, COLL_SUM, root),
                         cuda_stream);
 }
 

@@ -24,7 +24,8 @@ static sched_params_t call_params(const coll_comm_t *comm, const coll_call_t *ca
                           .rank = comm->base.rank,
                           .nranks = comm->base.nranks,
                           .root = call->root,
-                          .segment_bytes = comm->segment_bytes};
+                          .segment_bytes = comm->segment_bytes,
+                          .vcounts = call->vcounts};
 }
 
 /* The transport towards the ring neighbour, for the INFO line. */
@@ -71,22 +72,28 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const col
                                    size_t esz) {
   size_t in_count, out_count;
   sched_buffer_counts(c->kind, c->count, comm->base.nranks, &in_count, &out_count);
-  bool rooted_out = c->kind == COLL_KIND_REDUCE && comm->base.rank != c->root;
-  if (c->sendbuf == NULL || (c->recvbuf == NULL && !rooted_out))
+  /* Away from the root: reduce and gather do not touch recvbuf, scatter not sendbuf. */
+  bool off_root = comm->base.rank != c->root;
+  bool rooted_out = (c->kind == COLL_KIND_REDUCE || c->kind == COLL_KIND_GATHER) && off_root;
+  bool rooted_in = c->kind == COLL_KIND_SCATTER && off_root;
+  if ((c->sendbuf == NULL && !rooted_in) || (c->recvbuf == NULL && !rooted_out))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", who,
                       c->sendbuf == NULL ? "sendbuf" : "recvbuf", c->count);
   if (c->count > (SIZE_MAX / 4) / esz / (size_t)comm->base.nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows the size", who,
                       c->count, coll_dtype_name(c->dtype));
-  if (c->recvbuf == NULL) return COLL_OK;
+  if (c->recvbuf == NULL || c->sendbuf == NULL) return COLL_OK;
+  if ((c->kind == COLL_KIND_GATHER || c->kind == COLL_KIND_SCATTER) && off_root) return COLL_OK;
   uintptr_t s = (uintptr_t)c->sendbuf, r = (uintptr_t)c->recvbuf;
   size_t block = c->count * esz, rank_off = (size_t)comm->base.rank * block;
   bool in_place = false;
   switch (c->kind) {
     case COLL_KIND_ALL_GATHER:
+    case COLL_KIND_GATHER: /* at the root: rank_off is the root's block */
       in_place = s == r + rank_off;
       break;
     case COLL_KIND_REDUCE_SCATTER:
+    case COLL_KIND_SCATTER:
       in_place = r == s + rank_off;
       break;
     case COLL_KIND_ALL_TO_ALL:
@@ -102,8 +109,35 @@ static coll_status_t check_buffers(coll_comm_t *comm, const char *who, const col
                           ? "in-place is recvbuf == sendbuf + rank "
                             "* recvcount"
                       : c->kind == COLL_KIND_ALL_TO_ALL ? "all_to_all has no in-place form"
-                                                        : "in-place passes the same pointer twice");
+                      : c->kind == COLL_KIND_GATHER
+                          ? "in-place at the root is sendbuf == recvbuf + root * sendcount"
+                      : c->kind == COLL_KIND_SCATTER
+                          ? "in-place at the root is recvbuf == sendbuf + root * recvcount"
+                          : "in-place passes the same pointer twice");
   return COLL_OK;
+}
+
+/* gather, scatter and all_to_allv take host buffers only (the CUDA path stages and
+ * classifies by the other collectives' buffer rules): device buffers are refused. The
+ * buffer a rank does not use (NULL allowed) is classified as the one it uses. */
+static coll_status_t refuse_device_buffers(coll_comm_t *comm, const char *who,
+                                           const coll_call_t *call) {
+  if (call->kind != COLL_KIND_GATHER && call->kind != COLL_KIND_SCATTER &&
+      call->kind != COLL_KIND_ALL_TO_ALLV)
+    return COLL_OK;
+  coll_call_t probe = *call;
+  bool off_root = comm->base.rank != call->root;
+  if (probe.recvbuf == NULL || (call->kind == COLL_KIND_GATHER && off_root))
+    probe.recvbuf = (void *)(uintptr_t)probe.sendbuf;
+  if (probe.sendbuf == NULL || (call->kind == COLL_KIND_SCATTER && off_root))
+    probe.sendbuf = probe.recvbuf;
+  cuda_where_t where;
+  coll_status_t st = cuda_classify(&comm->cuda, &comm->base, who, &probe, &where);
+  if (st == COLL_OK && where.on_device)
+    st = coll_error(COLL_ERR_UNSUPPORTED,
+                    "%s: device buffers (GPU %d) are not supported by %s; use host buffers", who,
+                    where.device, sched_kind_name(call->kind));
+  return st;
 }
 
 coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *pc) {
@@ -123,12 +157,13 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   bool reduces = coll_kind_reduces(call->kind);
   if (reduces && coll_op_name(call->op) == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", who, (int)call->op);
-  bool rooted = call->kind == COLL_KIND_REDUCE || call->kind == COLL_KIND_BROADCAST;
-  if (rooted && (call->root < 0 || call->root >= comm->base.nranks))
+  if (coll_kind_rooted(call->kind) && (call->root < 0 || call->root >= comm->base.nranks))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", who, call->root,
                       comm->base.nranks);
   if (call->count > 0) {
-    st = check_buffers(comm, who, call, esz);
+    /* all_to_allv's buffers were checked with its counts (all_to_allv.c). */
+    st = call->kind == COLL_KIND_ALL_TO_ALLV ? COLL_OK : check_buffers(comm, who, call, esz);
+    if (st == COLL_OK) st = refuse_device_buffers(comm, who, call);
     if (st != COLL_OK) return st;
     /* Device buffers (cuda/): the cuda_ipc connections are made at the first device
      * call, which every rank makes alike. */

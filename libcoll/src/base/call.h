@@ -29,6 +29,11 @@ typedef struct {
   int root;
   coll_algo_t algo;     /* never AUTO */
   size_t segment_bytes; /* the agreed COLL_CHUNK_SIZE; 0: the algorithm's default */
+  /* all_to_allv (count == nranks): this rank's 4 * nranks counts, schedule.h's SCHED_V_*,
+   * copied at the call (api/all_to_allv.c). An _async call's copy is `owned` and freed
+   * with its request (core/request.c); NULL otherwise. */
+  const size_t *vcounts;
+  void *owned;
   /* P2P: the transfers, posted together in one step (a group), or just `one`. */
   const coll_p2p_t *p2p;
   size_t np2p;

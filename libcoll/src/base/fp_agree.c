@@ -32,15 +32,21 @@
 void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
   coll_kind_t kind = (coll_kind_t)fp->kind;
   const char *dt = coll_dtype_name((coll_dtype_t)fp->dtype);
-  int n = snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
-                   (unsigned long long)fp->count);
+  int n = kind == COLL_KIND_ALL_TO_ALLV /* count is nranks: the counts are per peer */
+              ? snprintf(out, cap, "%s(%s, per-peer counts", sched_kind_name(kind), dt ? dt : "?")
+              : snprintf(out, cap, "%s(%s, %llu", sched_kind_name(kind), dt ? dt : "?",
+                         (unsigned long long)fp->count);
   if (n < 0 || (size_t)n >= cap) return;
   if (coll_kind_reduces(kind)) {
     const char *op = coll_op_name((coll_op_t)fp->op);
     n += snprintf(out + n, cap - (size_t)n, ", %s", op ? op : "?");
   }
-  if ((size_t)n < cap && (kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE))
+  if ((size_t)n < cap && coll_kind_rooted(kind))
     n += snprintf(out + n, cap - (size_t)n, ", root %d", (int)fp->root);
+  if ((size_t)n < cap && fp->counts_bad_to != 0)
+    n += snprintf(out + n, cap - (size_t)n, "; rank %d sends %llu to rank %u, which expects %llu",
+                  (int)fp->counts_bad_from, (unsigned long long)fp->counts_sent,
+                  fp->counts_bad_to - 1, (unsigned long long)fp->counts_expected);
   if ((fp->win_send != 0 || fp->win_recv != 0) && (size_t)n < cap)
     n += snprintf(out + n, cap - (size_t)n, ", window %llu+%llu -> %llu+%llu",
                   (unsigned long long)fp->win_send - 1, (unsigned long long)fp->win_send_off,

@@ -20,6 +20,12 @@ typedef struct {
   int32_t root;
   /* 1 + the ids of the call's windows and the buffers' offsets in them; 0: none */
   uint64_t win_send, win_send_off, win_recv, win_recv_off;
+  /* all_to_allv's count check (exec/exec_alltoallv.c): 1 + this rank when a sender's
+   * count for it differs from what it expects (0: none), the lowest such sender, and
+   * both counts. A rank that finds one thereby differs from every other. */
+  uint32_t counts_bad_to;
+  int32_t counts_bad_from;
+  uint64_t counts_sent, counts_expected;
 } exec_fp_t;
 
 /* "all_reduce(float32, 1048576, sum)": a fingerprint for a mismatch message. */

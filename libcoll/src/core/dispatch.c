@@ -16,6 +16,7 @@ static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
   if (pc->where.on_device) return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
   if (comm->base.nranks == 1) {
+    if (call->kind == COLL_KIND_ALL_TO_ALLV) return exec_alltoallv_one_rank(call);
     if (call->sendbuf != call->recvbuf)
       memcpy(call->recvbuf, call->sendbuf, call->count * coll_dtype_size(call->dtype));
     return COLL_OK;
@@ -24,6 +25,8 @@ static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc) {
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
     return pc->windows.send != NULL ? window_run(comm->arena, call, &pc->windows)
                                     : arena_run(comm->arena, call);
+  if (call->kind == COLL_KIND_ALL_TO_ALLV) /* two runs: its counts, then its data */
+    return exec_alltoallv_run(&comm->exec, &comm->links, call);
   return exec_run(&comm->exec, &comm->links, call);
 }
 

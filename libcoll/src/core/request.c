@@ -19,6 +19,7 @@ static coll_status_t finish(coll_request_t **request) {
     coll_error(st, "%s", req->message);
   else
     coll_error_clear();
+  free(req->call.call.owned); /* an _async all_to_allv's copy of its counts */
   free(req);
   *request = NULL;
   return st;

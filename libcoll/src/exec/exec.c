@@ -82,8 +82,12 @@ static const char *op_kind_name(uint8_t kind) {
 
 static coll_status_t fail(exec_run_t *run, coll_status_t st) {
   const coll_call_t *c = run->call;
-  coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", run->base->rank, kind_name(c->kind),
-                    c->count, coll_dtype_name(c->dtype), coll_algo_name(run->entry->sched.algo));
+  if (c->kind == COLL_KIND_ALL_TO_ALLV) /* its count is nranks, not elements */
+    coll_error_prefix(st, "rank %d: all_to_allv of %s (%s): ", run->base->rank,
+                      coll_dtype_name(c->dtype), coll_algo_name(run->entry->sched.algo));
+  else
+    coll_error_prefix(st, "rank %d: %s of %zu %s (%s): ", run->base->rank, kind_name(c->kind),
+                      c->count, coll_dtype_name(c->dtype), coll_algo_name(run->entry->sched.algo));
   return failure_conclude(run->base, st, st == COLL_ERR_REMOTE ? run->err_peer : -1,
                           run->stopped_by_peer);
 }

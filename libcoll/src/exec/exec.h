@@ -52,7 +52,8 @@ typedef struct {
   int root;
   coll_algo_t algo;
   size_t segment_bytes;
-  bool in_place; /* hazards differ when INPUT and OUTPUT are one buffer */
+  size_t *vcounts; /* all_to_allv: a copy of the call's 4 * nranks counts (part of the key) */
+  bool in_place;   /* hazards differ when INPUT and OUTPUT are one buffer */
   uint64_t last_use;
   sched_t sched;
   uint32_t *op_step;   /* step index of each op */
@@ -89,6 +90,14 @@ void exec_links_free(exec_links_t *links);
 /* The cached schedule for call, built on a miss (least recently used entry evicted). */
 coll_status_t exec_cache_get(exec_t *x, const coll_call_t *call, exec_cache_entry_t **out);
 void exec_cache_clear(exec_t *x);
+
+/* ---- exec_alltoallv.c ---- */
+/* all_to_allv over several ranks, in place of exec_run: two runs, the first checks the
+ * counts against the senders' (every rank fails with COLL_ERR_MISMATCH naming both ranks
+ * if one differs), the second moves the data. */
+coll_status_t exec_alltoallv_run(exec_t *x, exec_links_t *links, const coll_call_t *call);
+/* all_to_allv on one rank: its own block, if its two counts agree. */
+coll_status_t exec_alltoallv_one_rank(const coll_call_t *call);
 
 /* ---- exec_deps.c ---- */
 /* Fill e->deps for e->sched (op_step must be set). */

@@ -1,7 +1,7 @@
 /* The executor's schedule cache: a call's schedule is built once (algo_build, or the
  * one step of a point-to-point group), checked against the call's buffers, given its
  * hazard lists (exec_deps.c) and kept for the next call of the same shape (least
- * recently used evicted). */
+ * recently used evicted; all_to_allv's shape includes its per-peer counts). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +33,7 @@ static coll_status_t validate_schedule(const sched_t *s, int nranks, int rank) {
 
 static void entry_clear(exec_cache_entry_t *e) {
   if (e->valid) sched_free(&e->sched);
+  free(e->vcounts);
   free(e->op_step);
   free(e->state);
   free(e->seq);
@@ -64,6 +65,8 @@ static coll_status_t p2p_build(const coll_base_t *base, const coll_call_t *call,
   return st;
 }
 
+static size_t vcounts_bytes(int nranks) { return 4 * (size_t)nranks * sizeof(size_t); }
+
 static coll_status_t entry_build(exec_t *x, const coll_call_t *call, exec_cache_entry_t *e) {
   const coll_base_t *base = x->base;
   sched_params_t p = {
@@ -74,6 +77,7 @@ static coll_status_t entry_build(exec_t *x, const coll_call_t *call, exec_cache_
       .nranks = base->nranks,
       .root = call->root,
       .segment_bytes = call->segment_bytes,
+      .vcounts = call->vcounts,
   };
   coll_status_t st = p2p_build(base, call, &e->sched);
   if (call->kind != COLL_KIND_P2P) st = algo_build(call->algo, &p, &e->sched);
@@ -109,7 +113,18 @@ static coll_status_t entry_build(exec_t *x, const coll_call_t *call, exec_cache_
   e->root = call->root;
   e->algo = call->algo;
   e->segment_bytes = call->segment_bytes;
+  if (call->kind == COLL_KIND_ALL_TO_ALLV) {
+    e->vcounts = malloc(vcounts_bytes(base->nranks));
+    if (e->vcounts == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a schedule");
+    memcpy(e->vcounts, call->vcounts, vcounts_bytes(base->nranks));
+  }
   return COLL_OK;
+}
+
+/* Whether e holds call's all_to_allv layout (always, for the other collectives). */
+static bool same_layout(const exec_cache_entry_t *e, const coll_call_t *call, int nranks) {
+  return call->kind != COLL_KIND_ALL_TO_ALLV ||
+         (e->vcounts != NULL && memcmp(e->vcounts, call->vcounts, vcounts_bytes(nranks)) == 0);
 }
 
 /* The cached schedule for call, built on a miss (least recently used entry evicted). */
@@ -120,7 +135,7 @@ coll_status_t exec_cache_get(exec_t *x, const coll_call_t *call, exec_cache_entr
     if (e->valid && call->kind != COLL_KIND_P2P && e->kind == call->kind &&
         e->count == call->count && e->dtype == call->dtype && e->root == call->root &&
         e->algo == call->algo && e->segment_bytes == call->segment_bytes &&
-        e->in_place == (call->sendbuf == call->recvbuf)) {
+        e->in_place == (call->sendbuf == call->recvbuf) && same_layout(e, call, x->base->nranks)) {
       e->last_use = ++x->use_clock;
       *out = e;
       return COLL_OK;
