@@ -379,6 +379,38 @@ COLL_API coll_status_t coll_send_async(const void *buf, size_t count, coll_dtype
                                        int peer, coll_comm_t *comm, coll_request_t **request);
 COLL_API coll_status_t coll_recv_async(void *buf, size_t count, coll_dtype_t dtype, int peer,
                                        coll_comm_t *comm, coll_request_t **request);
+#define COLL_ANY_SOURCE (-1)
+/* Tagged point to point: a receive matches the first unmatched send to this rank from `peer`
+ * with the same tag (tag >= 0), whatever order the sends and receives with different tags were
+ * issued in; messages of one (sender, tag) pair arrive in order. peer == COLL_ANY_SOURCE receives
+ * the first matching message from any rank and writes the sender's rank to *source (may be NULL;
+ * for the _async form written by the time the request completes). The byte counts of the matched
+ * send and receive must be equal, else both fail with COLL_ERR_MISMATCH naming peer, tag and both
+ * sizes. Not collective.
+ * These run outside the request queue's issue order and over connections of their own, so
+ * none of these deadlock when every call is on one thread: both ranks sending before either
+ * receives, tags received in another order than sent, tagged calls between collectives (a
+ * collective issued after pending tagged sends runs and completes), a blocking send while
+ * its receiver first posts a receive for another tag. A send of up to COLL_P2P_EAGER_BYTES
+ * (64 KiB) is copied and completes at once; a larger one completes once its receive matched
+ * and the data left this rank. So the "both fail" of a size mismatch holds for the larger
+ * sends; a small send has completed already and only its receive fails (the sender logs a
+ * warning). Every wait has the communicator's deadline (an unmatched receive fails with
+ * COLL_ERR_TIMEOUT naming peer and tag); a dead peer fails the operations with it with
+ * COLL_ERR_REMOTE naming it; after coll_comm_abort they fail with COLL_ERR_ABORTED. Inside
+ * a group the blocking forms are posted at once and finish at the outermost coll_group_end
+ * (its result); the _async forms are accepted there too. Host buffers only. Messages that
+ * arrived before their receive are kept (freed at destroy if never received). */
+COLL_API coll_status_t coll_send_tagged(const void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                        int tag, coll_comm_t *comm);
+COLL_API coll_status_t coll_send_tagged_async(const void *buf, size_t count, coll_dtype_t dtype,
+                                              int peer, int tag, coll_comm_t *comm,
+                                              coll_request_t **request);
+COLL_API coll_status_t coll_recv_tagged(void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                        int tag, coll_comm_t *comm, int *source);
+COLL_API coll_status_t coll_recv_tagged_async(void *buf, size_t count, coll_dtype_t dtype, int peer,
+                                              int tag, coll_comm_t *comm, int *source,
+                                              coll_request_t **request);
 /* Groups (like ncclGroupStart/End, per communicator, may nest): between start and the
  * outermost end, coll_send, coll_recv and blocking collectives are only recorded (they
  * return COLL_OK; their buffers belong to the library until coll_group_end returns).

@@ -146,6 +146,14 @@ coll_status_t coll_group_end(coll_comm_t *comm) {
     i = end;
   }
   comm->group_n = 0;
+  /* Tagged calls of the group were posted when called; they finish here. */
+  char first[BASE_MESSAGE_MAX] = "";
+  if (st != COLL_OK) snprintf(first, sizeof first, "%s", coll_last_error());
+  coll_status_t tagged_st = tagged_group_wait(comm->tagged);
+  if (st != COLL_OK)
+    coll_error(st, "%s", first);
+  else
+    st = tagged_st;
   if (st == COLL_OK) coll_error_clear();
   return st;
 }

@@ -78,6 +78,7 @@ static void comm_free(coll_comm_t *comm) {
   failure_watch_stop(&comm->base);
   progress_stop(comm);
   free(comm->group_calls);
+  tagged_close(comm->tagged);
   cuda_free(&comm->cuda);
   window_close_all(&comm->windows, &comm->base);
   arena_close(&comm->arena);
@@ -238,12 +239,17 @@ coll_status_t coll_comm_destroy(coll_comm_t *comm) {
   coll_status_t st = comm_check(comm, "coll_comm_destroy");
   if (st != COLL_OK) return st;
   progress_stop(comm);
+  /* Tagged sends that completed early (eager) may still be on their way: the tagged
+   * engine's thread keeps moving them through the barrier, so a peer still receiving
+   * them can get there too. */
+  tagged_closing(comm->tagged);
   failure_watch_stop(&comm->base);
   /* Skip the barrier when the peers may be gone (abort, failure): it could only time
    * out. Otherwise nobody closes its connections, nor rank 0 its store, while a peer
    * may still need them. */
   bool healthy = !base_aborted(&comm->base) && !base_failed(&comm->base);
   if (comm->base.nranks > 1 && healthy) st = rdv_finish(comm);
+  tagged_stop(comm->tagged);
   if (comm->base.nranks > 1 && base_failed(&comm->base)) {
     /* Peers learn of the failure from the closed connections, then the cause from the
      * store, which must outlive that (failure.c). */

@@ -15,6 +15,7 @@
 #include "base/base.h"
 #include "base/call.h"
 #include "coll.h"
+#include "core/tagged.h"
 #include "cuda/cuda_path.h"
 #include "exec/exec.h"
 #include "onehost/arena.h"
@@ -42,6 +43,7 @@ struct coll_request {
   atomic_int done;
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
+  tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
 };
 
 struct coll_comm {
@@ -61,6 +63,7 @@ struct coll_comm {
   arena_t *arena;        /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
   window_set_t *windows; /* coll_mem_alloc's windows (onehost/window.h); NULL: none */
   cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h); NULL until used */
+  tagged_t *tagged;      /* tagged point to point (core/tagged.h); NULL for one rank */
 
   /* Progress thread and its FIFO (progress.c); mu guards everything below up to
    * `epoch`. Other files use the queue through progress.h's functions. */

@@ -211,6 +211,11 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
     coll_error_prefix(st, "rank %d: connecting transports: ", comm->base.rank);
     goto out;
   }
+  /* Tagged point to point has a set of its own: its messages must not meet the
+   * collectives' in a connection's posting order (core/tagged.c). */
+  snprintf(tp_prefix, sizeof tp_prefix, "%stg/", comm->base.key_prefix);
+  st = tagged_open(&comm->tagged, &comm->base, &setup);
+  if (st != COLL_OK) goto out;
   /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
   st = arena_open(&comm->arena, &comm->base, one_host, forced);
   if (st != COLL_OK) goto out;

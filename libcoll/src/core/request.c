@@ -29,9 +29,21 @@ static bool is_done(const coll_request_t *req) {
   return atomic_load_explicit(&req->done, memory_order_acquire) != 0;
 }
 
+/* A tagged send or receive: its engine waits (core/tagged.c). */
+static coll_status_t finish_tagged(coll_request_t **request, coll_status_t st) {
+  free(*request);
+  *request = NULL;
+  return st;
+}
+
 coll_status_t coll_request_test(coll_request_t **request) {
   if (request == NULL || *request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_request_test: request is NULL");
+  if ((*request)->tagged != NULL) {
+    coll_status_t st;
+    if (!tagged_test((*request)->comm->tagged, (*request)->tagged, &st)) return COLL_IN_PROGRESS;
+    return finish_tagged(request, st);
+  }
   if (!is_done(*request)) return COLL_IN_PROGRESS;
   return finish(request);
 }
@@ -41,6 +53,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_request_wait: request is NULL");
   coll_request_t *req = *request;
   coll_comm_t *comm = req->comm;
+  if (req->tagged != NULL) return finish_tagged(request, tagged_wait(comm->tagged, req->tagged));
   /* Queued work nobody runs yet is run right here, oldest first: waiting right after
    * submitting then costs no hand-off to the progress thread. */
   while (!is_done(req) && progress_help(comm)) {

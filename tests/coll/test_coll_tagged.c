@@ -1,0 +1,587 @@
+/* Tagged point to point (coll_send_tagged / coll_recv_tagged and the _async forms) over
+ * real forked ranks, the real store and real transports (shm and tcp): the patterns
+ * PyTorch programs use that must not deadlock on one thread (exchanges sent before
+ * received, tags in another order, any source, a large blocking send against a receive
+ * of another tag, collectives between, groups), order within a tag, size mismatches,
+ * deadlines, a killed peer, abort, unexpected messages left at destroy, bad arguments. */
+#include <check.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "coll_test_util.h"
+#include "common/clock.h"
+#include "multiproc.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* Ranks leave with _exit (multiproc.c), which skips LeakSanitizer's check: ask for it. */
+static int leaks_found(void) { return __lsan_do_recoverable_leak_check(); }
+#else
+static int leaks_found(void) { return 0; }
+#endif
+
+typedef struct {
+  ct_job_t job;
+  const char *eager; /* COLL_P2P_EAGER_BYTES, NULL: the default (64 KiB) */
+} case_t;
+
+static const char *const transports[] = {"shm", "tcp"};
+
+static int start(const case_t *c, int rank, int nranks, coll_comm_t **comm) {
+  unsetenv("COLL_P2P_EAGER_BYTES");
+  if (ct_init(&c->job, rank, nranks, comm) != 0) return 1;
+  return 0;
+}
+
+/* Bytes every rank can recompute: message `seed`. */
+static void fill(unsigned char *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 9));
+}
+
+static int check(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(seed * 131u + i * 7u + (i >> 9))) {
+      fprintf(stderr, "rank %d: %s: byte %zu of %zu is %u\n", rank, what, i, n, b[i]);
+      return 1;
+    }
+  return 0;
+}
+
+static int ok(int rank, const char *what, coll_status_t st) {
+  if (st == COLL_OK) return 0;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
+  return 1;
+}
+
+/* Status st, and its message holding every one of the words (NULL-terminated). */
+static int expect(int rank, const char *what, coll_status_t st, coll_status_t want,
+                  const char *const *words) {
+  const char *msg = coll_last_error();
+  int bad = st != want;
+  for (const char *const *w = words; *w != NULL; w++)
+    if (strstr(msg, *w) == NULL) bad = 1;
+  if (bad)
+    fprintf(stderr, "rank %d: %s: expected %s, got %s: %s\n", rank, what, coll_status_name(want),
+            coll_status_name(st), msg);
+  return bad;
+}
+
+static int finish(coll_comm_t *comm, int bad) {
+  if (coll_comm_destroy(comm) != COLL_OK) {
+    fprintf(stderr, "destroy: %s\n", coll_last_error());
+    bad = 1;
+  }
+  return bad;
+}
+
+enum { SMALL = 1000, LARGE = 3 << 20 };
+
+/* (a) Both ranks isend to each other, then irecv, then wait for all: small and large. */
+static int rank_exchange(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int peer = 1 - rank, bad = 0;
+  const size_t sizes[] = {SMALL, LARGE, 0};
+  for (int k = 0; k < 3; k++) {
+    size_t n = sizes[k];
+    unsigned char *out = malloc(n + 1), *in = malloc(n + 1);
+    fill(out, n, (unsigned)(rank * 10 + k));
+    memset(in, 0, n + 1);
+    coll_request_t *s = NULL, *r = NULL;
+    bad += ok(rank, "isend", coll_send_tagged_async(out, n, COLL_UINT8, peer, 7, comm, &s));
+    bad += ok(rank, "irecv", coll_recv_tagged_async(in, n, COLL_UINT8, peer, 7, comm, NULL, &r));
+    bad += ok(rank, "wait send", coll_request_wait(&s));
+    bad += ok(rank, "wait recv", coll_request_wait(&r));
+    bad += check(in, n, (unsigned)(peer * 10 + k), rank, "exchange");
+    free(out);
+    free(in);
+  }
+  return finish(comm, bad);
+}
+
+START_TEST(both_ranks_send_before_either_receives_without_deadlock) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_exchange, &c), 0);
+}
+END_TEST
+
+/* (b) Rank 0 isends tags 1, 2, 3 (one large); rank 1 receives 3, 2, 1 (the first blocking). */
+static int rank_reverse_tags(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  const size_t size[4] = {0, SMALL, LARGE, 77};
+  int bad = 0;
+  unsigned char *buf[4] = {NULL};
+  coll_request_t *req[4] = {NULL};
+  for (int tag = 1; tag <= 3; tag++) {
+    buf[tag] = calloc(1, size[tag]);
+    if (rank == 0) {
+      fill(buf[tag], size[tag], (unsigned)tag);
+      bad += ok(rank, "isend",
+                coll_send_tagged_async(buf[tag], size[tag], COLL_UINT8, 1, tag, comm, &req[tag]));
+    }
+  }
+  if (rank == 1) {
+    int src = -5;
+    bad += ok(rank, "recv 3", coll_recv_tagged(buf[3], size[3], COLL_UINT8, 0, 3, comm, &src));
+    if (src != 0) bad++;
+    bad += ok(rank, "irecv 2",
+              coll_recv_tagged_async(buf[2], size[2], COLL_UINT8, 0, 2, comm, NULL, &req[2]));
+    bad += ok(rank, "irecv 1",
+              coll_recv_tagged_async(buf[1], size[1], COLL_UINT8, 0, 1, comm, NULL, &req[1]));
+  }
+  for (int tag = 3; tag >= 1; tag--) {
+    if (req[tag] != NULL) bad += ok(rank, "wait", coll_request_wait(&req[tag]));
+    if (rank == 1) bad += check(buf[tag], size[tag], (unsigned)tag, rank, "reverse tags");
+    free(buf[tag]);
+  }
+  return finish(comm, bad);
+}
+
+START_TEST(tags_received_in_reverse_order_of_sending_match_by_tag) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_reverse_tags, &c), 0);
+}
+END_TEST
+
+/* Messages of one (sender, tag) arrive in order, eager and rendezvous mixed. */
+static int rank_in_order(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  enum { N = 12 };
+  size_t n = 200000; /* above the 64 KiB eager limit unless the case lowers nothing */
+  int bad = 0;
+  unsigned char *buf = malloc(n);
+  for (int k = 0; k < N; k++) {
+    size_t len = k % 3 == 0 ? n : 100; /* every third message goes by rendezvous */
+    if (rank == 0) {
+      fill(buf, len, (unsigned)k);
+      bad += ok(rank, "send", coll_send_tagged(buf, len, COLL_UINT8, 1, 4, comm));
+    } else {
+      bad += ok(rank, "recv", coll_recv_tagged(buf, len, COLL_UINT8, 0, 4, comm, NULL));
+      bad += check(buf, len, (unsigned)k, rank, "in order");
+    }
+  }
+  free(buf);
+  return finish(comm, bad);
+}
+
+START_TEST(messages_of_one_tag_arrive_in_the_order_sent) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_in_order, &c), 0);
+}
+END_TEST
+
+/* (c) Every other rank sends to rank 0, which receives from any source: twice per sender,
+ * once blocking and once async, and the source is reported. */
+static int rank_any_source(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  int32_t v[2];
+  if (rank != 0) {
+    for (int k = 0; k < 2; k++) {
+      v[k] = rank * 100 + k;
+      bad += ok(rank, "send", coll_send_tagged(&v[k], 1, COLL_INT32, 0, 5, comm));
+    }
+    return finish(comm, bad);
+  }
+  int seen[8][2] = {{0}};
+  for (int k = 0; k < 2 * (nranks - 1); k++) {
+    int32_t got = -1;
+    int src = -7;
+    if (k % 2 == 0) {
+      bad += ok(rank, "recv any",
+                coll_recv_tagged(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src));
+    } else {
+      coll_request_t *r;
+      bad += ok(rank, "irecv any",
+                coll_recv_tagged_async(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src, &r));
+      bad += ok(rank, "wait any", coll_request_wait(&r));
+    }
+    int which = got % 100;
+    if (src < 1 || src >= nranks || got / 100 != src || which < 0 || which > 1 ||
+        seen[src][which]++) {
+      fprintf(stderr, "rank 0: any source gave %d from source %d\n", (int)got, src);
+      bad++;
+    } else if (which == 1 && !seen[src][0]) {
+      fprintf(stderr, "rank 0: rank %d's second message came before its first\n", src);
+      bad++;
+    }
+  }
+  return finish(comm, bad);
+}
+
+START_TEST(receive_from_any_source_reports_each_sender) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]}};
+  ck_assert_int_eq(mp_run(2 + _i / 2 * 2, 60000, rank_any_source, &c), 0);
+}
+END_TEST
+
+/* (d) A blocking 64 MiB send while the receiver first posts a receive for another tag. */
+static int rank_large_blocking(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  size_t n = 64u << 20;
+  unsigned char *big = malloc(n);
+  int32_t small = 0;
+  int bad = 0;
+  if (rank == 0) {
+    fill(big, n, 9);
+    small = 4242;
+    bad += ok(rank, "send big", coll_send_tagged(big, n, COLL_UINT8, 1, 1, comm));
+    bad += ok(rank, "send small", coll_send_tagged(&small, 1, COLL_INT32, 1, 2, comm));
+  } else {
+    coll_request_t *r;
+    bad += ok(rank, "irecv small",
+              coll_recv_tagged_async(&small, 1, COLL_INT32, 0, 2, comm, NULL, &r));
+    bad += ok(rank, "recv big", coll_recv_tagged(big, n, COLL_UINT8, 0, 1, comm, NULL));
+    bad += ok(rank, "wait small", coll_request_wait(&r));
+    bad += check(big, n, 9, rank, "64 MiB");
+    if (small != 4242) bad++;
+  }
+  free(big);
+  return finish(comm, bad);
+}
+
+START_TEST(large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i], .timeout_ms = 60000}};
+  ck_assert_int_eq(mp_run(2, 120000, rank_large_blocking, &c), 0);
+}
+END_TEST
+
+/* (e) Pending isends and irecvs, then collectives issued after them, then the receives:
+ * the collectives complete first. */
+static int rank_with_collectives(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  unsigned char *out = malloc(LARGE), *in = malloc(LARGE);
+  int32_t s = rank, got = -1;
+  fill(out, LARGE, (unsigned)rank);
+  coll_request_t *big = NULL, *tiny = NULL, *r = NULL;
+  bad += ok(rank, "isend big", coll_send_tagged_async(out, LARGE, COLL_UINT8, next, 3, comm, &big));
+  bad += ok(rank, "isend tiny", coll_send_tagged_async(&s, 1, COLL_INT32, prev, 8, comm, &tiny));
+  bad +=
+      ok(rank, "irecv tiny", coll_recv_tagged_async(&got, 1, COLL_INT32, next, 8, comm, NULL, &r));
+  float x[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)(rank + i);
+  bad += ok(rank, "all_reduce", coll_all_reduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
+  for (int i = 0; i < 64; i++)
+    if (x[i] != (float)(nranks * i + nranks * (nranks - 1) / 2)) bad++;
+  coll_request_t *ar;
+  bad += ok(rank, "all_reduce_async",
+            coll_all_reduce_async(x, x, 64, COLL_FLOAT32, COLL_SUM, comm, &ar));
+  bad += ok(rank, "wait all_reduce", coll_request_wait(&ar));
+  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad += ok(rank, "recv big", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 3, comm, NULL));
+  bad += check(in, LARGE, (unsigned)prev, rank, "after collectives");
+  bad += ok(rank, "wait big", coll_request_wait(&big));
+  bad += ok(rank, "wait tiny", coll_request_wait(&tiny));
+  bad += ok(rank, "wait irecv", coll_request_wait(&r));
+  if (got != next) bad++;
+  free(out);
+  free(in);
+  return finish(comm, bad);
+}
+
+START_TEST(collectives_issued_after_pending_tagged_calls_complete) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]}};
+  ck_assert_int_eq(mp_run(2 + _i / 2, 60000, rank_with_collectives, &c), 0);
+}
+END_TEST
+
+/* (f) batch_isend_irecv: a ring exchange in a group, blocking calls recorded, async too. */
+static int rank_group(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  unsigned char *out = malloc(LARGE), *in = malloc(LARGE);
+  int32_t s = rank * 3, got = -1, got2 = -1;
+  fill(out, LARGE, (unsigned)rank + 50);
+  coll_request_t *r = NULL;
+  bad += ok(rank, "group_start", coll_group_start(comm));
+  bad += ok(rank, "send", coll_send_tagged(out, LARGE, COLL_UINT8, next, 0, comm));
+  bad += ok(rank, "send small", coll_send_tagged(&s, 1, COLL_INT32, prev, 1, comm));
+  bad += ok(rank, "recv", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 0, comm, NULL));
+  bad += ok(rank, "recv small", coll_recv_tagged(&got, 1, COLL_INT32, next, 1, comm, NULL));
+  bad += ok(rank, "nested start", coll_group_start(comm));
+  bad += ok(rank, "isend", coll_send_tagged(&s, 1, COLL_INT32, next, 2, comm));
+  bad += ok(rank, "irecv", coll_recv_tagged_async(&got2, 1, COLL_INT32, prev, 2, comm, NULL, &r));
+  bad += ok(rank, "nested end", coll_group_end(comm));
+  bad += ok(rank, "group_end", coll_group_end(comm));
+  bad += ok(rank, "wait", coll_request_wait(&r));
+  bad += check(in, LARGE, (unsigned)prev + 50, rank, "group ring");
+  if (got != next * 3 || got2 != prev * 3) {
+    fprintf(stderr, "rank %d: group small values %d %d\n", rank, (int)got, (int)got2);
+    bad++;
+  }
+  free(out);
+  free(in);
+  return finish(comm, bad);
+}
+
+START_TEST(a_ring_of_tagged_calls_in_a_group_completes_at_group_end) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]}};
+  ck_assert_int_eq(mp_run(_i < 2 ? 2 : 4, 60000, rank_group, &c), 0);
+}
+END_TEST
+
+/* Sizes that differ: a large send and its receive both fail; a small send has completed,
+ * its receive fails; the connection still works afterwards. */
+static int rank_mismatch(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  unsigned char *buf = calloc(1, LARGE);
+  const char *large_send[] = {"rank 1", "tag 6", "3145728", "3145000", NULL};
+  const char *large_recv[] = {"rank 0", "tag 6", "3145728", "3145000", NULL};
+  const char *small_recv[] = {"rank 0", "tag 2", "40", "44", NULL};
+  if (rank == 0) {
+    bad += expect(rank, "large send", coll_send_tagged(buf, LARGE, COLL_UINT8, 1, 6, comm),
+                  COLL_ERR_MISMATCH, large_send);
+    bad += ok(rank, "small send", coll_send_tagged(buf, 10, COLL_INT32, 1, 2, comm));
+    fill(buf, 64, 1);
+    bad += ok(rank, "send after", coll_send_tagged(buf, 64, COLL_UINT8, 1, 6, comm));
+  } else {
+    /* The small message first waits unmatched, then meets a receive of the wrong size. */
+    bad += expect(rank, "large recv", coll_recv_tagged(buf, 3145000, COLL_UINT8, 0, 6, comm, NULL),
+                  COLL_ERR_MISMATCH, large_recv);
+    usleep(100000);
+    bad += expect(rank, "small recv", coll_recv_tagged(buf, 11, COLL_INT32, 0, 2, comm, NULL),
+                  COLL_ERR_MISMATCH, small_recv);
+    bad += ok(rank, "recv after", coll_recv_tagged(buf, 64, COLL_UINT8, 0, 6, comm, NULL));
+    bad += check(buf, 64, 1, rank, "after the mismatches");
+  }
+  free(buf);
+  bad += ok(rank, "barrier", coll_barrier(comm));
+  return finish(comm, bad);
+}
+
+START_TEST(a_size_mismatch_fails_with_both_sizes_and_the_tag) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_mismatch, &c), 0);
+}
+END_TEST
+
+/* A receive nobody sends to times out within the deadline, naming the peer and tag; so
+ * does one from any source and a large send nobody receives. */
+static int rank_timeout(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  if (rank == 1) {
+    int32_t v;
+    const char *peer_words[] = {"rank 0", "tag 9", "coll_recv_tagged", NULL};
+    const char *any_words[] = {"any rank", "tag 9", NULL};
+    int64_t t0 = coll_now_ms();
+    bad += expect(rank, "recv", coll_recv_tagged(&v, 1, COLL_INT32, 0, 9, comm, NULL),
+                  COLL_ERR_TIMEOUT, peer_words);
+    coll_request_t *r;
+    bad += ok(rank, "irecv any",
+              coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm, NULL, &r));
+    bad += expect(rank, "wait any", coll_request_wait(&r), COLL_ERR_TIMEOUT, any_words);
+    int64_t took = coll_now_ms() - t0;
+    if (took < 900 || took > 3000) {
+      fprintf(stderr, "rank 1: two 500 ms deadlines took %lld ms\n", (long long)took);
+      bad++;
+    }
+  } else {
+    unsigned char *big = calloc(1, LARGE);
+    const char *send_words[] = {"rank 1", "tag 4", "no matching receive", NULL};
+    bad += expect(rank, "send", coll_send_tagged(big, LARGE, COLL_UINT8, 1, 4, comm),
+                  COLL_ERR_TIMEOUT, send_words);
+    free(big);
+  }
+  coll_comm_set_timeout(comm, 10000);
+  bad += ok(rank, "barrier", coll_barrier(comm));
+  return finish(comm, bad);
+}
+
+START_TEST(an_unmatched_receive_times_out_naming_peer_and_tag) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i], .timeout_ms = 500}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_timeout, &c), 0);
+}
+END_TEST
+
+/* Rank 2 dies; rank 0's receive from it, rank 1's receive from any source and rank 1's
+ * large send to it fail with COLL_ERR_REMOTE naming rank 2, well before the deadline. */
+static int rank_killed(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = ok(rank, "barrier", coll_barrier(comm));
+  if (rank == 2) {
+    usleep(200000);
+    raise(SIGKILL);
+  }
+  const char *words[] = {"rank 2", NULL};
+  int32_t v;
+  int64_t t0 = coll_now_ms();
+  if (rank == 0) {
+    bad += expect(rank, "recv", coll_recv_tagged(&v, 1, COLL_INT32, 2, 1, comm, NULL),
+                  COLL_ERR_REMOTE, words);
+  } else {
+    unsigned char *big = calloc(1, LARGE);
+    coll_request_t *r, *s;
+    bad += ok(rank, "irecv any",
+              coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 1, comm, NULL, &r));
+    bad += ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 2, 1, comm, &s));
+    bad += expect(rank, "wait send", coll_request_wait(&s), COLL_ERR_REMOTE, words);
+    bad += expect(rank, "wait any", coll_request_wait(&r), COLL_ERR_REMOTE, words);
+    free(big);
+  }
+  int64_t took = coll_now_ms() - t0;
+  if (took > 8000) {
+    fprintf(stderr, "rank %d: the dead peer was seen after %lld ms\n", rank, (long long)took);
+    bad++;
+  }
+  coll_comm_destroy(comm); /* a failed peer: destroy's status is not the point */
+  return bad;
+}
+
+START_TEST(a_killed_peer_fails_the_pending_operations_naming_it) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i], .timeout_ms = 20000}};
+  /* mp_run counts the killed rank as failed. */
+  ck_assert_int_eq(mp_run(3, 60000, rank_killed, &c), 1);
+}
+END_TEST
+
+/* Abort fails a pending receive and a pending large send at once. */
+static int rank_abort(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  if (rank == 0) {
+    int32_t v;
+    unsigned char *big = calloc(1, LARGE);
+    coll_request_t *r, *s;
+    bad += ok(rank, "irecv", coll_recv_tagged_async(&v, 1, COLL_INT32, 1, 3, comm, NULL, &r));
+    bad += ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 1, 3, comm, &s));
+    usleep(50000);
+    int64_t t0 = coll_now_ms();
+    bad += ok(rank, "abort", coll_comm_abort(comm));
+    const char *words[] = {"aborted", NULL};
+    bad += expect(rank, "wait recv", coll_request_wait(&r), COLL_ERR_ABORTED, words);
+    bad += expect(rank, "wait send", coll_request_wait(&s), COLL_ERR_ABORTED, words);
+    if (coll_now_ms() - t0 > 1000) bad++;
+    bad += expect(rank, "send after abort", coll_send_tagged(&v, 1, COLL_INT32, 1, 3, comm),
+                  COLL_ERR_ABORTED, words);
+    free(big);
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(abort_fails_pending_tagged_operations) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = "shm", .timeout_ms = 1500}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_abort, &c), 0);
+}
+END_TEST
+
+/* Messages never received (arrived unexpected, or still arriving) are freed at destroy:
+ * the ASan build's leak check is the judge. */
+static int rank_unreceived(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  unsigned char buf[40000];
+  fill(buf, sizeof buf, 3);
+  if (rank == 0) {
+    for (int tag = 1; tag <= 6; tag++)
+      bad += ok(rank, "send", coll_send_tagged(buf, sizeof buf, COLL_UINT8, 1, tag, comm));
+  } else {
+    /* Tags 1 to 5 arrive before 6, unexpected, and are never received. */
+    bad += ok(rank, "recv 6", coll_recv_tagged(buf, sizeof buf, COLL_UINT8, 0, 6, comm, NULL));
+    bad += check(buf, sizeof buf, 3, rank, "tag 6");
+  }
+  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad = finish(comm, bad);
+  if (leaks_found()) {
+    fprintf(stderr, "rank %d: memory left after destroy\n", rank);
+    bad = 1;
+  }
+  return bad;
+}
+
+START_TEST(messages_never_received_are_freed_at_destroy) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  ck_assert_int_eq(mp_run(2, 60000, rank_unreceived, &c), 0);
+}
+END_TEST
+
+static int rank_bad_args(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  int32_t v = 0;
+  coll_request_t *r;
+  const char *neg[] = {"tag -1 is negative", "coll_send_tagged", NULL};
+  const char *range[] = {"peer 5 is outside", NULL};
+  const char *any_send[] = {"peer -1 is outside", NULL};
+  const char *self[] = {"is this rank", NULL};
+  const char *null_req[] = {"request is NULL", NULL};
+  const char *null_buf[] = {"buf is NULL", NULL};
+  int other = 1 - rank;
+  bad += expect(rank, "tag", coll_send_tagged(&v, 1, COLL_INT32, other, -1, comm),
+                COLL_ERR_INVALID_ARGUMENT, neg);
+  bad += expect(rank, "peer", coll_recv_tagged(&v, 1, COLL_INT32, 5, 0, comm, NULL),
+                COLL_ERR_INVALID_ARGUMENT, range);
+  bad += expect(rank, "any send", coll_send_tagged(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 0, comm),
+                COLL_ERR_INVALID_ARGUMENT, any_send);
+  bad += expect(rank, "self", coll_recv_tagged(&v, 1, COLL_INT32, rank, 0, comm, NULL),
+                COLL_ERR_INVALID_ARGUMENT, self);
+  bad += expect(rank, "request", coll_send_tagged_async(&v, 1, COLL_INT32, other, 0, comm, NULL),
+                COLL_ERR_INVALID_ARGUMENT, null_req);
+  bad += expect(rank, "buf", coll_recv_tagged_async(NULL, 1, COLL_INT32, other, 0, comm, NULL, &r),
+                COLL_ERR_INVALID_ARGUMENT, null_buf);
+  /* Zero-byte messages are fine, NULL buffer included. */
+  if (rank == 0) {
+    bad += ok(rank, "empty send", coll_send_tagged(NULL, 0, COLL_INT32, 1, 0, comm));
+  } else {
+    int src = -1;
+    bad += ok(rank, "empty recv",
+              coll_recv_tagged(NULL, 0, COLL_INT32, COLL_ANY_SOURCE, 0, comm, &src));
+    if (src != 0) bad++;
+  }
+  bad += ok(rank, "barrier", coll_barrier(comm));
+  return finish(comm, bad);
+}
+
+START_TEST(bad_arguments_are_refused_with_a_message_and_empty_messages_work) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = "shm"}};
+  ck_assert_int_eq(mp_run(2, 30000, rank_bad_args, &c), 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coll tagged");
+  TCase *tc = tcase_create("tagged");
+  tcase_set_timeout(tc, 150);
+  tcase_add_loop_test(tc, both_ranks_send_before_either_receives_without_deadlock, 0, 2);
+  tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 2);
+  tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 2);
+  tcase_add_loop_test(tc, receive_from_any_source_reports_each_sender, 0, 4);
+  tcase_add_loop_test(
+      tc, large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first, 0, 2);
+  tcase_add_loop_test(tc, collectives_issued_after_pending_tagged_calls_complete, 0, 4);
+  tcase_add_loop_test(tc, a_ring_of_tagged_calls_in_a_group_completes_at_group_end, 0, 4);
+  tcase_add_loop_test(tc, a_size_mismatch_fails_with_both_sizes_and_the_tag, 0, 2);
+  tcase_add_loop_test(tc, an_unmatched_receive_times_out_naming_peer_and_tag, 0, 2);
+  tcase_add_loop_test(tc, a_killed_peer_fails_the_pending_operations_naming_it, 0, 2);
+  tcase_add_test(tc, abort_fails_pending_tagged_operations);
+  tcase_add_loop_test(tc, messages_never_received_are_freed_at_destroy, 0, 2);
+  tcase_add_test(tc, bad_arguments_are_refused_with_a_message_and_empty_messages_work);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
