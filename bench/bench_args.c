@@ -86,7 +86,8 @@ static const struct {
 } op_names[] = {
   {.name = "sum", .op = COLL_SUM}, {.name = "prod", .op = COLL_PROD},
   {.name = "max", .op = COLL_MAX}, {.name = "min", .op = COLL_MIN},
-  {.name = "avg", .op = COLL_AVG},
+  {.name = "avg", .op = COLL_AVG}, {.name = "band", .op = COLL_BAND},
+  {.name = "bor", .op = COLL_BOR}, {.name = "bxor", .op = COLL_BXOR},
 };
 
 static const struct {
@@ -274,8 +275,9 @@ static int apply(const struct opt_def *def, const char *shown, const char *value
     args->op = bench_op_from_name(value);
     if (args->op < 0)
       return set_error(err, err_len,
-                       "unknown op '%s' for %s (expected sum, prod, max, min, avg or all)", value,
-                       shown);
+                       "unknown op '%s' for %s (expected sum, prod, max, min, avg, band, bor, "
+                       "bxor or all)",
+                       value, shown);
     return 0;
   case OPT_ROOT:
     /* The root of broadcast and reduce (checked against the rank count at run time);
@@ -405,7 +407,8 @@ void bench_args_usage(const char *prog, FILE *out) {
           "  -c, --check 0|1          verify results, count wrong elements (default 1)\n"
           "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double\n"
           "                           bfloat16, or all (default float)\n"
-          "  -o, --op OP              sum prod max min avg, or all (default sum)\n"
+          "  -o, --op OP              sum prod max min avg band bor bxor (integer types), or\n"
+          "                           all (default sum)\n"
           "  -z, --blocking 0|1       0: coll_all_reduce_async + wait; 1: blocking call "
           "(default 0)\n"
           "  -R, --local_register 0|1 1: allocate the buffers with coll_mem_alloc (shared\n"

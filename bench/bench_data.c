@@ -7,7 +7,10 @@
  *       unpaired last rank of an odd count. The jitters of a pair cancel, so
  *       sum = n (b + J) and avg = b + J exactly, while min and max still differ per rank.
  *   prod:            v(r, i) = 2 if r < k and bit r of h(i) is set, else 1;
- *       product = 2^popcount(h(i) mod 2^k), with k small enough to stay exact. */
+ *       product = 2^popcount(h(i) mod 2^k), with k small enough to stay exact.
+ *   band/bor/bxor (integer types): random bits e(r, i) within the type's exact range,
+ *       combined with a common b(i) so that many ranks neither clear nor set every bit:
+ *       band v = b | e, bor v = b & e, bxor v = e; the expected value folds the ranks. */
 #include "bench_data.h"
 
 #include <math.h>
@@ -69,6 +72,20 @@ static uint64_t jitter_of(size_t i, int pair, uint64_t seed, const struct patter
   return mix(((uint64_t)i << 20) ^ ((uint64_t)pair + 1) ^ (seed << 44)) % (p->jitter + 1);
 }
 
+static int is_bitwise(int op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
+
+int bench_op_applies(int dtype, int op) {
+  return !is_bitwise(op) || dtype < COLL_FLOAT16; /* the integer types come first */
+}
+
+static uint64_t bits_of(size_t i, int rank, int dtype, int op, uint64_t seed) {
+  uint64_t mask = (uint64_t)exact_limit(dtype); /* 127, 255 or 65535: all ones */
+  if (mask == 65536) mask = 65535;
+  uint64_t b = mix((uint64_t)i ^ (seed * 0x100000001b3ull)) & mask;
+  uint64_t e = mix(((uint64_t)i << 20) ^ ((uint64_t)rank + 1) ^ (seed << 44)) & mask;
+  return op == COLL_BAND ? (b | e) : op == COLL_BOR ? (b & e) : e;
+}
+
 static double value_of(size_t i, int rank, int nranks, int op, uint64_t seed,
                        const struct pattern *p) {
   if (op == COLL_PROD) {
@@ -82,6 +99,14 @@ static double value_of(size_t i, int rank, int nranks, int op, uint64_t seed,
 }
 
 double bench_data_expected(size_t i, int dtype, int op, int nranks, uint64_t seed) {
+  if (is_bitwise(op)) {
+    uint64_t acc = bits_of(i, 0, dtype, op, seed);
+    for (int r = 1; r < nranks; r++) {
+      uint64_t v = bits_of(i, r, dtype, op, seed);
+      acc = op == COLL_BAND ? acc & v : op == COLL_BOR ? acc | v : acc ^ v;
+    }
+    return (double)acc;
+  }
   struct pattern p = pattern_for(dtype, op, nranks);
   if (op == COLL_PROD) {
     uint64_t h = mix((uint64_t)i + seed * 31);
@@ -191,7 +216,9 @@ void bench_data_fill(void *buf, size_t count, int dtype, int op, int rank, int n
                      uint64_t seed) {
   struct pattern p = pattern_for(dtype, op, nranks);
   for (size_t i = 0; i < count; i++)
-    bench_data_set(buf, i, dtype, value_of(i, rank, nranks, op, seed, &p));
+    bench_data_set(buf, i, dtype,
+                   is_bitwise(op) ? (double)bits_of(i, rank, dtype, op, seed)
+                                  : value_of(i, rank, nranks, op, seed, &p));
 }
 
 /* Relative tolerance for avg on floating types: about two units in the last place. */

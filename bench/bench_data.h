@@ -18,6 +18,9 @@ extern "C" {
 void bench_data_fill(void *buf, size_t count, int dtype, int op, int rank, int nranks,
                      uint64_t seed);
 
+/* 1 when op takes dtype (the bitwise ops: integer types only), else 0. */
+int bench_op_applies(int dtype, int op);
+
 /* Number of elements of `result` (count elements) that differ from the all-reduce of the
  * inputs bench_data_fill gives every rank. Exact comparison, except avg on floating
  * types: a library may multiply by 1/n, so a relative error of about 2 ulps is allowed. */

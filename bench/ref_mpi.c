@@ -31,6 +31,9 @@ static MPI_Op mpi_op(int op) {
   case COLL_PROD: return MPI_PROD;
   case COLL_MIN: return MPI_MIN;
   case COLL_MAX: return MPI_MAX;
+  case COLL_BAND: return MPI_BAND;
+  case COLL_BOR: return MPI_BOR;
+  case COLL_BXOR: return MPI_BXOR;
   default: return MPI_OP_NULL; /* no average in MPI */
   }
 }
@@ -65,13 +68,14 @@ int main(int argc, char **argv) {
   }
   if (a.help) {
     printf("ref_mpi: MPI_Allreduce with allreduce_bench's options (-b -e -f -i -n -w -c -d -o);\n"
-           "types int8..uint64, float, double; ops sum, prod, min, max. Run with mpirun.\n");
+           "types int8..uint64, float, double; ops sum, prod, min, max (band, bor, bxor\n"
+           "on the integer types). Run with mpirun.\n");
     return 0;
   }
   if (a.dtype < 0 || a.op < 0 || mpi_type(a.dtype) == MPI_DATATYPE_NULL ||
-      mpi_op(a.op) == MPI_OP_NULL) {
+      mpi_op(a.op) == MPI_OP_NULL || !bench_op_applies(a.dtype, a.op)) {
     fprintf(stderr, "ref_mpi: one type and one op MPI supports, please (no half, bfloat16, "
-                    "avg or all)\n");
+                    "avg, all, or bitwise op on a float type)\n");
     return 2;
   }
   if (a.max_bytes / bench_dtype_size(a.dtype) > (size_t)INT32_MAX) {

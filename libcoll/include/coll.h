@@ -96,12 +96,29 @@ typedef enum {
 
 /* COLL_AVG is the sum divided by the number of ranks. On integer types the sum wraps as
  * COLL_SUM's does and the division truncates toward zero: int32 1, 1 and 2 on three ranks
- * average to 1, and -1, -1 and -2 to -1. */
-typedef enum { COLL_SUM = 0, COLL_PROD, COLL_MIN, COLL_MAX, COLL_AVG, COLL_OP_COUNT } coll_op_t;
+ * average to 1, and -1, -1 and -2 to -1.
+ * COLL_BAND, COLL_BOR and COLL_BXOR (bitwise and, or, xor) take the integer types only
+ * (int8 ... uint64); on a float type every reducing call returns
+ * COLL_ERR_INVALID_ARGUMENT ("op band needs an integer type, not float32"). Bool tensors
+ * reduce as uint8 (0 or 1): their "sum" (logical or) is COLL_BOR or COLL_MAX, their
+ * "product" (logical and) COLL_BAND or COLL_MIN.
+ * Values from COLL_OP_COUNT up are ops a communicator made (coll_op_create_premul_sum). */
+typedef enum {
+  COLL_SUM = 0,
+  COLL_PROD,
+  COLL_MIN,
+  COLL_MAX,
+  COLL_AVG,
+  COLL_BAND,
+  COLL_BOR,
+  COLL_BXOR,
+  COLL_OP_COUNT
+} coll_op_t;
 
 /* Size in bytes of one element, 0 for an unknown type. */
 COLL_API size_t coll_dtype_size(coll_dtype_t dtype);
-/* "float32", "sum", ...; NULL for unknown values. */
+/* "float32", "sum", "band", ...; NULL for unknown values (and for a communicator's
+ * premul_sum ops, which only their communicator knows). */
 COLL_API const char *coll_dtype_name(coll_dtype_t dtype);
 COLL_API const char *coll_op_name(coll_op_t op);
 
@@ -184,14 +201,35 @@ COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
 COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank);
 COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size);
 
-/* Sum, product, min, max or average (integer averages truncate toward zero, see COLL_AVG)
- * of `count` elements across all ranks; every rank gets the (bit-identical) result in
- * recvbuf. sendbuf == recvbuf is in-place. */
+/* Sum, product, min, max, average (integer averages truncate toward zero, see COLL_AVG),
+ * bitwise and/or/xor (integer types) or a premul_sum (below) of `count` elements across
+ * all ranks; every rank gets the (bit-identical) result in recvbuf. sendbuf == recvbuf
+ * is in-place. */
 COLL_API coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                        coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
 COLL_API coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                              coll_dtype_t dtype, coll_op_t op,
                                              coll_comm_t *comm, coll_request_t **request);
+
+/* Pre-multiplied sum (NCCL's ncclRedOpCreatePreMulSum, PyTorch's ReduceOp.PREMUL_SUM).
+ * An op valid on comm's reducing calls (all_reduce, reduce, reduce_scatter and their
+ * _async and _stream forms): each rank's input times *scalar (one element of dtype, read
+ * from host memory now), then summed. Ops are handed out from COLL_OP_COUNT up, never
+ * twice in one process, and each belongs to the communicator that made it. Each rank may
+ * pass its own scalar; every rank must use a premul_sum op in the same call (the
+ * fingerprint says "premul_sum", whatever handle each rank got). Errors
+ * (COLL_ERR_INVALID_ARGUMENT): a call whose dtype is not the op's, an op of another
+ * communicator, a destroyed one or an unknown value. Integers multiply in their own type
+ * (wrapping), float16/bfloat16 through float32. The input is scaled into recvbuf (in
+ * place works) or, where recvbuf cannot hold it (reduce at a non-root, reduce_scatter),
+ * into a buffer of the call's own; then summed. These calls never take the zero-copy
+ * window path (coll_mem_alloc). Device buffers are refused with COLL_ERR_UNSUPPORTED
+ * (no scaling kernel yet). Calls already issued keep their scalar: the op may be
+ * destroyed before they complete. */
+COLL_API coll_status_t coll_op_create_premul_sum(coll_comm_t *comm, const void *scalar,
+                                                 coll_dtype_t dtype, coll_op_t *op);
+/* Forget a premul_sum op of comm; later calls naming it fail. */
+COLL_API coll_status_t coll_op_destroy(coll_comm_t *comm, coll_op_t op);
 /* Copy `count` elements of rank `root`'s buf to every rank's buf. */
 COLL_API coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,
                                       coll_comm_t *comm);

@@ -139,6 +139,15 @@ static uint64_t int_reference(void *const *inputs, size_t i, const run_case_t *c
       case COLL_MIN:
         if (is_signed(c->dtype) ? s < sacc : u < acc) acc = u, sacc = s;
         break;
+      case COLL_BAND:
+        acc &= u;
+        break;
+      case COLL_BOR:
+        acc |= u;
+        break;
+      case COLL_BXOR:
+        acc ^= u;
+        break;
       default:
         if (is_signed(c->dtype) ? s > sacc : u > acc) acc = u, sacc = s;
         break;

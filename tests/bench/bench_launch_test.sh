@@ -61,19 +61,21 @@ need_collrun() {
 sizes=(-b 12 -e 1M -f 40)
 ntypes=10
 nops=5
+nints=6     # band, bor and bxor run on the integer types only
+npairs=$((ntypes * nops + nints * 3))
 
 case "$mode" in
   check2)
     need_collrun
     run "$collrun" -n 2 --timeout 240 "$bench" "${sizes[@]}" -n 2 -w 1 -c 1 -d all -o all
-    expect_clean_check $((ntypes * nops * 4))
+    expect_clean_check $((npairs * 4))
     grep -q "nRanks 2" "$tmp/out" || fail "header does not say nRanks 2"
     ;;
   check3-tcp)
     need_collrun
     run "$collrun" -n 3 --timeout 240 "$bench" "${sizes[@]}" -n 2 -w 1 -c 1 -d all -o all \
       -T tcp -z 1
-    expect_clean_check $((ntypes * nops * 4))
+    expect_clean_check $((npairs * 4))
     grep -q "transport: tcp" "$tmp/out" || fail "header does not name the tcp transport"
     ;;
   algos)

@@ -94,10 +94,20 @@ static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uin
   }
 }
 
+bool ct_op_applies(coll_dtype_t dt, coll_op_t op) {
+  return !is_float(dt) || !(op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR);
+}
+
 static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
   uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   bool s = is_signed(dt);
   switch (op) {
+    case COLL_BAND:
+    case COLL_BOR:
+    case COLL_BXOR:
+      /* Every bit of the widest type random (the store keeps the low bytes): and-ing or
+       * or-ing a few ranks leaves a mix of ones and zeros in every byte. */
+      return (int64_t)((uint64_t)mix(raw ^ 0x9e3779b9U) << 32 | raw);
     case COLL_PROD:
       return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
     case COLL_MIN:
@@ -194,6 +204,15 @@ static uint64_t int_expected(coll_dtype_t dt, coll_op_t op, int nranks, size_t i
         break;
       case COLL_MAX:
         if (s ? (int64_t)v > (int64_t)acc : v > acc) acc = v;
+        break;
+      case COLL_BAND:
+        acc &= v;
+        break;
+      case COLL_BOR:
+        acc |= v;
+        break;
+      case COLL_BXOR:
+        acc ^= v;
         break;
       default:
         acc += v;

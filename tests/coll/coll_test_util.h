@@ -33,11 +33,15 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm);
 /* Unset every launcher and COLL_* variable the library reads. */
 void ct_clean_env(void);
 
-/* Fill buf with rank's input for (dtype, op); salt varies the data between calls. */
+/* Whether op takes dtype (the bitwise ops: integer types only); loops over every
+ * (dtype, op) skip the others. */
+bool ct_op_applies(coll_dtype_t dtype, coll_op_t op);
+/* Fill buf with rank's input for (dtype, op); salt varies the data between calls
+ * (bitwise ops: random bits over the whole element). */
 void ct_fill(void *buf, size_t count, coll_dtype_t dtype, coll_op_t op, int rank, uint32_t salt);
 /* Number of elements of out that differ from the all-reduce of every rank's ct_fill
- * input (integers exact, floats within the tolerance documented in the .c). Prints the
- * first bad element with `what`. */
+ * input (integers exact, bitwise ops too; floats within the tolerance documented in the
+ * .c). Prints the first bad element with `what`. */
 size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dtype, coll_op_t op,
                            int nranks, uint32_t salt, const char *what);
 /* Number of elements of buf that differ from root's ct_fill(..., COLL_SUM, root, salt). */

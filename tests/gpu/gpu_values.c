@@ -2,19 +2,45 @@
 #include "gpu_values.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static bool is_unsigned(coll_dtype_t t) {
   return t == COLL_UINT8 || t == COLL_UINT32 || t == COLL_UINT64;
 }
 
+static bool is_bitwise(coll_op_t op) {
+  return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
+
+bool gpu_op_applies(coll_dtype_t t, coll_op_t op) {
+  bool is_float = t == COLL_FLOAT16 || t == COLL_BFLOAT16 || t == COLL_FLOAT32 || t == COLL_FLOAT64;
+  return !(is_float && is_bitwise(op));
+}
+
 double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op) {
   if (op == COLL_PROD) return 1.0 + (double)((i + (size_t)r) % 2);
+  if (is_bitwise(op)) {
+    /* Every bit pattern of a byte (negative ones in the signed types: the high bits set
+     * too), repeated in the third byte of the wider types; exact in a double. */
+    int64_t v = (int64_t)((i * 37 + (size_t)r * 101 + 13) % 256);
+    if (!is_unsigned(t)) v -= 128;
+    if (coll_dtype_size(t) >= 4) v *= 65537;
+    return (double)v;
+  }
   int v = (int)((i * 7 + (size_t)r * 3) % 9);
   return is_unsigned(t) ? v : v - 4;
 }
 
 double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
+  if (is_bitwise(op)) { /* exact, in two's complement (sign extension commutes with &|^) */
+    int64_t bits = (int64_t)gpu_value(0, i, t, op);
+    for (int r = 1; r < n; r++) {
+      int64_t v = (int64_t)gpu_value(r, i, t, op);
+      bits = op == COLL_BAND ? bits & v : op == COLL_BOR ? bits | v : bits ^ v;
+    }
+    return (double)bits;
+  }
   double acc = gpu_value(0, i, t, op);
   for (int r = 1; r < n; r++) {
     double v = gpu_value(r, i, t, op);

@@ -5,12 +5,17 @@
 #ifndef TESTS_GPU_GPU_VALUES_H
 #define TESTS_GPU_GPU_VALUES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "bench_data.h" /* bench_data_set / bench_data_get: element i of a typed buffer */
 #include "coll.h"
 
-/* Rank r's element i for a reduction with op (PROD: 1 or 2, else -4..4, 0..8 unsigned). */
+/* Whether op takes t (the bitwise ops: integer types only). */
+bool gpu_op_applies(coll_dtype_t t, coll_op_t op);
+/* Rank r's element i for a reduction with op (PROD: 1 or 2; bitwise ops: every byte
+ * value, -128..127 signed, times 65537 in the 4- and 8-byte types; else -4..4, 0..8
+ * unsigned). */
 double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op);
 /* Element i of the reduction of every rank's gpu_value over n ranks (AVG: C's truncating
  * division for integers). */

@@ -35,6 +35,7 @@ static int all_types(coll_comm_t *comm, int rank, int n) {
   CUDA_OK(cudaMalloc(&drecv, max_bytes));
   for (int t = 0; t < COLL_DTYPE_COUNT; t++) {
     for (int op = 0; op < COLL_OP_COUNT; op++) {
+      if (!gpu_op_applies((coll_dtype_t)t, (coll_op_t)op)) continue;
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         size_t count = counts[c], bytes = count * coll_dtype_size((coll_dtype_t)t);
         for (size_t i = 0; i < count; i++)

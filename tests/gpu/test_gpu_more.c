@@ -138,6 +138,7 @@ static int blocking_calls(bufs_t *b) {
   for (int t = 0; t < COLL_DTYPE_COUNT; t++) {
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
       for (int op = 0; op < COLL_OP_COUNT; op++) {
+        if (!gpu_op_applies((coll_dtype_t)t, (coll_op_t)op)) continue;
         if (test_reduce(b, (coll_dtype_t)t, (coll_op_t)op, counts[c])) return 1;
         if (test_reduce_scatter(b, (coll_dtype_t)t, (coll_op_t)op, counts[c])) return 1;
       }

@@ -1,5 +1,6 @@
 /* Check suite 'mem': every host reduction (dtype x op, aliasing forms, odd lengths) against
- * a scalar reference computed another way, and the float16/bfloat16 conversions. */
+ * a scalar reference computed another way, premul_sum's scaling, and the
+ * float16/bfloat16 conversions. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -35,6 +36,12 @@ static uint64_t ref_int(uint64_t ux, uint64_t uy, int64_t sx, int64_t sy, int is
       return is_signed ? (sx < sy ? ux : uy) : (ux < uy ? ux : uy);
     case COLL_MAX:
       return is_signed ? (sx > sy ? ux : uy) : (ux > uy ? ux : uy);
+    case COLL_BAND:
+      return ux & uy;
+    case COLL_BOR:
+      return ux | uy;
+    case COLL_BXOR:
+      return ux ^ uy;
     default:
       return 0;
   }
@@ -100,6 +107,8 @@ static double load_float(const void *p, size_t i, coll_dtype_t t) {
 }
 
 static int is_float(coll_dtype_t t) { return t >= COLL_FLOAT16; }
+
+static int is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
 
 /* Expected bits of element i, written into out (elem size bytes). Float results go
  * double -> float -> half: with 24 >= 2*11+2 bits this double rounding is exact. */
@@ -179,6 +188,10 @@ static const size_t lengths[] = {0, 1, 3, 16, 17, 255, 256, 257, 1000, 4099};
 /* Alias forms: 0 distinct, 1 dst == a, 2 dst == b, 3 dst == a == b. */
 static void check_reduction(coll_dtype_t t, coll_op_t op, int alias) {
   mem_reduce_fn fn = mem_host_reduce_fn(t, op);
+  if (is_float(t) && is_bitwise(op)) { /* bitwise ops take integers only */
+    ck_assert_msg(fn == NULL, "dtype %d has a bitwise op %d", (int)t, (int)op);
+    return;
+  }
   ck_assert(fn != NULL);
   size_t sz = dtype_sizes[t];
   for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
@@ -254,6 +267,7 @@ START_TEST(reductions_give_the_same_bits_at_every_misalignment) {
   coll_dtype_t t = (coll_dtype_t)(_i / COLL_OP_COUNT);
   coll_op_t op = (coll_op_t)(_i % COLL_OP_COUNT);
   mem_reduce_fn fn = mem_host_reduce_fn(t, op);
+  if (fn == NULL && is_float(t) && is_bitwise(op)) return; /* none (checked above) */
   size_t sz = dtype_sizes[t];
   static const size_t ns[] = {1, 3, 17, 257, 1000};
   static const size_t aligned[3] = {0, 0, 0};
@@ -338,6 +352,51 @@ START_TEST(finish_avg_divides_every_type) {
   int8_t one[1] = {5};
   mem_host_finish_avg(one, 1, COLL_INT8, 1); /* one rank: unchanged */
   ck_assert_int_eq(one[0], 5);
+}
+END_TEST
+
+/* premul_sum's scaling: known products per type (integers wrap in their width, the 16-bit
+ * floats round once from float32), in place and at an odd address. */
+START_TEST(scale_multiplies_every_type_in_its_arithmetic) {
+  int8_t i8[3] = {3, -4, 100}, s8 = 3, o8[3];
+  mem_host_scale(o8, i8, 3, COLL_INT8, &s8);
+  ck_assert(o8[0] == 9 && o8[1] == -12 && o8[2] == 44); /* 300 wraps to 44 */
+  uint8_t u8[2] = {0x81, 2}, su8 = 2;
+  mem_host_scale(u8, u8, 2, COLL_UINT8, &su8); /* in place */
+  ck_assert(u8[0] == 2 && u8[1] == 4);
+  int32_t i32[2] = {-7, INT32_MAX}, s32 = -2;
+  mem_host_scale(i32, i32, 2, COLL_INT32, &s32);
+  ck_assert(i32[0] == 14 && i32[1] == 2); /* -2 * INT32_MAX wraps to 2 */
+  uint32_t u32[1] = {0x80000001u}, su32 = 4;
+  mem_host_scale(u32, u32, 1, COLL_UINT32, &su32);
+  ck_assert(u32[0] == 4);
+  int64_t i64[1] = {-3}, s64 = 1000000000000ll;
+  mem_host_scale(i64, i64, 1, COLL_INT64, &s64);
+  ck_assert(i64[0] == -3000000000000ll);
+  uint64_t u64[1] = {UINT64_MAX}, su64 = 3;
+  mem_host_scale(u64, u64, 1, COLL_UINT64, &su64);
+  ck_assert(u64[0] == UINT64_MAX - 2);
+  float f32[2] = {1.5f, -0.25f}, sf = 0.5f;
+  mem_host_scale(f32, f32, 2, COLL_FLOAT32, &sf);
+  ck_assert(f32[0] == 0.75f && f32[1] == -0.125f);
+  double f64[1] = {0.1}, sd = 3.0;
+  mem_host_scale(f64, f64, 1, COLL_FLOAT64, &sd);
+  ck_assert(f64[0] == 0.1 * 3.0);
+  uint16_t h[2] = {mem_float_to_half(3.0f), mem_float_to_half(65504.0f)};
+  uint16_t sh = mem_float_to_half(0.25f);
+  mem_host_scale(h, h, 2, COLL_FLOAT16, &sh);
+  ck_assert(mem_half_to_float(h[0]) == 0.75f && mem_half_to_float(h[1]) == 16376.0f);
+  uint16_t bf[1] = {mem_float_to_bf16(-6.0f)}, sbf = mem_float_to_bf16(1.5f);
+  mem_host_scale(bf, bf, 1, COLL_BFLOAT16, &sbf);
+  ck_assert(mem_bf16_to_float(bf[0]) == -9.0f);
+  /* Source, destination and scalar at odd addresses: the same bits. */
+  char raw[1 + 3 * sizeof(double) + 1 + sizeof(double)];
+  double src[3] = {1.0, -2.5, 1e300}, want[3] = {2.0, -5.0, 2e300}, got[3], two = 2.0;
+  memcpy(raw + 1, src, sizeof src);
+  memcpy(raw + 2 + sizeof src, &two, sizeof two);
+  mem_host_scale(raw + 1, raw + 1, 3, COLL_FLOAT64, raw + 2 + sizeof src);
+  memcpy(got, raw + 1, sizeof got);
+  ck_assert(memcmp(got, want, sizeof got) == 0);
 }
 END_TEST
 
@@ -536,6 +595,7 @@ static Suite *mem_suite(void) {
   tcase_add_test(tc, integer_sum_and_product_wrap_around);
   tcase_add_test(tc, float_min_max_propagate_nan_from_either_side);
   tcase_add_test(tc, finish_avg_divides_every_type);
+  tcase_add_test(tc, scale_multiplies_every_type_in_its_arithmetic);
   tcase_add_loop_test(tc, finish_avg_gives_the_same_bits_at_every_misalignment, 0,
                       COLL_DTYPE_COUNT);
   tcase_add_test(tc, half_conversions_round_trip_every_encoding);

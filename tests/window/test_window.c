@@ -67,6 +67,13 @@ static int rank_results(int rank, int nranks, void *arg) {
     size_t counts[] = {1, (size_t)nranks + 1, 1003, 32768 / esz * (size_t)nranks + 5,
                        MAX_BYTES / esz};
     for (int op = 0; op < COLL_OP_COUNT && !bad; op++) {
+      if (!ct_op_applies((coll_dtype_t)dt, (coll_op_t)op)) { /* a bitwise op on a float type */
+        bad = coll_all_reduce(win, win + 64, 1, (coll_dtype_t)dt, (coll_op_t)op, comm) !=
+                  COLL_ERR_INVALID_ARGUMENT ||
+              strstr(coll_last_error(), "needs an integer type") == NULL;
+        if (bad) fprintf(stderr, "rank %d: no refusal: %s\n", rank, coll_last_error());
+        continue;
+      }
       for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !bad; k++, salt++) {
         size_t count = counts[k];
         bool in_place = (salt & 1) == 0;

@@ -26,6 +26,12 @@ coll_status_t api_run(coll_comm_t *comm, const char *what, coll_call_t call,
  * buffers wait for it, then run like the blocking call. Refused inside a group. */
 coll_status_t api_run_stream(coll_comm_t *comm, const char *what, coll_call_t call, void *stream);
 
+/* ---- ops.c ---- */
+/* The call's op checked against its dtype (bitwise ops: integer types only); a
+ * premul_sum op of comm becomes COLL_SUM with call->premul and this rank's scalar. Not a
+ * reducing call: nothing to do. who: "rank R: coll_x", how the errors begin. */
+coll_status_t api_resolve_op(coll_comm_t *comm, const char *who, coll_call_t *call);
+
 /* ---- p2p_group.c ---- */
 /* Record a prepared call in the open group. */
 coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc);

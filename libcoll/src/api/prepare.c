@@ -51,9 +51,10 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
     len += (size_t)n;
   }
   bool reduces = coll_kind_reduces(call->kind);
+  const char *op = !reduces ? "" : call->premul ? "premul_sum" : coll_op_name(call->op);
   coll_log(
       COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, call->count,
-      coll_dtype_name(call->dtype), reduces ? " " : "", reduces ? coll_op_name(call->op) : "",
+      coll_dtype_name(call->dtype), reduces ? " " : "", op,
       coll_algo_name(call->algo),
       pc->windows.send != NULL   ? " (zero-copy window: buffers from coll_mem_alloc)"
       : comm->algo == call->algo ? " (forced)"
@@ -154,9 +155,8 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)call->dtype);
-  bool reduces = coll_kind_reduces(call->kind);
-  if (reduces && coll_op_name(call->op) == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown op %d", who, (int)call->op);
+  st = api_resolve_op(comm, who, call); /* a premul_sum op becomes a SUM here (ops.c) */
+  if (st != COLL_OK) return st;
   if (coll_kind_rooted(call->kind) && (call->root < 0 || call->root >= comm->base.nranks))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: root %d is outside [0, %d)", who, call->root,
                       comm->base.nranks);
@@ -168,6 +168,10 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
     /* Device buffers (cuda/): the cuda_ipc connections are made at the first device
      * call, which every rank makes alike. */
     st = cuda_classify(&comm->cuda, &comm->base, who, call, &pc->where);
+    if (st == COLL_OK && pc->where.on_device && call->premul)
+      st = coll_error(COLL_ERR_UNSUPPORTED,
+                      "%s: premul_sum on device buffers is not supported (host buffers only)",
+                      who);
     if (st == COLL_OK && pc->where.on_device)
       st = cuda_prepare(comm->cuda, &comm->base, &pc->where);
     if (st != COLL_OK) return st;
@@ -200,8 +204,8 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
       call->algo = COLL_ALGO_ARENA;
   }
   /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
-   * another algorithm is forced. */
-  if (arena_ok && call->count > 0 &&
+   * another algorithm is forced or the input is scaled first (premul_sum). */
+  if (arena_ok && call->count > 0 && !call->premul &&
       (comm->algo == COLL_ALGO_AUTO || comm->algo == COLL_ALGO_ARENA))
     window_prepare_call(comm->windows, comm->arena, call, &pc->windows);
   if (COLL_LOG_ENABLED(COLL_LOG_INFO)) api_log_choice(comm, what, pc);

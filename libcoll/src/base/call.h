@@ -25,8 +25,13 @@ typedef struct {
   void *recvbuf;
   size_t count; /* per rank (schedule.h); P2P: total bytes */
   coll_dtype_t dtype;
-  coll_op_t op;
+  coll_op_t op; /* a built-in op (api/ops.c resolved a premul_sum one to SUM) */
   int root;
+  /* premul_sum (coll_op_create_premul_sum): each rank's input is first multiplied by
+   * premul_scalar (one element of dtype), then summed with op == COLL_SUM; the
+   * fingerprint says "premul_sum" (core/premul_input.c does the scaling). */
+  bool premul;
+  unsigned char premul_scalar[8];
   coll_algo_t algo;     /* never AUTO */
   size_t segment_bytes; /* the agreed COLL_CHUNK_SIZE; 0: the algorithm's default */
   /* all_to_allv (count == nranks): this rank's 4 * nranks counts, schedule.h's SCHED_V_*,

@@ -38,7 +38,8 @@ void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap) {
                          (unsigned long long)fp->count);
   if (n < 0 || (size_t)n >= cap) return;
   if (coll_kind_reduces(kind)) {
-    const char *op = coll_op_name((coll_op_t)fp->op);
+    const char *op =
+        fp->op == EXEC_FP_OP_PREMUL_SUM ? "premul_sum" : coll_op_name((coll_op_t)fp->op);
     n += snprintf(out + n, cap - (size_t)n, ", %s", op ? op : "?");
   }
   if ((size_t)n < cap && coll_kind_rooted(kind))

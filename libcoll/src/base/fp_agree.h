@@ -28,6 +28,10 @@ typedef struct {
   uint64_t counts_sent, counts_expected;
 } exec_fp_t;
 
+/* exec_fp_t.op of a premul_sum call: what every rank must agree on is that the call is
+ * one, not the handle its rank got for it (those differ) nor the scalar. */
+#define EXEC_FP_OP_PREMUL_SUM 0xFFFFu
+
 /* "all_reduce(float32, 1048576, sum)": a fingerprint for a mismatch message. */
 void exec_fp_describe(const exec_fp_t *fp, char *out, size_t cap);
 

@@ -23,7 +23,8 @@ static const dtype_info_t dtype_table[COLL_DTYPE_COUNT] = {
 
 static const char *const op_table[COLL_OP_COUNT] = {
     [COLL_SUM] = "sum", [COLL_PROD] = "prod", [COLL_MIN] = "min",
-    [COLL_MAX] = "max", [COLL_AVG] = "avg",
+    [COLL_MAX] = "max", [COLL_AVG] = "avg",  [COLL_BAND] = "band",
+    [COLL_BOR] = "bor", [COLL_BXOR] = "bxor",
 };
 
 static const char *const algo_table[COLL_ALGO_COUNT] = {

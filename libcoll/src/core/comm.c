@@ -79,6 +79,7 @@ static void comm_free(coll_comm_t *comm) {
   progress_stop(comm);
   free(comm->group_calls);
   tagged_close(comm->tagged);
+  free(comm->premul_ops);
   cuda_free(&comm->cuda);
   window_close_all(&comm->windows, &comm->base);
   arena_close(&comm->arena);

@@ -36,6 +36,13 @@ typedef struct {
   window_pair_t windows;
 } prepared_call_t;
 
+/* A premul_sum op this communicator made (api/ops.c): its handle, type and scalar. */
+typedef struct {
+  coll_op_t op;
+  coll_dtype_t dtype;
+  unsigned char scalar[8];
+} comm_premul_op_t;
+
 struct coll_request {
   coll_comm_t *comm;
   struct coll_request *next;
@@ -87,6 +94,9 @@ struct coll_comm {
   /* Split (split.c): splits done so far. */
   uint64_t splits;
   bool prefix_preset;   /* a split child: key_prefix was given, not agreed */
+  /* premul_sum ops (api/ops.c), live ones only; used by the calling thread alone. */
+  comm_premul_op_t *premul_ops;
+  size_t premul_n, premul_cap;
   uint8_t barrier_byte; /* coll_barrier's output */
 };
 
@@ -128,6 +138,14 @@ coll_status_t rdv_finish(coll_comm_t *comm);
  * CUDA path for device buffers, a local copy for one rank, the arena or window path for
  * COLL_ALGO_ARENA all-reduces, else the schedule executor over the host links. */
 coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc);
+
+/* ---- premul_input.c ---- */
+/* A premul_sum call's first step, run just before its SUM: scale the input into recvbuf
+ * where recvbuf holds an input's worth (all_reduce, reduce at the root), else into a new
+ * buffer (*scratch; free() it after the run). *scaled is call reading the scaled input;
+ * calls that are not premul_sum come back unchanged. */
+coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks,
+                                 coll_call_t *scaled, void **scratch);
 
 /* ---- stream_calls.c ---- */
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */

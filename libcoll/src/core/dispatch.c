@@ -7,13 +7,15 @@
  *   one rank                   -> a local copy (AVG over one rank divides by 1);
  *   COLL_ALGO_ARENA all-reduce -> the zero-copy window path when both buffers lie in
  *                                 shared windows, else the arena (onehost/);
- *   anything else              -> the schedule executor over the host links (exec/). */
+ *   anything else              -> the schedule executor over the host links (exec/).
+ * A premul_sum call first scales its input (premul_input.c) and then runs as a SUM. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
 
-static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc) {
-  const coll_call_t *call = &pc->call;
+static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc,
+                              const coll_call_t *call) {
   if (pc->where.on_device) return cuda_run(comm->cuda, &comm->exec, &comm->links, call, &pc->where);
   if (comm->base.nranks == 1) {
     if (call->kind == COLL_KIND_ALL_TO_ALLV) return exec_alltoallv_one_rank(call);
@@ -35,15 +37,23 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
   coll_base_t *base = &comm->base;
   coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
   if (st != COLL_OK || call->count == 0) return st;
+  coll_call_t scaled;
+  void *scratch;
+  st = premul_scale_input(call, base->rank, base->nranks, &scaled, &scratch);
+  if (st != COLL_OK) {
+    base_mark_failed(base, st); /* the peers learn of it instead of waiting for this rank */
+    return st;
+  }
   if (call->kind != COLL_KIND_P2P && base->nranks > 1) {
-    exec_fp_t *fp =
-        base_begin_call(base, call->kind, call->count, call->dtype, call->op, call->root);
+    coll_op_t fp_op = call->premul ? (coll_op_t)EXEC_FP_OP_PREMUL_SUM : call->op;
+    exec_fp_t *fp = base_begin_call(base, call->kind, call->count, call->dtype, fp_op, call->root);
     window_note_fp(&pc->windows, call, fp); /* nothing unless it is a window call */
     arena_note_call(comm->arena, fp);       /* nothing without an arena; else its waiters compare */
   }
   /* The host links' scratch grows with the schedules (the staged device path too). */
-  size_t scratch = comm->links.scratch_bytes;
-  st = run_path(comm, pc);
-  if (comm->links.scratch_bytes != scratch) comm_update_staging_peak(comm);
+  size_t scratch_bytes = comm->links.scratch_bytes;
+  st = run_path(comm, pc, &scaled);
+  if (comm->links.scratch_bytes != scratch_bytes) comm_update_staging_peak(comm);
+  free(scratch);
   return st;
 }

@@ -1,10 +1,13 @@
 // CUDA kernels for dst = a OP b on device memory, for every dtype and op, with the same
 // results as the host loops in host_reduce.c (float16/bfloat16 in float32, NaN from
-// either side wins min/max, integer overflow wraps), and the final AVG division.
+// either side wins min/max, integer overflow wraps; the bitwise ops for the integer
+// types only), and the final AVG division.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "mem/cuda_reduce.h"
 
@@ -13,7 +16,7 @@ namespace {
 // Values of coll_dtype_t and coll_op_t (coll.h); kept in step by a static check in
 // mem_cuda.c, which sees both.
 enum { I8, U8, I32, U32, I64, U64, F16, BF16, F32, F64 };
-enum { SUM, PROD, MIN, MAX, AVG };
+enum { SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR };
 
 enum { THREADS = 256, MAX_BLOCKS = 8192 };
 
@@ -55,7 +58,8 @@ template <> __device__ bool is_nan<float>(float x) { return x != x; }
 template <> __device__ bool is_nan<double>(double x) { return x != x; }
 
 // Min and max compare in the storage type's signedness (int8 -1 < 0), so they read the
-// raw values; sum and product go through the arithmetic type.
+// raw values; sum, product and the bitwise ops go through the arithmetic type (the
+// bitwise ops, apply_bits, are instantiated for integers only: see launch_reduce).
 template <typename T, int OP> struct apply {
   __device__ static T run(T a, T b) {
     typedef typename arith<T>::type A;
@@ -66,6 +70,16 @@ template <typename T, int OP> struct apply {
     return arith<T>::store(r);
   }
 };
+template <typename T, int OP> struct apply_bits {
+  __device__ static T run(T a, T b) {
+    typedef typename arith<T>::type A;
+    A x = arith<T>::load(a), y = arith<T>::load(b);
+    return arith<T>::store(OP == BAND ? (A)(x & y) : OP == BOR ? (A)(x | y) : (A)(x ^ y));
+  }
+};
+template <typename T> struct apply<T, BAND> : apply_bits<T, BAND> {};
+template <typename T> struct apply<T, BOR> : apply_bits<T, BOR> {};
+template <typename T> struct apply<T, BXOR> : apply_bits<T, BXOR> {};
 template <typename T> struct apply<T, MIN> {
   __device__ static T run(T a, T b) { return (a < b || is_nan(a)) ? a : b; }
 };
@@ -143,6 +157,17 @@ int launch_reduce(void *dst, const void *a, const void *b, size_t n, int op, cud
     case PROD: reduce_kernel<T, PROD><<<g, THREADS, 0, s>>>(d, x, y, n); break;
     case MIN: reduce_kernel<T, MIN><<<g, THREADS, 0, s>>>(d, x, y, n); break;
     case MAX: reduce_kernel<T, MAX><<<g, THREADS, 0, s>>>(d, x, y, n); break;
+    case BAND:
+    case BOR:
+    case BXOR:
+      if constexpr (std::is_integral<T>::value) {
+        if (op == BAND) reduce_kernel<T, BAND><<<g, THREADS, 0, s>>>(d, x, y, n);
+        else if (op == BOR) reduce_kernel<T, BOR><<<g, THREADS, 0, s>>>(d, x, y, n);
+        else reduce_kernel<T, BXOR><<<g, THREADS, 0, s>>>(d, x, y, n);
+        break;
+      } else {
+        return -1;  // float types have no bitwise reduction (the API refuses them first)
+      }
     default: return -1;
   }
   return (int)cudaGetLastError();

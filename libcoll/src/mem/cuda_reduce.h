@@ -12,7 +12,8 @@ extern "C" {
 
 /* dst[i] = a[i] OP b[i] (dtype and op as coll_dtype_t / coll_op_t values; AVG sums),
  * enqueued on `stream`. dst may alias a or b exactly. Returns a cudaError_t value (0 on
- * success); an unknown dtype or op returns -1 without launching anything. */
+ * success); an unknown dtype or op, or a bitwise op on a float type, returns -1 without
+ * launching anything. */
 int cuda_reduce_launch(void *dst, const void *a, const void *b, size_t count, int dtype, int op,
                        void *stream);
 /* buf[i] /= nranks, computed like the host's mem_host_finish_avg (integers truncate,

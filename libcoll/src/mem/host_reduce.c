@@ -1,5 +1,6 @@
-/* Host reductions dst = a OP b for every dtype and op, as simple loops the compiler
- * vectorises (this module is built at -O3, see meson.build), and the AVG division.
+/* Host reductions dst = a OP b for every dtype and op (the bitwise ops on integers only),
+ * as simple loops the compiler vectorises (this module is built at -O3, see meson.build),
+ * and the AVG division.
  * Buffers may have any alignment: each function first checks its pointers against the
  * element type's _Alignof; all aligned, it runs the typed loops, otherwise a loop that
  * moves each element through a local with memcpy (one unaligned load or store each, no
@@ -21,6 +22,9 @@
 #define EXPR_IPROD(T, U) (T)((U)x * (U)y)
 #define EXPR_MIN(T, U) (x < y ? x : y)
 #define EXPR_MAX(T, U) (x > y ? x : y)
+#define EXPR_BAND(T, U) (T)((U)x & (U)y)
+#define EXPR_BOR(T, U) (T)((U)x | (U)y)
+#define EXPR_BXOR(T, U) (T)((U)x ^ (U)y)
 #define EXPR_FSUM(T, U) (x + y)
 #define EXPR_FPROD(T, U) (x * y)
 #define EXPR_FMIN(T, U) ((x < y || x != x) ? x : y)
@@ -86,7 +90,10 @@
   DEFINE_REDUCE(NAME##_sum, T, U, EXPR_ISUM)   \
   DEFINE_REDUCE(NAME##_prod, T, U, EXPR_IPROD) \
   DEFINE_REDUCE(NAME##_min, T, U, EXPR_MIN)    \
-  DEFINE_REDUCE(NAME##_max, T, U, EXPR_MAX)
+  DEFINE_REDUCE(NAME##_max, T, U, EXPR_MAX)    \
+  DEFINE_REDUCE(NAME##_band, T, U, EXPR_BAND)  \
+  DEFINE_REDUCE(NAME##_bor, T, U, EXPR_BOR)    \
+  DEFINE_REDUCE(NAME##_bxor, T, U, EXPR_BXOR)
 
 #define DEFINE_FLOAT_OPS(NAME, T)              \
   DEFINE_REDUCE(NAME##_sum, T, T, EXPR_FSUM)   \
@@ -139,19 +146,20 @@ enum { HALF_BLOCK = 256 };
 DEFINE_HALF_OPS(f16, mem_half_to_float_n, mem_float_to_half_n)
 DEFINE_HALF_OPS(bf16, mem_bf16_to_float_n, mem_float_to_bf16_n)
 
-/* AVG sums here; the division happens once at the end (mem_host_finish_avg). */
-#define TABLE_ROW(NAME)                                                          \
-  {                                                                              \
-    [COLL_SUM] = NAME##_sum, [COLL_PROD] = NAME##_prod, [COLL_MIN] = NAME##_min, \
-    [COLL_MAX] = NAME##_max, [COLL_AVG] = NAME##_sum,                            \
-  }
+/* AVG sums here; the division happens once at the end (mem_host_finish_avg). The bitwise
+ * ops exist for the integer types only: a float row leaves them NULL. */
+#define FLOAT_ROW(NAME)                                                        \
+  [COLL_SUM] = NAME##_sum, [COLL_PROD] = NAME##_prod, [COLL_MIN] = NAME##_min, \
+  [COLL_MAX] = NAME##_max, [COLL_AVG] = NAME##_sum
+#define INT_ROW(NAME) \
+  FLOAT_ROW(NAME), [COLL_BAND] = NAME##_band, [COLL_BOR] = NAME##_bor, [COLL_BXOR] = NAME##_bxor
 
 static const mem_reduce_fn reduce_table[COLL_DTYPE_COUNT][COLL_OP_COUNT] = {
-    [COLL_INT8] = TABLE_ROW(i8),     [COLL_UINT8] = TABLE_ROW(u8),
-    [COLL_INT32] = TABLE_ROW(i32),   [COLL_UINT32] = TABLE_ROW(u32),
-    [COLL_INT64] = TABLE_ROW(i64),   [COLL_UINT64] = TABLE_ROW(u64),
-    [COLL_FLOAT16] = TABLE_ROW(f16), [COLL_BFLOAT16] = TABLE_ROW(bf16),
-    [COLL_FLOAT32] = TABLE_ROW(f32), [COLL_FLOAT64] = TABLE_ROW(f64),
+    [COLL_INT8] = {INT_ROW(i8)},       [COLL_UINT8] = {INT_ROW(u8)},
+    [COLL_INT32] = {INT_ROW(i32)},     [COLL_UINT32] = {INT_ROW(u32)},
+    [COLL_INT64] = {INT_ROW(i64)},     [COLL_UINT64] = {INT_ROW(u64)},
+    [COLL_FLOAT16] = {FLOAT_ROW(f16)}, [COLL_BFLOAT16] = {FLOAT_ROW(bf16)},
+    [COLL_FLOAT32] = {FLOAT_ROW(f32)}, [COLL_FLOAT64] = {FLOAT_ROW(f64)},
 };
 
 mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op) {

@@ -16,7 +16,8 @@ _Static_assert(COLL_INT8 == 0 && COLL_UINT8 == 1 && COLL_INT32 == 2 && COLL_UINT
                    COLL_INT64 == 4 && COLL_UINT64 == 5 && COLL_FLOAT16 == 6 &&
                    COLL_BFLOAT16 == 7 && COLL_FLOAT32 == 8 && COLL_FLOAT64 == 9,
                "cuda_reduce.cu assumes these dtype values");
-_Static_assert(COLL_SUM == 0 && COLL_PROD == 1 && COLL_MIN == 2 && COLL_MAX == 3 && COLL_AVG == 4,
+_Static_assert(COLL_SUM == 0 && COLL_PROD == 1 && COLL_MIN == 2 && COLL_MAX == 3 && COLL_AVG == 4 &&
+                   COLL_BAND == 5 && COLL_BOR == 6 && COLL_BXOR == 7,
                "cuda_reduce.cu assumes these op values");
 _Static_assert(sizeof(cudaIpcMemHandle_t) == MEM_CUDA_IPC_HANDLE_BYTES, "IPC handle size");
 

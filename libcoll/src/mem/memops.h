@@ -1,6 +1,7 @@
 /* Host memory operations on buffers of any alignment: the element-wise reduction of each
- * (dtype, op) and AVG's final division (host_reduce.c), and float16 / bfloat16 <-> float32
- * conversions of one value or an array (half.c). Device buffers: mem_cuda.h. */
+ * (dtype, op) and AVG's final division (host_reduce.c), premul_sum's scaling
+ * (host_scale.c), and float16 / bfloat16 <-> float32 conversions of one value or an
+ * array (half.c). Device buffers: mem_cuda.h. */
 #ifndef COLL_MEM_MEMOPS_H
 #define COLL_MEM_MEMOPS_H
 
@@ -14,12 +15,19 @@
  * For COLL_AVG the function sums; mem_host_finish_avg() divides at the end. */
 typedef void (*mem_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
 
-/* The host reduction for (dtype, op); NULL if either is out of range. */
+/* The host reduction for (dtype, op); NULL if either is out of range or the op does not
+ * apply to the type (a bitwise op on a float type). */
 mem_reduce_fn mem_host_reduce_fn(coll_dtype_t dtype, coll_op_t op);
 
 /* buf[i] /= nranks (integers: truncating division), used once after an AVG sum; buf at
  * any alignment. */
 void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks);
+
+/* dst[i] = src[i] * *scalar (one element of dtype at any address) for i < count, in
+ * dtype's arithmetic (host_scale.c): integers wrap, float16/bfloat16 multiply in
+ * float32. dst may alias src exactly; any alignment. premul_sum's input step. */
+void mem_host_scale(void *dst, const void *src, size_t count, coll_dtype_t dtype,
+                    const void *scalar);
 
 /* float16 / bfloat16 <-> float32 conversions (round to nearest even), for tests and the
  * trainer. */
