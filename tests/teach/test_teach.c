@@ -1,9 +1,11 @@
 /* Check suite 'teach': the coll-sim binary (path in $COLL_SIM) run as a user runs it.
- * Counted bytes against each algorithm's closed-form formula for 2..9 ranks, the ring
+ * Counted bytes against each algorithm's closed-form formula for 2..9 ranks (gather,
+ * scatter and all_to_allv too), the ring
  * table's per-step rule, argument errors, well-formed SVG (xmllint) and the HTML page
  * stepping forward and back in headless Chromium (skipped with a message when a tool
  * is missing). */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +190,85 @@ START_TEST(broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
 }
 END_TEST
 
+/* Blocks in rank v's subtree of the binomial tree (v counted from the root). */
+static int subtree_blocks(int n, int v) {
+  if (v == 0) return n;
+  int low = v & -v;
+  return low < n - v ? low : n - v;
+}
+
+/* What gather.c and alltoallv.c promise each rank sends (coll-sim's all_to_allv layout:
+ * rank r sends rank p ((r + 2p) mod 3) x count/2 elements). */
+static double new_kind_formula(const char *collective, const char *algo, int n, int root, int r,
+                               size_t count, double esize) {
+  double S = (double)count * esize;
+  int v = (r - root + n) % n;
+  if (strcmp(collective, "all_to_allv") == 0) {
+    double sent = 0;
+    for (int p = 0; p < n; p++)
+      if (p != r) sent += (double)((r + 2 * p) % 3) * (double)(count / 2) * esize;
+    return sent;
+  }
+  bool gather = strcmp(collective, "gather") == 0, direct = strcmp(algo, "direct") == 0;
+  if (direct) return gather ? (v == 0 ? 0 : S) : (v == 0 ? (n - 1) * S : 0);
+  return gather ? (v == 0 ? 0 : subtree_blocks(n, v) * S) : (subtree_blocks(n, v) - 1) * S;
+}
+
+static const char *const new_kind_runs[][2] = {{"gather", "direct"},
+                                               {"gather", "binomial"},
+                                               {"scatter", "direct"},
+                                               {"scatter", "binomial"},
+                                               {"all_to_allv", "pairwise"}};
+
+/* Loop: 5 (collective, algorithm) pairs x ranks 2..9; roots the middle rank. */
+START_TEST(gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
+  const char *collective = new_kind_runs[_i / 8][0], *algo = new_kind_runs[_i / 8][1];
+  int n = 2 + _i % 8, root = strcmp(collective, "all_to_allv") == 0 ? 0 : n / 2;
+  size_t count = 6000;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s %s -c %s -r %d -n %d --bytes %zu --segment 4096 --json", sim_path(),
+           algo, collective, root, n, count * 4);
+  int st;
+  char *out = run(cmd, &st);
+  ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
+  double got[16];
+  ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
+  for (int r = 0; r < n; r++) {
+    double want = new_kind_formula(collective, algo, n, root, r, count, 4);
+    ck_assert_msg(got[r] == want, "%s %s n=%d root %d rank %d: counted %.0f, formula %.0f", algo,
+                  collective, n, root, r, got[r], want);
+  }
+  free(out);
+  /* --explain agrees with the same formulas, steps included. */
+  snprintf(cmd, sizeof cmd, "%s %s -c %s -r %d -n %d --bytes %zu --segment 4096 --explain",
+           sim_path(), algo, collective, root, n, count * 4);
+  out = run(cmd, &st);
+  ck_assert_int_eq(st, 0);
+  ck_assert_msg(strstr(out, "every rank's counted bytes equal the formula") != NULL, "%s", out);
+  long formula = -1, counted = -2;
+  const char *f = strstr(out, "formula: "), *c = strstr(out, "counted: ");
+  ck_assert_msg(f != NULL && c != NULL && sscanf(f, "formula: %ld", &formula) == 1 &&
+                    sscanf(c, "counted: %ld", &counted) == 1 && formula == counted,
+                "steps: %s", out);
+  free(out);
+}
+END_TEST
+
+START_TEST(gather_table_shows_the_root_receiving_every_block_at_its_rank) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s direct -c gather -n 3 -r 1 --bytes 16 -d int32", sim_path());
+  int st;
+  char *out = run(cmd, &st);
+  ck_assert_int_eq(st, 0);
+  ck_assert_msg(strstr(out,
+                       "rank 1 copies locally elements 4..7; receives elements 0..3 from "
+                       "rank 0; receives elements 8..11 from rank 2") != NULL,
+                "%s", out);
+  ck_assert_msg(strstr(out, "rank 2 sends elements 0..3 to rank 1") != NULL, "%s", out);
+  free(out);
+}
+END_TEST
+
 START_TEST(link_matrix_rows_add_up_to_the_bytes_each_rank_sends) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s tree -n 7 --bytes 1000 --json", sim_path());
@@ -270,7 +351,11 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
       {"ring -n 4 --bytes 6", "multiple"},
       {"warp -n 4 --bytes 1K", "unknown ALGO"},
       {"chain -n 4 --bytes 1K", "--collective broadcast"},
-      {"ring -n 4 --bytes 1K -c gather", "--collective"},
+      {"ring -n 4 --bytes 1K -c allgather", "--collective"},
+      {"ring -n 4 --bytes 1K -c gather", "not a gather algorithm"},
+      {"pairwise -n 4 --bytes 1K", "--collective all_to_allv"},
+      {"pairwise -c all_to_allv -n 4 -r 1 --bytes 1K", "--root"},
+      {"direct -c scatter -n 4 --bytes 1K --svg x.svg", "--svg and --html"},
       {"chain -c broadcast -n 4 -r 4 --bytes 1K", "--root"},
       {"ring -n 4 --bytes 1K --transport ib", "--transport"},
       {"ring -n 4 --bytes 1K --alpha -1", "--alpha"},
@@ -314,7 +399,10 @@ START_TEST(json_output_parses_for_every_algorithm) {
                                      "chain -c broadcast -n 4 -r 1 --bytes 2K --segment 512",
                                      "binomial -c broadcast -n 6 --bytes 64",
                                      "direct -c broadcast -n 3 --bytes 64",
-                                     "ring -n 1 --bytes 16"};
+                                     "ring -n 1 --bytes 16",
+                                     "direct -c gather -n 4 -r 3 --bytes 64",
+                                     "binomial -c scatter -n 7 -r 2 --bytes 1K --segment 64",
+                                     "pairwise -c all_to_allv -n 5 --bytes 256"};
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "%s %s --json | python3 -m json.tool >/dev/null 2>&1", sim_path(),
@@ -475,6 +563,9 @@ static Suite *teach_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 32);
   tcase_add_loop_test(tc, broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 24);
+  tcase_add_loop_test(
+      tc, gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 40);
+  tcase_add_test(tc, gather_table_shows_the_root_receiving_every_block_at_its_rank);
   tcase_add_test(tc, link_matrix_rows_add_up_to_the_bytes_each_rank_sends);
   tcase_add_test(tc, ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i);
   tcase_add_test(tc, bad_arguments_exit_2_with_a_message_naming_the_problem);

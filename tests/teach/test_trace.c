@@ -87,6 +87,10 @@ static coll_status_t call_kind(const job_t *j, float *in, float *out, size_t n, 
       return coll_reduce_scatter(in, out, n, COLL_FLOAT32, COLL_SUM, comm);
     case COLL_KIND_ALL_TO_ALL:
       return coll_all_to_all(in, out, n, COLL_FLOAT32, comm);
+    case COLL_KIND_GATHER:
+      return coll_gather(in, out, n, COLL_FLOAT32, j->root, comm);
+    case COLL_KIND_SCATTER:
+      return coll_scatter(in, out, n, COLL_FLOAT32, j->root, comm);
     default:
       return coll_all_reduce(out, out, n, COLL_FLOAT32, COLL_SUM, comm);
   }
@@ -321,6 +325,10 @@ static const struct {
     {.kind = COLL_KIND_ALL_GATHER, .algo = COLL_ALGO_HD},
     {.kind = COLL_KIND_REDUCE_SCATTER, .algo = COLL_ALGO_RING},
     {.kind = COLL_KIND_ALL_TO_ALL, .algo = COLL_ALGO_RING},
+    {.kind = COLL_KIND_GATHER, .algo = COLL_ALGO_MASTER},
+    {.kind = COLL_KIND_GATHER, .algo = COLL_ALGO_TREE},
+    {.kind = COLL_KIND_SCATTER, .algo = COLL_ALGO_MASTER},
+    {.kind = COLL_KIND_SCATTER, .algo = COLL_ALGO_TREE},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 

@@ -3,6 +3,8 @@
  * S bytes so that coll-sim --explain can set them beside the counted numbers. */
 #include "info.h"
 
+#include <stdbool.h>
+
 #include "algo/algo_internal.h"
 
 static const algo_info_t allreduce_info[COLL_ALGO_COUNT] = {
@@ -86,8 +88,68 @@ static const algo_info_t broadcast_info[COLL_ALGO_COUNT] = {
         },
 };
 
+/* gather.c and alltoallv.c: [0] direct, [1] binomial; scatter the same, mirrored. */
+static const algo_info_t gather_info[2] = {
+    {
+        .title = "direct gather (every rank sends its block to the root)",
+        .rule = "in step j every rank sends segment j of its block to the root, which "
+                "receives them all at once",
+        .steps_formula = "nseg",
+        .bytes_formula = "every rank but the root sends S; the root receives (n-1) x S",
+        .file = "libcoll/src/algo/gather.c",
+        .layout = LAYOUT_CIRCLE,
+    },
+    {
+        .title = "binomial tree gather",
+        .rule = "in round k (mask = 2^k) a rank v whose lowest set bit is mask sends the "
+                "blocks of its subtree [v, v + min(mask, n - v)) to v - mask (v counted from "
+                "the root)",
+        .steps_formula = "ceil(log2 n)",
+        .bytes_formula = "rank v sends its subtree's blocks once: min(lowbit v, n - v) x S",
+        .file = "libcoll/src/algo/gather.c",
+        .layout = LAYOUT_CIRCLE,
+    },
+};
+static const algo_info_t scatter_info[2] = {
+    {
+        .title = "direct scatter (the root sends every rank its block)",
+        .rule = "in step j the root sends segment j of block r to every rank r",
+        .steps_formula = "nseg",
+        .bytes_formula = "the root sends (n-1) x S, the others nothing",
+        .file = "libcoll/src/algo/gather.c",
+        .layout = LAYOUT_CIRCLE,
+    },
+    {
+        .title = "binomial tree scatter (gather's rounds backwards)",
+        .rule = "in round k (mask = 2^k, highest first) a rank v that holds its subtree "
+                "and has a child v + mask sends it that child's subtree (v counted from the "
+                "root)",
+        .steps_formula = "ceil(log2 n), + 1 for the copy out of SCRATCH",
+        .bytes_formula = "rank v sends its subtree's blocks but its own: (min(lowbit v, n - v) "
+                         "- 1) x S; the root (n-1) x S",
+        .file = "libcoll/src/algo/gather.c",
+        .layout = LAYOUT_CIRCLE,
+    },
+};
+static const algo_info_t alltoallv_info = {
+    .title = "pairwise all_to_allv (per-peer counts)",
+    .rule =
+        "in round k = 1..n-1 rank r sends its block for r + k and receives the block of "
+        "r - k (each transfer cut into segments by its own count)",
+    .steps_formula = "rounds 0..n-1 that move data (0: own block)",
+    .bytes_formula = "rank r sends the sum of its counts to the other ranks",
+    .file = "libcoll/src/algo/alltoallv.c",
+    .layout = LAYOUT_CIRCLE,
+};
+
 const algo_info_t *info_get(coll_kind_t kind, coll_algo_t algo) {
   if ((unsigned)algo >= COLL_ALGO_COUNT || algo == COLL_ALGO_AUTO) return NULL;
+  bool tree = algo == COLL_ALGO_TREE || algo == COLL_ALGO_HD;
+  if (kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER) {
+    if (!tree && algo != COLL_ALGO_MASTER) return NULL;
+    return kind == COLL_KIND_GATHER ? &gather_info[tree] : &scatter_info[tree];
+  }
+  if (kind == COLL_KIND_ALL_TO_ALLV) return algo == COLL_ALGO_RING ? &alltoallv_info : NULL;
   if (kind == COLL_KIND_BROADCAST) {
     /* hd builds the binomial tree too (recursive doubling is one). */
     return &broadcast_info[algo == COLL_ALGO_HD ? COLL_ALGO_TREE : algo];
@@ -131,10 +193,61 @@ size_t info_nseg(const trace_t *t) {
   return algo_div_up(p.count, seg);
 }
 
+/* Blocks in rank v's subtree of the binomial tree (gather.c). */
+static int subtree(int n, int v) {
+  if (v == 0) return n;
+  int low = v & -v;
+  return low < n - v ? low : n - v;
+}
+
+/* gather, scatter, all_to_allv: the steps promised (see info_expected_steps). */
+static long new_kind_steps(const trace_t *t, long nseg) {
+  int n = t->req.nranks;
+  if (t->req.collective == COLL_KIND_ALL_TO_ALLV) {
+    /* Round k (k = 0: the own blocks) counts when some rank moves data in it. */
+    long rounds = 0;
+    for (int k = 0; k < n; k++) {
+      bool moves = false;
+      for (int r = 0; r < n && !moves; r++)
+        moves = trace_alltoallv_count(&t->req, r, (r + k) % n) > 0;
+      rounds += moves;
+    }
+    return rounds;
+  }
+  if (n == 1) return 1;
+  if (t->req.algo == COLL_ALGO_MASTER) return nseg;
+  long k = (long)log2_ceil(n);
+  bool inner = false; /* a rank other than the root with children copies out at the end */
+  for (int v = 1; v < n; v++) inner |= subtree(n, v) > 1;
+  return t->req.collective == COLL_KIND_SCATTER && inner ? k + 1 : k;
+}
+
+/* gather, scatter, all_to_allv: the bytes promised (see info_expected_bytes). */
+static void new_kind_bytes(const trace_t *t, double *out) {
+  int n = t->req.nranks, root = t->req.root;
+  double S = (double)t->req.count * (double)t->esize;
+  for (int r = 0; r < n; r++) {
+    int v = (r - root + n) % n;
+    if (t->req.collective == COLL_KIND_ALL_TO_ALLV) {
+      for (int p = 0; p < n; p++)
+        if (p != r) out[r] += (double)trace_alltoallv_count(&t->req, r, p) * (double)t->esize;
+    } else if (t->req.algo == COLL_ALGO_MASTER) {
+      out[r] =
+          t->req.collective == COLL_KIND_GATHER ? (v == 0 ? 0 : S) : (v == 0 ? (n - 1) * S : 0);
+    } else {
+      out[r] = t->req.collective == COLL_KIND_GATHER ? (v == 0 ? 0 : subtree(n, v) * S)
+                                                     : (subtree(n, v) - 1) * S;
+    }
+  }
+}
+
 long info_expected_steps(const trace_t *t) {
   int n = t->req.nranks;
   long nseg = (long)info_nseg(t);
   if (t->req.count == 0) return 0;
+  if (t->req.collective == COLL_KIND_GATHER || t->req.collective == COLL_KIND_SCATTER ||
+      t->req.collective == COLL_KIND_ALL_TO_ALLV)
+    return new_kind_steps(t, nseg);
   if (t->req.collective == COLL_KIND_BROADCAST) {
     if (n == 1) return 0;
     switch (t->req.algo) {
@@ -167,6 +280,11 @@ void info_expected_bytes(const trace_t *t, double *out) {
   double S = (double)t->req.count * (double)t->esize;
   for (int r = 0; r < n; r++) out[r] = 0;
   if (n == 1 || t->req.count == 0) return;
+  if (t->req.collective == COLL_KIND_GATHER || t->req.collective == COLL_KIND_SCATTER ||
+      t->req.collective == COLL_KIND_ALL_TO_ALLV) {
+    new_kind_bytes(t, out);
+    return;
+  }
   for (int r = 0; r < n; r++) {
     if (t->req.collective == COLL_KIND_BROADCAST) {
       int v = (r - root + n) % n;

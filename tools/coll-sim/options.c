@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +24,18 @@ static const char *const help_sections[] = {
     "\n"
     "ALGO, all_reduce:  ring | tree (double binary tree) | hd (halving-doubling) | master\n"
     "ALGO, broadcast:   chain (= ring) | binomial (= tree, hd) | direct (= master)\n"
+    "ALGO, gather and scatter: direct (= master) | binomial (= tree, hd)\n"
+    "ALGO, all_to_allv: pairwise (= ring)\n"
     "\n"
     "options:\n"
     "  -n, --nranks N          number of ranks, 1..1024 (required)\n"
     "  -b, --bytes S           buffer size in bytes; suffixes K, M, G (x1024) allowed;\n"
     "                          a multiple of the element size (required)\n"
-    "  -c, --collective C      all_reduce (default) or broadcast\n"
-    "  -r, --root R            broadcast root, 0..N-1 (default 0)\n"
+    "  -c, --collective C      all_reduce (default), broadcast, gather, scatter or\n"
+    "                          all_to_allv (S is then the largest block: rank r sends rank\n"
+    "                          p ((r + 2p) mod 3) x S/2 bytes, so some pairs send nothing;\n"
+    "                          blocks lie in peer order, without gaps)\n"
+    "  -r, --root R            root of broadcast, gather and scatter, 0..N-1 (default 0)\n"
     "  -d, --dtype T           element type: int8 uint8 int32 uint32 int64 uint64 float16\n"
     "                          bfloat16 float32 float64 (default float32)\n"
     "  -s, --segment BYTES     pipelining unit (default: the algorithm's, 512K); suffixes\n"
@@ -53,6 +59,7 @@ static const char *const help_sections[] = {
     "                          0 shows all)\n"
     "      --svg FILE          write one SVG picture, one panel per step, ranks on a circle\n"
     "                          (or as a tree for tree), arrows labelled with the part sent\n"
+    "                          (--svg and --html: all_reduce and broadcast only)\n"
     "      --max-panels K      SVG: at most K panels; the middle steps are left out and the\n"
     "                          picture says which (default 24)\n"
     "      --html FILE         write one self-contained page (no network) that animates the\n"
@@ -62,6 +69,8 @@ static const char *const help_sections[] = {
     "                          by cell\n"
     "  -h, --help              show this help and exit\n"
     "\n",
+    "gather, scatter and all_to_allv name plain element ranges of the buffer each op uses\n"
+    "(a rank's own block, or the root's n blocks: block r at r x S).\n"
     "reading the table: step i lists, for every rank busy in that step, what it sends and\n"
     "receives. Ranges are named after the algorithm's parts: chunk (ring: n parts), block\n"
     "(hd: p parts), half (tree), segment (master, broadcast); \"segment 1 of chunk 2\" is\n"
@@ -121,23 +130,33 @@ static int parse_seconds(const char *text, double *out) {
   return 0;
 }
 
-static int parse_algo(const char *name, coll_kind_t kind, coll_algo_t *algo) {
+/* The collectives of kinds bit k (see parse_algo), for messages. */
+static const char *const kind_bit_names[] = {"all_reduce", "broadcast", "gather/scatter",
+                                             "all_to_allv"};
+
+/* -2: the name exists, for the collectives in *name_kinds only. */
+static int parse_algo(const char *name, coll_kind_t kind, coll_algo_t *algo, int *name_kinds) {
   static const struct {
     const char *name;
     coll_algo_t algo;
-    int kinds; /* bit 0: all_reduce, bit 1: broadcast */
+    int kinds; /* bit 0: all_reduce, 1: broadcast, 2: gather and scatter, 3: all_to_allv */
   } names[] = {
-      {.name = "ring", .algo = COLL_ALGO_RING, .kinds = 3},
-      {.name = "tree", .algo = COLL_ALGO_TREE, .kinds = 3},
-      {.name = "hd", .algo = COLL_ALGO_HD, .kinds = 3},
-      {.name = "master", .algo = COLL_ALGO_MASTER, .kinds = 3},
+      {.name = "ring", .algo = COLL_ALGO_RING, .kinds = 11},
+      {.name = "tree", .algo = COLL_ALGO_TREE, .kinds = 7},
+      {.name = "hd", .algo = COLL_ALGO_HD, .kinds = 7},
+      {.name = "master", .algo = COLL_ALGO_MASTER, .kinds = 7},
       {.name = "chain", .algo = COLL_ALGO_RING, .kinds = 2},
-      {.name = "binomial", .algo = COLL_ALGO_TREE, .kinds = 2},
-      {.name = "direct", .algo = COLL_ALGO_MASTER, .kinds = 2},
+      {.name = "binomial", .algo = COLL_ALGO_TREE, .kinds = 6},
+      {.name = "direct", .algo = COLL_ALGO_MASTER, .kinds = 6},
+      {.name = "pairwise", .algo = COLL_ALGO_RING, .kinds = 8},
   };
-  int bit = kind == COLL_KIND_BROADCAST ? 2 : 1;
+  int bit = kind == COLL_KIND_BROADCAST                             ? 2
+            : kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER ? 4
+            : kind == COLL_KIND_ALL_TO_ALLV                         ? 8
+                                                                    : 1;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(name, names[i].name) == 0) {
+      *name_kinds = names[i].kinds;
       if (!(names[i].kinds & bit)) return -2;
       *algo = names[i].algo;
       return 0;
@@ -292,23 +311,49 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
     cli->req.collective = COLL_KIND_ALL_REDUCE;
   else if (strcmp(collective, "broadcast") == 0)
     cli->req.collective = COLL_KIND_BROADCAST;
+  else if (strcmp(collective, "gather") == 0)
+    cli->req.collective = COLL_KIND_GATHER;
+  else if (strcmp(collective, "scatter") == 0)
+    cli->req.collective = COLL_KIND_SCATTER;
+  else if (strcmp(collective, "all_to_allv") == 0 || strcmp(collective, "alltoallv") == 0)
+    cli->req.collective = COLL_KIND_ALL_TO_ALLV;
   else
-    return bad("--collective: '%s' is neither all_reduce nor broadcast", collective);
+    return bad("--collective: '%s' is none of all_reduce, broadcast, gather, scatter, all_to_allv",
+               collective);
+  bool pictured =
+      cli->req.collective == COLL_KIND_ALL_REDUCE || cli->req.collective == COLL_KIND_BROADCAST;
+  if (!pictured && (cli->svg_path != NULL || cli->html_path != NULL))
+    return bad("--svg and --html draw all_reduce and broadcast only; use the table or --json");
   if (algo_name == NULL) return bad("ALGO is missing");
   if (strcmp(algo_name, "arena") == 0)
     return bad("'arena' is the single-host shared-memory all-reduce: the ranks copy into one "
                "shared segment and reduce there, no messages, no schedule; this simulator does "
                "not model it (force it in a real run with COLL_ALGO=arena or allreduce_bench -A "
                "arena; see docs/algorithms.md, 'Arena')");
-  int rc = parse_algo(algo_name, cli->req.collective, &cli->req.algo);
-  if (rc == -2) return bad("'%s' is a broadcast algorithm; add --collective broadcast", algo_name);
+  int name_kinds = 0;
+  int rc = parse_algo(algo_name, cli->req.collective, &cli->req.algo, &name_kinds);
+  if (rc == -2 && (name_kinds & (name_kinds - 1)) == 0) {
+    int k = 0;
+    while (!(name_kinds & (1 << k))) k++;
+    return bad("'%s' is an algorithm of %s; add --collective %s", algo_name, kind_bit_names[k],
+               k == 2 ? "gather (or scatter)" : kind_bit_names[k]);
+  }
+  if (rc == -2) {
+    char list[96] = "";
+    for (int k = 0; k < 4; k++)
+      if (name_kinds & (1 << k))
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "",
+                 kind_bit_names[k]);
+    return bad("'%s' is not a %s algorithm (it is one of %s: choose with --collective)", algo_name,
+               trace_collective_name(cli->req.collective), list);
+  }
   if (rc != 0) return bad("unknown ALGO '%s'", algo_name);
   if (n < 0) return bad("-n N (the number of ranks) is required");
   if (!have_bytes) return bad("--bytes S is required");
   cli->req.nranks = (int)n;
   if (root >= n) return bad("--root %ld: there are only %ld ranks", root, n);
-  if (cli->req.collective == COLL_KIND_ALL_REDUCE && root != 0)
-    return bad("--root applies to broadcast only");
+  if (!coll_kind_rooted(cli->req.collective) && root != 0)
+    return bad("--root applies to broadcast, gather and scatter only");
   cli->req.root = (int)root;
   size_t esize = algo_elem_size(cli->req.dtype);
   if (cli->req.bytes % esize != 0)

@@ -16,7 +16,20 @@ double report_predict(const trace_t *t, coll_algo_t algo) {
                       .nranks = t->req.nranks,
                       .root = t->req.root,
                       .segment_bytes = t->req.segment_bytes};
-  return algo_predict(algo, &p, &t->req.cost);
+  if (t->req.collective != COLL_KIND_ALL_TO_ALLV) return algo_predict(algo, &p, &t->req.cost);
+  /* all_to_allv: the busiest rank's prediction (each rank's own layout). */
+  size_t *v = malloc(4 * (size_t)p.nranks * sizeof *v);
+  double worst = v == NULL ? NAN : 0;
+  p.count = (size_t)p.nranks;
+  p.vcounts = v;
+  for (int r = 0; v != NULL && r < p.nranks; r++) {
+    trace_alltoallv_layout(&t->req, r, v);
+    p.rank = r;
+    double e = algo_predict(algo, &p, &t->req.cost);
+    if (e > worst) worst = e;
+  }
+  free(v);
+  return worst;
 }
 
 void report_time(double s, char *buf, size_t len) {
@@ -226,12 +239,17 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
   coll_algo_t best = COLL_ALGO_RING;
   double best_t = INFINITY;
   /* The arena (one host, shared memory, no schedule) is not simulated: named apart. */
+  int listed = 0;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_ARENA; a++) {
-    if (t->req.collective == COLL_KIND_BROADCAST && a == COLL_ALGO_HD) continue;
+    if ((t->req.collective == COLL_KIND_BROADCAST || t->req.collective == COLL_KIND_GATHER ||
+         t->req.collective == COLL_KIND_SCATTER) &&
+        a == COLL_ALGO_HD)
+      continue; /* the binomial tree again */
+    if (strcmp(trace_algo_name(t->req.collective, (coll_algo_t)a), "?") == 0) continue;
     double p = report_predict(t, (coll_algo_t)a);
     report_time(p, pt, sizeof pt);
-    fprintf(out, " %s %s%s", trace_algo_name(t->req.collective, (coll_algo_t)a), pt,
-            a + 1 < COLL_ALGO_ARENA ? "," : "");
+    fprintf(out, "%s %s %s", listed++ ? "," : "",
+            trace_algo_name(t->req.collective, (coll_algo_t)a), pt);
     if (p < best_t) best_t = p, best = (coll_algo_t)a;
   }
   fprintf(out, "\n  cheapest here: %s\n", trace_algo_name(t->req.collective, best));
@@ -283,11 +301,19 @@ int write_text(FILE *out, const cli_t *cli, const trace_t *t) {
   fprintf(out, "coll-sim: %s %s, %d ranks, %zu bytes (%s = %zu x %s)",
           trace_algo_name(q->collective, q->algo), trace_collective_name(q->collective), q->nranks,
           q->bytes, sb, q->count, trace_dtype_name(q->dtype));
-  if (q->collective == COLL_KIND_BROADCAST) fprintf(out, ", root %d", q->root);
+  if (coll_kind_rooted(q->collective)) fprintf(out, ", root %d", q->root);
   int half = strcmp(t->unit.name, "half") == 0;
-  fprintf(out, "\n  %zu %s%s of the buffer; %zu steps\n\n", t->unit.nparts,
-          half && t->unit.nparts != 1 ? "halve" : t->unit.name, t->unit.nparts == 1 ? "" : "s",
-          t->nsteps);
+  if (q->collective == COLL_KIND_ALL_TO_ALLV)
+    fprintf(out, "\n  rank r sends rank p ((r + 2p) mod 3) x %zu elements; %zu steps\n\n",
+            q->count / 2, t->nsteps);
+  else if (t->unit.nparts == 0)
+    fprintf(out, "\n  %s blocks of %zu elements, ranges in elements; %zu steps\n\n",
+            q->collective == COLL_KIND_GATHER ? "the root gathers" : "the root scatters", q->count,
+            t->nsteps);
+  else
+    fprintf(out, "\n  %zu %s%s of the buffer; %zu steps\n\n", t->unit.nparts,
+            half && t->unit.nparts != 1 ? "halve" : t->unit.name, t->unit.nparts == 1 ? "" : "s",
+            t->nsteps);
   if (cli->table) print_table(out, cli, t);
   print_matrix(out, t);
   print_ranks(out, t);

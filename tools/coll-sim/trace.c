@@ -3,6 +3,7 @@
  * replays the steps on per-element sets of ranks to show buffers filling up. */
 #include "trace.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +24,40 @@ const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
                                                          [COLL_ALGO_TREE] = "binomial",
                                                          [COLL_ALGO_HD] = "binomial",
                                                          [COLL_ALGO_MASTER] = "direct"};
+  /* gather and scatter (gather.c): direct or binomial; all_to_allv pairwise. */
+  static const char *const rooted[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
+                                                      [COLL_ALGO_TREE] = "binomial",
+                                                      [COLL_ALGO_HD] = "binomial",
+                                                      [COLL_ALGO_MASTER] = "direct"};
+  static const char *const pairwise[COLL_ALGO_COUNT] = {
+      [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "pairwise"};
   if ((unsigned)algo >= COLL_ALGO_COUNT) return "?";
-  const char *name = kind == COLL_KIND_BROADCAST ? broadcast[algo] : allreduce[algo];
+  const char *name = kind == COLL_KIND_BROADCAST                             ? broadcast[algo]
+                     : kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER ? rooted[algo]
+                     : kind == COLL_KIND_ALL_TO_ALLV                         ? pairwise[algo]
+                                                                             : allreduce[algo];
   return name != NULL ? name : "?";
 }
 
 const char *trace_collective_name(coll_kind_t kind) {
-  return kind == COLL_KIND_BROADCAST ? "broadcast" : "all_reduce";
+  return kind == COLL_KIND_ALL_REDUCE ? "all_reduce" : sched_kind_name(kind);
+}
+
+size_t trace_alltoallv_count(const sim_request_t *q, int from, int to) {
+  return (size_t)((from + 2 * to) % 3) * (q->count / 2);
+}
+
+void trace_alltoallv_layout(const sim_request_t *q, int r, size_t *v) {
+  int n = q->nranks;
+  size_t sat = 0, rat = 0;
+  for (int p = 0; p < n; p++) {
+    v[SCHED_V_SENDCOUNTS * n + p] = trace_alltoallv_count(q, r, p);
+    v[SCHED_V_RECVCOUNTS * n + p] = trace_alltoallv_count(q, p, r);
+    v[SCHED_V_SDISPLS * n + p] = sat;
+    v[SCHED_V_RDISPLS * n + p] = rat;
+    sat += v[SCHED_V_SENDCOUNTS * n + p];
+    rat += v[SCHED_V_RECVCOUNTS * n + p];
+  }
 }
 
 const char *trace_dtype_name(coll_dtype_t dtype) {
@@ -65,6 +93,9 @@ static unit_t choose_unit(const sim_request_t *q) {
       return (unit_t){
           .name = "half", .nparts = 2, .nsub = algo_div_up(algo_part_len(q->count, 2, 0), seg)};
   }
+  if (q->collective == COLL_KIND_GATHER || q->collective == COLL_KIND_SCATTER ||
+      q->collective == COLL_KIND_ALL_TO_ALLV)
+    return (unit_t){.name = "element", .nparts = 0}; /* plain ranges: buffers differ in size */
   size_t nseg = q->count == 0 ? 1 : algo_div_up(q->count, seg);
   return (unit_t){.name = "segment", .nparts = nseg, .seg_elems = seg};
 }
@@ -119,6 +150,10 @@ void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, siz
     snprintf(buf, len, "nothing");
     return;
   }
+  if (t->unit.nparts == 0) {
+    snprintf(buf, len, "elements %zu..%zu", off, off + count - 1);
+    return;
+  }
   size_t first, last;
   int whole;
   cover(t, off, count, &first, &last, &whole);
@@ -139,8 +174,11 @@ void trace_range_name(const trace_t *t, size_t off, size_t count, char *buf, siz
 }
 
 void trace_range_short(const trace_t *t, size_t off, size_t count, char *buf, size_t len) {
-  if (count == 0) {
-    snprintf(buf, len, "-");
+  if (count == 0 || t->unit.nparts == 0) {
+    if (count == 0)
+      snprintf(buf, len, "-");
+    else
+      snprintf(buf, len, "%zu..%zu", off, off + count - 1);
     return;
   }
   size_t first, last;
@@ -263,7 +301,23 @@ coll_status_t trace_build(const sim_request_t *req, trace_t *t) {
                       .root = req->root,
                       .segment_bytes = req->segment_bytes};
   sim_config_t cfg = {.dtype = req->dtype, .op = COLL_SUM, .record_events = 1};
-  coll_status_t st = sim_run_algo(req->algo, &p, &cfg, &t->res);
+  size_t **layouts = NULL, n4 = 4 * (size_t)req->nranks;
+  if (req->collective == COLL_KIND_ALL_TO_ALLV) {
+    p.count = (size_t)req->nranks; /* schedule.h: the length of each count array */
+    layouts = calloc((size_t)req->nranks, sizeof *layouts);
+    for (int r = 0; layouts != NULL && r < req->nranks; r++) {
+      layouts[r] = malloc(n4 * sizeof **layouts);
+      if (layouts[r] == NULL) break;
+      trace_alltoallv_layout(req, r, layouts[r]);
+    }
+    cfg.vcounts = (const size_t *const *)layouts;
+  }
+  bool ready = req->collective != COLL_KIND_ALL_TO_ALLV ||
+               (layouts != NULL && layouts[req->nranks - 1] != NULL);
+  coll_status_t st = ready ? sim_run_algo(req->algo, &p, &cfg, &t->res)
+                           : coll_error(COLL_ERR_NO_MEMORY, "coll-sim: out of memory");
+  for (int r = 0; layouts != NULL && r < req->nranks; r++) free(layouts[r]);
+  free(layouts);
   if (st != COLL_OK) return st;
   st = regroup(t);
   size_t n = (size_t)req->nranks;

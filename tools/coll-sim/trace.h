@@ -46,7 +46,8 @@ typedef struct {
   size_t first_local, nlocals;
 } tstep_t;
 
-/* How ranges are named: the buffer cut into `nparts` units called `name` ("chunk"). */
+/* How ranges are named: the buffer cut into `nparts` units called `name` ("chunk");
+ * nparts 0: plain element ranges (gather, scatter, all_to_allv). */
 typedef struct {
   const char *name;
   size_t nparts;
@@ -121,6 +122,12 @@ static inline const cell_state_t *replay_cell(const replay_t *rp, int nranks, si
 /* "ring", "chain", ... as used on the command line and in file names. */
 const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo);
 const char *trace_collective_name(coll_kind_t kind);
+/* all_to_allv's demonstration layout: elements rank `from` sends rank `to`,
+ * ((from + 2 to) mod 3) x count/2 (count: the largest block). */
+size_t trace_alltoallv_count(const sim_request_t *q, int from, int to);
+/* Rank r's layout of those blocks (schedule.h's SCHED_V_*; v holds 4 * nranks): in peer
+ * order, without gaps. */
+void trace_alltoallv_layout(const sim_request_t *q, int r, size_t *v);
 const char *trace_dtype_name(coll_dtype_t dtype);
 
 #endif

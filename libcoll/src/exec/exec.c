@@ -494,11 +494,17 @@ static void trace_end(exec_run_t *run, coll_status_t st) {
   if (!TRACE_ON(run->base->trace)) return;
   const coll_call_t *call = run->call;
   const sched_t *s = &run->entry->sched;
+  size_t count = call->count;
+  if (call->kind == COLL_KIND_ALL_TO_ALLV) { /* its count is nranks: record what it sends */
+    count = 0;
+    for (int p = 0; p < run->base->nranks; p++)
+      count += sched_v(call->vcounts, run->base->nranks, SCHED_V_SENDCOUNTS, p);
+  }
   trace_coll_t rec = {.kind = call->kind,
                       .dtype = call->dtype,
                       .op = call->op,
                       .root = call->root,
-                      .count = call->count,
+                      .count = count,
                       .elem_size = s->elem_size,
                       .path = coll_algo_name(s->algo),
                       .nsteps = s->nsteps,

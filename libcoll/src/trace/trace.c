@@ -482,7 +482,7 @@ void trace_coll_end_(trace_t *t, const trace_coll_t *c, coll_status_t status) {
   r->kind = (uint8_t)c->kind;
   r->buf = (uint8_t)c->dtype;
   r->src_buf = (uint8_t)c->op;
-  r->peer = c->kind == COLL_KIND_BROADCAST || c->kind == COLL_KIND_REDUCE ? c->root : -1;
+  r->peer = coll_kind_rooted((coll_kind_t)c->kind) ? c->root : -1;
   r->name = c->path;
   r->a = c->count;
   r->b = c->count * c->elem_size;
