@@ -257,6 +257,31 @@ static int p2p_refused(bufs_t *b) {
   return 0;
 }
 
+/* premul_sum refuses device buffers (no scaling kernel): COLL_ERR_UNSUPPORTED before any
+ * communication, on every reducing call form, and the communicator keeps working. */
+static int premul_refused(bufs_t *b) {
+  int rank = b->rank;
+  float scalar = 2.0f;
+  coll_op_t op;
+  COLL_OK_OR_FAIL(coll_op_create_premul_sum(b->comm, &scalar, COLL_FLOAT32, &op));
+  coll_status_t st[3] = {
+      coll_all_reduce(b->dsend, b->drecv, 4, COLL_FLOAT32, op, b->comm),
+      coll_reduce(b->dsend, b->drecv, 4, COLL_FLOAT32, op, 0, b->comm),
+      coll_reduce_scatter_stream(b->dsend, b->drecv, 1, COLL_FLOAT32, op, b->comm, NULL)};
+  for (int k = 0; k < 3; k++)
+    if (st[k] != COLL_ERR_UNSUPPORTED) {
+      fprintf(stderr, "rank %d: premul_sum on device buffers (call %d) gave %s, not unsupported\n",
+              rank, k, coll_status_name(st[k]));
+      return 1;
+    }
+  if (strstr(coll_last_error(), "premul_sum on device buffers") == NULL) {
+    fprintf(stderr, "rank %d: premul_sum refusal says '%s'\n", rank, coll_last_error());
+    return 1;
+  }
+  COLL_OK_OR_FAIL(coll_op_destroy(b->comm, op));
+  return 0;
+}
+
 /* The _stream forms with host buffers run like the blocking calls (with the NULL stream
  * here, so this part needs no GPU); inside a group they are refused. */
 static int host_stream_calls(coll_comm_t *comm, int rank, int n) {
@@ -317,6 +342,7 @@ static int rank_main(int rank, int n, void *arg) {
     if (rc == 0) rc = blocking_calls(&b);
     if (rc == 0) rc = stream_calls(&b);
     if (rc == 0 && n > 1) rc = p2p_refused(&b);
+    if (rc == 0) rc = premul_refused(&b);
     /* Host buffers still work after device calls. */
     if (rc == 0) rc = host_stream_calls(comm, rank, n);
     cudaFree(b.dsend);
