@@ -33,8 +33,19 @@ typedef struct {
 static const char *const transports[] = {"shm", "tcp"};
 
 static int start(const case_t *c, int rank, int nranks, coll_comm_t **comm) {
+  if (ct_init(&c->job, rank, nranks, comm) != 0) return 1; /* clears COLL_* first */
   unsetenv("COLL_P2P_EAGER_BYTES");
-  if (ct_init(&c->job, rank, nranks, comm) != 0) return 1;
+  return 0;
+}
+
+/* The same with the case's eager limit ("0": every non-empty message goes by rendezvous,
+ * RTS/CTS/DATA). ct_init leaves COLL_P2P_EAGER_BYTES alone. */
+static int start_eager(const case_t *c, int rank, int nranks, coll_comm_t **comm) {
+  if (c->eager == NULL) return start(c, rank, nranks, comm);
+  setenv("COLL_P2P_EAGER_BYTES", c->eager, 1);
+  int rc = ct_init(&c->job, rank, nranks, comm);
+  unsetenv("COLL_P2P_EAGER_BYTES");
+  if (rc != 0) return 1;
   return 0;
 }
 
@@ -84,7 +95,7 @@ enum { SMALL = 1000, LARGE = 3 << 20 };
 /* (a) Both ranks isend to each other, then irecv, then wait for all: small and large. */
 static int rank_exchange(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
-  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  if (start_eager(arg, rank, nranks, &comm) != 0) return 1;
   int peer = 1 - rank, bad = 0;
   const size_t sizes[] = {SMALL, LARGE, 0};
   for (int k = 0; k < 3; k++) {
@@ -105,7 +116,8 @@ static int rank_exchange(int rank, int nranks, void *arg) {
 }
 
 START_TEST(both_ranks_send_before_either_receives_without_deadlock) {
-  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]},
+              .eager = _i < 2 ? NULL : "0"};
   ck_assert_int_eq(mp_run(2, 60000, rank_exchange, &c), 0);
 }
 END_TEST
@@ -113,7 +125,7 @@ END_TEST
 /* (b) Rank 0 isends tags 1, 2, 3 (one large); rank 1 receives 3, 2, 1 (the first blocking). */
 static int rank_reverse_tags(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
-  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  if (start_eager(arg, rank, nranks, &comm) != 0) return 1;
   const size_t size[4] = {0, SMALL, LARGE, 77};
   int bad = 0;
   unsigned char *buf[4] = {NULL};
@@ -144,7 +156,8 @@ static int rank_reverse_tags(int rank, int nranks, void *arg) {
 }
 
 START_TEST(tags_received_in_reverse_order_of_sending_match_by_tag) {
-  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]},
+              .eager = _i < 2 ? NULL : "0"};
   ck_assert_int_eq(mp_run(2, 60000, rank_reverse_tags, &c), 0);
 }
 END_TEST
@@ -152,9 +165,9 @@ END_TEST
 /* Messages of one (sender, tag) arrive in order, eager and rendezvous mixed. */
 static int rank_in_order(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
-  if (start(arg, rank, nranks, &comm) != 0) return 1;
+  if (start_eager(arg, rank, nranks, &comm) != 0) return 1;
   enum { N = 12 };
-  size_t n = 200000; /* above the 64 KiB eager limit unless the case lowers nothing */
+  size_t n = 200000; /* above the default 64 KiB eager limit */
   int bad = 0;
   unsigned char *buf = malloc(n);
   for (int k = 0; k < N; k++) {
@@ -172,7 +185,8 @@ static int rank_in_order(int rank, int nranks, void *arg) {
 }
 
 START_TEST(messages_of_one_tag_arrive_in_the_order_sent) {
-  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i]}};
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]},
+              .eager = _i < 2 ? NULL : "0"};
   ck_assert_int_eq(mp_run(2, 60000, rank_in_order, &c), 0);
 }
 END_TEST
@@ -279,6 +293,13 @@ static int rank_with_collectives(int rank, int nranks, void *arg) {
   bad += ok(rank, "all_reduce_async",
             coll_all_reduce_async(x, x, 64, COLL_FLOAT32, COLL_SUM, comm, &ar));
   bad += ok(rank, "wait all_reduce", coll_request_wait(&ar));
+  /* Untagged point to point keeps its own order, beside the pending tagged calls. */
+  int32_t u_out = rank + 1000, u_in = -1;
+  bad += ok(rank, "group_start", coll_group_start(comm));
+  bad += ok(rank, "untagged send", coll_send(&u_out, 1, COLL_INT32, next, comm));
+  bad += ok(rank, "untagged recv", coll_recv(&u_in, 1, COLL_INT32, prev, comm));
+  bad += ok(rank, "group_end", coll_group_end(comm));
+  if (u_in != prev + 1000) bad++;
   bad += ok(rank, "barrier", coll_barrier(comm));
   bad += ok(rank, "recv big", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 3, comm, NULL));
   bad += check(in, LARGE, (unsigned)prev, rank, "after collectives");
@@ -564,9 +585,9 @@ int main(void) {
   Suite *s = suite_create("coll tagged");
   TCase *tc = tcase_create("tagged");
   tcase_set_timeout(tc, 150);
-  tcase_add_loop_test(tc, both_ranks_send_before_either_receives_without_deadlock, 0, 2);
-  tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 2);
-  tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 2);
+  tcase_add_loop_test(tc, both_ranks_send_before_either_receives_without_deadlock, 0, 4);
+  tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 4);
+  tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 4);
   tcase_add_loop_test(tc, receive_from_any_source_reports_each_sender, 0, 4);
   tcase_add_loop_test(
       tc, large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first, 0, 2);

@@ -175,6 +175,7 @@ static void accept_rts(tagged_t *t, tagged_op_t *r, int peer, uint64_t id) {
 
 static coll_status_t on_message(tagged_t *t, int peer, const wire_hdr_t *h, rx_target_t *target) {
   bool eager = h->kind == WIRE_EAGER;
+  bool inlined = eager && h->bytes <= WIRE_INLINE_MAX; /* the payload is here already */
   tagged_op_t *r = t->ops_head;
   while (r != NULL && !recv_matches(r, peer, h->tag)) r = r->next;
   if (r == NULL) {
@@ -190,24 +191,26 @@ static coll_status_t on_message(tagged_t *t, int peer, const wire_hdr_t *h, rx_t
                    .kind = h->kind,
                    .id = h->id,
                    .bytes = h->bytes,
-                   .ready = eager && h->bytes == 0,
+                   .ready = inlined,
                    .data = u->data};
+    if (inlined && h->bytes > 0) memcpy(u->data, h->inline_data, h->bytes);
     unexp_append(t, u);
-    if (eager && h->bytes > 0)
+    if (eager && !inlined)
       *target = (rx_target_t){.kind = RX_UNEXP, .u = u, .dst = u->data, .len = h->bytes};
     return COLL_OK;
   }
   if (r->bytes != h->bytes) {
     mismatch(t, r, peer, h->bytes);
     nack(t, peer, (int)h->tag, h->id, r->bytes);
-    return eager && h->bytes > 0 ? discard(h->bytes, target) : COLL_OK;
+    return eager && !inlined ? discard(h->bytes, target) : COLL_OK;
   }
   if (!eager) {
     accept_rts(t, r, peer, h->id);
     return COLL_OK;
   }
   r->source = peer;
-  if (h->bytes == 0) {
+  if (inlined) {
+    if (h->bytes > 0) memcpy(r->buf, h->inline_data, h->bytes);
     finish(t, r, COLL_OK);
     return COLL_OK;
   }
@@ -407,7 +410,9 @@ coll_status_t tagged_open(tagged_t **out, coll_base_t *base, const transport_set
   pthread_mutex_init(&t->mu, NULL);
   atomic_init(&t->stop, 0);
   atomic_init(&t->closing, 0);
-  st = transport_set_connect(setup, &t->set);
+  transport_setup_t quiet = *setup; /* the main set's INFO lines name each pair's transport */
+  quiet.quiet = true;
+  st = transport_set_connect(&quiet, &t->set);
   if (st == COLL_OK) st = wire_init(t);
   if (st != COLL_OK) {
     tagged_close(t);

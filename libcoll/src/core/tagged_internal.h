@@ -13,10 +13,13 @@
 
 #define WIRE_MAGIC 0x54414744u /* "TAGD" */
 
-/* Every message on a connection of the engine's set starts with a header; EAGER and DATA
- * are followed by a payload message of `bytes` bytes (none when 0). */
+/* Every message on a connection of the engine's set starts with a header (always
+ * sizeof(wire_hdr_t) bytes); EAGER and DATA are followed by a payload message of `bytes`
+ * bytes, except an EAGER one of at most WIRE_INLINE_MAX bytes, which travels inside its
+ * header (one message for a small send). */
+#define WIRE_INLINE_MAX 224
 enum {
-  WIRE_EAGER = 1, /* tag, bytes, id: a small message, its payload follows */
+  WIRE_EAGER = 1, /* tag, bytes, id: a small message, its payload follows (or is inline) */
   WIRE_RTS,       /* tag, bytes, id: a large message waits for a receive */
   WIRE_CTS,       /* id: the receive for the sender's message `id` is posted */
   WIRE_DATA,      /* id, bytes: the payload of message `id` follows */
@@ -29,6 +32,7 @@ typedef struct {
   int64_t tag;
   uint64_t bytes;
   uint64_t id;
+  unsigned char inline_data[WIRE_INLINE_MAX]; /* EAGER of at most WIRE_INLINE_MAX bytes */
 } wire_hdr_t;
 
 typedef enum {

@@ -107,17 +107,21 @@ coll_status_t wire_send(tagged_t *t, int peer, uint32_t kind, int64_t tag, uint6
                         tagged_op_t *complete_op) {
   wire_peer_t *w = &t->peers[peer];
   if (w->broken != COLL_OK) return coll_error(w->broken, "%s", w->broken_msg);
-  tx_entry_t *e = malloc(sizeof *e + (copy ? len : 0));
+  bool inlined = kind == WIRE_EAGER && len <= WIRE_INLINE_MAX; /* in the header */
+  tx_entry_t *e = malloc(sizeof *e + (copy && !inlined ? len : 0));
   if (e == NULL)
     return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a message of %zu bytes to rank %d",
                       len, peer);
   e->next = NULL;
   e->op = complete_op;
   e->hdr = (wire_hdr_t){.magic = WIRE_MAGIC, .kind = kind, .tag = tag, .bytes = bytes, .id = id};
-  if (copy && len > 0) memcpy(e->data, payload, len);
+  if (inlined && len > 0)
+    memcpy(e->hdr.inline_data, payload, len);
+  else if (copy && len > 0)
+    memcpy(e->data, payload, len);
   coll_status_t st = transport_post_send(w->conn, &e->hdr, sizeof e->hdr);
   if (st == COLL_OK) w->sends_posted++;
-  if (st == COLL_OK && len > 0) {
+  if (st == COLL_OK && len > 0 && !inlined) {
     st = transport_post_send(w->conn, copy ? e->data : payload, len);
     if (st == COLL_OK) w->sends_posted++;
   }

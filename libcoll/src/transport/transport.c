@@ -173,7 +173,7 @@ coll_status_t transport_set_connect(const transport_setup_t *setup, transport_se
     for (int peer = 0; peer < n; peer++)
       if (peers[peer]) set->conns[peer] = registry[k]->conn(set->groups[k], peer);
   }
-  if (COLL_LOG_ENABLED(COLL_LOG_INFO)) {
+  if (COLL_LOG_ENABLED(COLL_LOG_INFO) && !setup->quiet) {
     for (int peer = 0; peer < n; peer++)
       if (set->conns[peer] != NULL)
         coll_log(COLL_LOG_INFO, "peer %d (host %s): %s", peer, host_of(setup, peer),
