@@ -206,20 +206,27 @@ END_TEST
 
 /* Mismatches: variant 0 gather with rank 1's root different, 1 scatter with rank 1's
  * count different, 2 all_to_allv where rank 0 sends rank 1 three elements and rank 1
- * expects two. Every rank must fail with COLL_ERR_MISMATCH naming the ranks. */
+ * expects two, 3 all_to_allv against rank 1's all_to_all, 4 all_to_allv with rank 1's
+ * type different, 5 as 2 with blocks of several segments (100000 elements sent, 99999
+ * expected). Every rank must fail with COLL_ERR_MISMATCH naming the ranks. */
 static int rank_mismatch(int rank, int n, void *arg) {
   const case_t *c = arg;
   coll_comm_t *comm;
   if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
-  float a[64] = {0}, b[64] = {0};
+  enum { BIG = 100000 };
+  float *a = calloc(4 * BIG + 64, sizeof *a), *b = calloc(4 * BIG + 64, sizeof *b);
   size_t sc[4], sd[4], rc[4], rd[4];
   for (int p = 0; p < n; p++) {
     sc[p] = rc[p] = 2;
     sd[p] = rd[p] = (size_t)p * 4;
   }
   coll_status_t st;
-  const char *needle[3] = {"root 1", "scatter(float32, 5",
-                           "rank 0 sends 3 to rank 1, which expects 2"};
+  const char *needle[6] = {"root 1",
+                           "scatter(float32, 5",
+                           "rank 0 sends 3 to rank 1, which expects 2",
+                           "all_to_all(float32, 2)",
+                           "all_to_allv(int32, per-peer counts)",
+                           "rank 0 sends 100000 to rank 1, which expects 99999"};
   coll_barrier(comm);
   switch (c->variant) {
     case 0:
@@ -228,8 +235,23 @@ static int rank_mismatch(int rank, int n, void *arg) {
     case 1:
       st = coll_scatter(a, b, rank == 1 ? 5 : 2, COLL_FLOAT32, 0, comm);
       break;
-    default:
+    case 2:
       if (rank == 0) sc[1] = 3;
+      st = coll_all_to_allv(a, sc, sd, b, rc, rd, COLL_FLOAT32, comm);
+      break;
+    case 3:
+      st = rank == 1 ? coll_all_to_all(a, b, 2, COLL_FLOAT32, comm)
+                     : coll_all_to_allv(a, sc, sd, b, rc, rd, COLL_FLOAT32, comm);
+      break;
+    case 4:
+      st = coll_all_to_allv(a, sc, sd, b, rc, rd, rank == 1 ? COLL_INT32 : COLL_FLOAT32, comm);
+      break;
+    default:
+      for (int p = 0; p < n; p++) {
+        sc[p] = rc[p] = BIG - 1;
+        sd[p] = rd[p] = (size_t)p * BIG;
+      }
+      if (rank == 0) sc[1] = BIG;
       st = coll_all_to_allv(a, sc, sd, b, rc, rd, COLL_FLOAT32, comm);
   }
   int bad = 0;
@@ -242,6 +264,8 @@ static int rank_mismatch(int rank, int n, void *arg) {
   }
   coll_comm_abort(comm);
   coll_comm_destroy(comm);
+  free(a);
+  free(b);
   return bad;
 }
 
@@ -347,7 +371,7 @@ int main(void) {
                       4);
   tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs, 0,
                       3);
-  tcase_add_loop_test(tc, mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank, 0, 3);
+  tcase_add_loop_test(tc, mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank, 0, 6);
   tcase_add_test(tc, bad_arguments_are_refused_with_a_message_naming_the_rank_and_call);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
