@@ -433,7 +433,8 @@ START_TEST(an_unmatched_receive_times_out_naming_peer_and_tag) {
 END_TEST
 
 /* Rank 2 dies; rank 0's receive from it, rank 1's receive from any source and rank 1's
- * large send to it fail with COLL_ERR_REMOTE naming rank 2, well before the deadline. */
+ * large send to it fail with COLL_ERR_REMOTE naming rank 2, well before the deadline;
+ * the communicator is failed afterwards (async error, the next collective refused). */
 static int rank_killed(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
   if (start(arg, rank, nranks, &comm) != 0) return 1;
@@ -463,6 +464,13 @@ static int rank_killed(int rank, int nranks, void *arg) {
     fprintf(stderr, "rank %d: the dead peer was seen after %lld ms\n", rank, (long long)took);
     bad++;
   }
+  /* The communicator is failed now, as a collective meeting the dead peer leaves it. */
+  coll_status_t async_err = COLL_OK;
+  bad += ok(rank, "async error", coll_comm_get_async_error(comm, &async_err));
+  bad += expect(rank, "async error", async_err, COLL_ERR_REMOTE, words);
+  t0 = coll_now_ms();
+  bad += expect(rank, "barrier after", coll_barrier(comm), COLL_ERR_REMOTE, words);
+  if (coll_now_ms() - t0 > 1000) bad++;
   coll_comm_destroy(comm); /* a failed peer: destroy's status is not the point */
   return bad;
 }

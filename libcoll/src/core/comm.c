@@ -16,6 +16,8 @@
  *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
  *                      collrun sets it)
  *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (trace/trace.c) (unset)
+ *   COLL_P2P_EAGER_BYTES  tagged sends up to this many bytes are copied and complete at
+ *                      once; larger ones wait for their receive (tagged.c) (65536)
  * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
  * MASTER_PORT (launch_env.c). */
 #include <sched.h>

@@ -295,6 +295,7 @@ void tagged_on_broken(tagged_t *t, int peer) {
       coll_error(st, "rank %d: %s %s rank %d (tag %d): %s", t->base->rank, op->what, dir(op), peer,
                  op->tag, msg);
     if (op->unexp != NULL) op->unexp->op = NULL;
+    if (st == COLL_ERR_REMOTE) op->dead_peer = peer;
     finish(t, op, st);
   }
   /* What never fully arrived from peer will not: a large message's header, a payload
@@ -517,6 +518,7 @@ coll_status_t tagged_post(tagged_t *t, const char *what, bool send, void *buf, s
                       .buf = buf,
                       .bytes = bytes,
                       .source_out = source,
+                      .dead_peer = -1,
                       .state = OP_UNMATCHED,
                       .last_ns = coll_now_ns()};
   pthread_mutex_lock(&t->mu);
@@ -539,12 +541,17 @@ coll_status_t tagged_post(tagged_t *t, const char *what, bool send, void *buf, s
 
 /* ---- waiting ---- */
 
-static coll_status_t result(tagged_op_t *op) {
+/* The op's result on the caller's thread, which may use the store: a dead peer is then
+ * recorded and leaves the communicator failed, as a collective that met it would (the
+ * other ranks learn it through their failure watchers; base/failure.c). */
+static coll_status_t result(tagged_t *t, tagged_op_t *op) {
   coll_status_t st = op->status;
   if (st != COLL_OK)
     coll_error(st, "%s", op->message);
   else
     coll_error_clear();
+  if (op->dead_peer >= 0 && base_failed(t->base) == 0 && !atomic_load(&t->closing))
+    st = failure_conclude(t->base, st, op->dead_peer, false);
   free(op);
   return st;
 }
@@ -566,7 +573,7 @@ coll_status_t tagged_wait(tagged_t *t, tagged_op_t *op) {
     if (op->state != OP_DONE) transport_set_wait(t->set, WAIT_SLICE_MS);
     pthread_mutex_unlock(&t->mu);
   }
-  return result(op);
+  return result(t, op);
 }
 
 bool tagged_test(tagged_t *t, tagged_op_t *op, coll_status_t *status) {
@@ -574,7 +581,7 @@ bool tagged_test(tagged_t *t, tagged_op_t *op, coll_status_t *status) {
   progress(t);
   bool done = op->state == OP_DONE;
   pthread_mutex_unlock(&t->mu);
-  if (done) *status = result(op);
+  if (done) *status = result(t, op);
   return done;
 }
 

@@ -54,6 +54,7 @@ struct tagged_op {
   bool in_group; /* a blocking call inside a group: the group's list owns it too */
   int peer;      /* COLL_ANY_SOURCE for such receives */
   int source;    /* the matched sender (receives) */
+  int dead_peer; /* the peer whose death (COLL_ERR_REMOTE) failed it, else -1 */
   int tag;
   void *buf;
   size_t bytes;

@@ -206,12 +206,6 @@ bool wire_progress(tagged_t *t) {
         char msg[BASE_MESSAGE_MAX];
         snprintf(msg, sizeof msg, "%s", coll_last_error());
         wire_break(t, p, st, msg);
-        /* A dead peer leaves the communicator unusable, as a collective would find it
-         * (local only: this may be the background thread, which keeps off the store). */
-        if (st == COLL_ERR_REMOTE && !atomic_load(&t->closing)) {
-          coll_error(st, "rank %d: tagged point to point with rank %d: %s", t->base->rank, p, msg);
-          base_mark_failed(t->base, st);
-        }
         moved = true;
         break;
       }
