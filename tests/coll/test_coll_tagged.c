@@ -191,6 +191,125 @@ START_TEST(messages_of_one_tag_arrive_in_the_order_sent) {
 }
 END_TEST
 
+/* Many messages at once: every rank sends every other rank N messages over 4 tags with
+ * sizes from empty to rendezvous, all async; each receiver posts its receives in its own
+ * shuffled order (keeping the order within a (sender, tag)), plus receives from any
+ * source on tag 9. Every byte and every source is checked. */
+enum { STRESS_N = 24, STRESS_ANY = 6 };
+
+static size_t stress_size(int from, int to, int k) {
+  static const size_t sizes[] = {0, 8, 224, 225, 3000, 70000, 200000};
+  return sizes[(unsigned)(from * 7 + to * 3 + k * 5) % 7];
+}
+
+static unsigned stress_seed(int from, int to, int k) {
+  return (unsigned)(from * 1000 + to * 100 + k);
+}
+
+static int rank_stress(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (start_eager(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0, nreq = 0;
+  int npeers = nranks - 1, total = npeers * (STRESS_N + STRESS_ANY);
+  coll_request_t **req = calloc((size_t)total * 2, sizeof *req);
+  unsigned char **bufs = calloc((size_t)total * 2, sizeof *bufs);
+  int32_t *any_in = calloc((size_t)npeers * STRESS_ANY, sizeof *any_in);
+  int32_t *any_out = calloc(STRESS_ANY, sizeof *any_out);
+  int *any_src = calloc((size_t)npeers * STRESS_ANY, sizeof *any_src);
+  for (int to = 0; to < nranks; to++) {
+    if (to == rank) continue;
+    for (int k = 0; k < STRESS_N; k++) {
+      size_t n = stress_size(rank, to, k);
+      bufs[nreq] = malloc(n + 1);
+      fill(bufs[nreq], n, stress_seed(rank, to, k));
+      bad += ok(rank, "isend",
+                coll_send_tagged_async(bufs[nreq], n, COLL_UINT8, to, k % 4, comm, &req[nreq]));
+      nreq++;
+    }
+    for (int k = 0; k < STRESS_ANY; k++) {
+      any_out[k] = rank * 100 + k;
+      bad += ok(rank, "isend any",
+                coll_send_tagged_async(&any_out[k], 1, COLL_INT32, to, 9, comm, &req[nreq++]));
+    }
+  }
+  /* Receives: peers and tags interleaved by a rank-dependent stride, in order per tag. */
+  int first_recv = nreq, any_posted = 0;
+  int next_k[8][4] = {{0}};
+  for (int step = 0; step < npeers * STRESS_N; step++) {
+    int pick = (step * 5 + rank) % (npeers * 4);
+    int from = pick / 4, tag = pick % 4;
+    from += from >= rank;
+    for (int tries = 0; tries < npeers * 4 && next_k[from][tag] * 4 + tag >= STRESS_N; tries++) {
+      pick = (pick + 1) % (npeers * 4);
+      from = pick / 4 + (pick / 4 >= rank);
+      tag = pick % 4;
+    }
+    int k = next_k[from][tag]++ * 4 + tag;
+    size_t n = stress_size(from, rank, k);
+    bufs[nreq] = calloc(1, n + 1);
+    bad += ok(rank, "irecv",
+              coll_recv_tagged_async(bufs[nreq], n, COLL_UINT8, from, tag, comm, NULL, &req[nreq]));
+    nreq++;
+    if (step % 4 == 0 && any_posted < npeers * STRESS_ANY) {
+      bad += ok(rank, "irecv any",
+                coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm,
+                                       &any_src[any_posted], &req[nreq]));
+      bufs[nreq++] = NULL;
+      any_posted++;
+    }
+  }
+  while (any_posted < npeers * STRESS_ANY) {
+    bad += ok(rank, "irecv any",
+              coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm,
+                                     &any_src[any_posted], &req[nreq]));
+    bufs[nreq++] = NULL;
+    any_posted++;
+  }
+  for (int i = nreq - 1; i >= 0; i--) bad += ok(rank, "wait", coll_request_wait(&req[i]));
+  /* Check the data: replay the receive order. */
+  memset(next_k, 0, sizeof next_k);
+  int r = first_recv;
+  for (int step = 0; step < npeers * STRESS_N; step++) {
+    int pick = (step * 5 + rank) % (npeers * 4);
+    int from = pick / 4 + (pick / 4 >= rank), tag = pick % 4;
+    for (int tries = 0; tries < npeers * 4 && next_k[from][tag] * 4 + tag >= STRESS_N; tries++) {
+      pick = (pick + 1) % (npeers * 4);
+      from = pick / 4 + (pick / 4 >= rank);
+      tag = pick % 4;
+    }
+    int k = next_k[from][tag]++ * 4 + tag;
+    while (bufs[r] == NULL) r++;
+    bad += check(bufs[r], stress_size(from, rank, k), stress_seed(from, rank, k), rank, "stress");
+    r++;
+  }
+  int last[8];
+  for (int p = 0; p < 8; p++) last[p] = -1;
+  for (int i = 0; i < npeers * STRESS_ANY; i++) {
+    int src = any_src[i], k = any_in[i] % 100;
+    if (src < 0 || src >= nranks || src == rank || any_in[i] / 100 != src || k <= last[src]) {
+      fprintf(stderr, "rank %d: any source %d gave %d after %d\n", rank, src, (int)any_in[i],
+              src >= 0 && src < 8 ? last[src] : -2);
+      bad++;
+    } else {
+      last[src] = k;
+    }
+  }
+  for (int i = 0; i < nreq; i++) free(bufs[i]);
+  free(bufs);
+  free(req);
+  free(any_in);
+  free(any_out);
+  free(any_src);
+  return finish(comm, bad);
+}
+
+START_TEST(many_messages_over_several_tags_and_any_source_all_arrive_intact) {
+  case_t c = {.job = {.port = mp_free_port(), .transport = transports[_i % 2]},
+              .eager = _i < 2 ? NULL : "0"};
+  ck_assert_int_eq(mp_run(3, 90000, rank_stress, &c), 0);
+}
+END_TEST
+
 /* (c) Every other rank sends to rank 0, which receives from any source: twice per sender,
  * once blocking and once async, and the source is reported. */
 static int rank_any_source(int rank, int nranks, void *arg) {
@@ -597,6 +716,7 @@ int main(void) {
   tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 4);
   tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 4);
   tcase_add_loop_test(tc, receive_from_any_source_reports_each_sender, 0, 4);
+  tcase_add_loop_test(tc, many_messages_over_several_tags_and_any_source_all_arrive_intact, 0, 4);
   tcase_add_loop_test(
       tc, large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first, 0, 2);
   tcase_add_loop_test(tc, collectives_issued_after_pending_tagged_calls_complete, 0, 4);
