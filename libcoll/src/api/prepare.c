@@ -52,8 +52,14 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
   }
   bool reduces = coll_kind_reduces(call->kind);
   const char *op = !reduces ? "" : call->premul ? "premul_sum" : coll_op_name(call->op);
+  size_t shown = call->count; /* all_to_allv's count is nranks: show the elements it sends */
+  if (call->kind == COLL_KIND_ALL_TO_ALLV) {
+    shown = 0;
+    for (int q = 0; q < comm->base.nranks; q++)
+      shown += sched_v(call->vcounts, comm->base.nranks, SCHED_V_SENDCOUNTS, q);
+  }
   coll_log(
-      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, call->count,
+      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, shown,
       coll_dtype_name(call->dtype), reduces ? " " : "", op,
       coll_algo_name(call->algo),
       pc->windows.send != NULL   ? " (zero-copy window: buffers from coll_mem_alloc)"
