@@ -408,7 +408,7 @@ COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, coll_request_t **re
  * same byte count. Not collective (not fingerprinted). A send or receive to oneself (peer
  * == this rank) is refused with COLL_ERR_INVALID_ARGUMENT. A send may wait for the
  * matching receive, and requests (these included) run one at a time in issue order:
- * exchanges in both directions belong in a group. */
+ * exchanges in both directions belong in a group (the tagged calls below need none). */
 COLL_API coll_status_t coll_send(const void *buf, size_t count, coll_dtype_t dtype, int peer,
                                  coll_comm_t *comm);
 COLL_API coll_status_t coll_recv(void *buf, size_t count, coll_dtype_t dtype, int peer,
