@@ -1,0 +1,119 @@
+/* Internals of libnccl.so.2 (the NCCL API on coll.h): the communicator wrapper, the
+ * status and type mapping, the thread's group, and the export macro that gives every
+ * function its ncclX and pncclX names. */
+#ifndef NCCL_INTERNAL_H
+#define NCCL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "coll.h"
+#include "nccl.h"
+
+/* NCCL_EXPORT(ret, name, params) { body }: defines pncclX (strong, exported) and ncclX, a
+ * weak alias of it, as NCCL does (a profiler may define ncclX and call pncclX). */
+#define NCCL_EXPORT_STR(x) #x
+#define NCCL_EXPORT(ret, name, params)                                                           \
+  __attribute__((visibility("default"))) ret p##name params;                                     \
+  __attribute__((visibility("default"), weak, alias(NCCL_EXPORT_STR(p##name)))) ret name params; \
+  ret p##name params
+
+enum { NCCL_COMM_MAGIC = 0x6e63636c, NCCL_MAX_PREMUL_OPS = 64, NCCL_ERROR_MAX = 1024 };
+
+/* One premul-sum operator of a communicator: the ncclRedOp_t handed out is
+ * ncclNumOps + its index. */
+typedef struct {
+  bool used;
+  coll_op_t coll_op; /* libcoll's operator, scalar read at creation */
+  ncclDataType_t dtype;
+} nccl_premul_t;
+
+struct ncclComm {
+  unsigned magic;
+  coll_comm_t *coll; /* NULL until the init completes */
+  int rank, nranks, device;
+  /* ncclInProgress while a non-blocking or grouped init runs, then its result. */
+  _Atomic int init_result;
+  pthread_t init_thread;
+  bool init_thread_started;
+  ncclUniqueId id; /* kept for a deferred init */
+  int timeout_ms;
+  bool finalized;
+  pthread_mutex_t error_lock;
+  char last_error[NCCL_ERROR_MAX]; /* the message of this communicator's last failure */
+  nccl_premul_t premul[NCCL_MAX_PREMUL_OPS];
+};
+
+/* ---- errors.c ---- */
+/* libcoll's status as NCCL's result code. */
+ncclResult_t nccl_result(coll_status_t status);
+/* Record a failure: coll_last_error()'s text (or the formatted one) becomes the thread's
+ * and comm's (may be NULL) last error. Returns result. */
+ncclResult_t nccl_fail_coll(ncclComm_t comm, coll_status_t status);
+__attribute__((format(printf, 3, 4))) ncclResult_t nccl_fail(ncclComm_t comm, ncclResult_t result,
+                                                             const char *fmt, ...);
+/* The communicator if it is one this library made and whose init finished; otherwise the
+ * error (named with `what`) as a result. */
+ncclResult_t nccl_check_comm(ncclComm_t comm, const char *what);
+
+/* ---- types.c ---- */
+/* NCCL's type as libcoll's; ncclInvalidArgument (recorded) for fp8 and unknown values. */
+ncclResult_t nccl_dtype(ncclComm_t comm, ncclDataType_t in, coll_dtype_t *out, const char *what);
+/* NCCL's operator as libcoll's (built-ins and this communicator's premul ops). */
+ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t in, ncclDataType_t dtype, coll_op_t *out,
+                     const char *what);
+
+/* ---- group.c ---- */
+/* A call the thread's group defers to ncclGroupEnd, or runs now outside a group. */
+typedef enum {
+  NCCL_CALL_INIT,
+  NCCL_CALL_ALL_REDUCE,
+  NCCL_CALL_BROADCAST,
+  NCCL_CALL_REDUCE,
+  NCCL_CALL_ALL_GATHER,
+  NCCL_CALL_REDUCE_SCATTER,
+  NCCL_CALL_ALL_TO_ALL,
+  NCCL_CALL_GATHER,
+  NCCL_CALL_SCATTER,
+  NCCL_CALL_SEND,
+  NCCL_CALL_RECV,
+} nccl_call_kind_t;
+
+typedef struct {
+  nccl_call_kind_t kind;
+  ncclComm_t comm;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  coll_dtype_t dtype;
+  coll_op_t op;
+  int root; /* or the peer of a send/receive */
+  cudaStream_t stream;
+} nccl_call_t;
+
+/* Run the call now (outside a group) or record it for ncclGroupEnd. */
+ncclResult_t nccl_submit(const nccl_call_t *call);
+/* 1 inside ncclGroupStart/End on this thread. */
+bool nccl_in_group(void);
+/* Run one call now on its communicator (used by the group and by nccl_submit). */
+ncclResult_t nccl_run_call(const nccl_call_t *call);
+
+/* ---- memory.c ---- */
+/* Copy bytes from src to dst in the order of stream: a device copy queued on it, or for
+ * host memory a memcpy once the stream's earlier work is done. */
+coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void *stream);
+
+/* ---- init.c ---- */
+/* The init of comm (blocking), from its stored id and rank. */
+ncclResult_t nccl_init_now(ncclComm_t comm);
+/* Wait for a non-blocking init's thread, if there is one. */
+void nccl_join_init(ncclComm_t comm);
+/* Free the wrapper (not its libcoll communicator). */
+void nccl_comm_free(ncclComm_t comm);
+
+/* ---- destroy.c ---- */
+/* Record that child was split from parent: parent's destroy waits for child's. */
+bool nccl_closer_add_child(coll_comm_t *child, coll_comm_t *parent);
+
+#endif

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# nccl-tests 2.19.6 (NVIDIA's source, unchanged, from ../shared/nccl-tests) built against
+# our nccl.h and libnccl.so.2 with nvcc and Open MPI: proof that a real NCCL client
+# compiles and links against this library (running it needs a GPU: tests/gpu/run.sh).
+#   build_nccl_tests.sh BUILD_DIR SOURCE_ROOT [OUT_DIR]
+# Exit 77 (meson's skip) only when nvcc or the archive is missing, saying which.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+root=$(cd "$2" && pwd)
+out=${3:-$build/nccl-tests}
+archive=${NCCL_TESTS_ARCHIVE:-$root/../shared/nccl-tests/nccl-tests-2.19.6.tar.gz}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+mpi=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
+[ -x "$cuda/bin/nvcc" ] || { echo "skipped: no nvcc in $cuda/bin"; exit 77; }
+[ -f "$archive" ] || { echo "skipped: $archive not found"; exit 77; }
+[ -f "$mpi/include/mpi.h" ] || { echo "Open MPI headers missing in $mpi/include (libopenmpi-dev)"; exit 1; }
+
+# NCCL_HOME as nccl-tests expects it: include/nccl.h and lib/libnccl.so.
+home=$out/nccl-home
+rm -rf "$out"
+mkdir -p "$home/include" "$home/lib"
+cp "$root/nccl/include/nccl.h" "$home/include/"
+cp "$build/nccl/libnccl.so.2.27.7" "$home/lib/"
+ln -s libnccl.so.2.27.7 "$home/lib/libnccl.so.2"
+ln -s libnccl.so.2 "$home/lib/libnccl.so"
+tar xzf "$archive" -C "$out"
+src=$out/nccl-tests-2.19.6
+# One GPU architecture (sm_90, the H200 of the GPU check) keeps the build to minutes.
+make -C "$src" -j2 MPI=1 MPI_HOME="$mpi" CUDA_HOME="$cuda" NCCL_HOME="$home" \
+  NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$out/make.log" 2>&1 || {
+  tail -40 "$out/make.log"
+  exit 1
+}
+n=0
+for t in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf \
+  alltoall_perf gather_perf scatter_perf reduce_perf; do
+  exe=$src/build/$t
+  [ -x "$exe" ] || { echo "$t was not built"; exit 1; }
+  # It must load our library (nothing else called libnccl) and find every symbol.
+  LD_LIBRARY_PATH="$home/lib:${LD_LIBRARY_PATH:-}" ldd -r "$exe" >"$out/$t.ldd" 2>&1
+  if grep -q "undefined symbol" "$out/$t.ldd"; then grep "undefined symbol" "$out/$t.ldd"; exit 1; fi
+  grep -q "libnccl.so.2 => $home/lib/libnccl.so.2" "$out/$t.ldd" || {
+    echo "$t does not load $home/lib/libnccl.so.2:"; cat "$out/$t.ldd"; exit 1; }
+  n=$((n + 1))
+done
+echo "nccl-tests: $n programs built against libcoll's nccl.h and linked to its libnccl.so.2 ($src/build)"

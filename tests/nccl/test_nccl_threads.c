@@ -1,0 +1,100 @@
+/* libnccl.so.2 with several ranks in one process, driven by one thread, as nccl-tests
+ * drives its GPUs: ncclCommInitAll, and ncclGroupStart + one ncclCommInitRank per rank +
+ * ncclGroupEnd; then collectives and a ring of sends and receives issued for every rank
+ * inside one group, which must run side by side rather than wait for each other. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl.h"
+
+enum { MAX_RANKS = 4, COUNT = 1000 };
+
+static void expect_ok(ncclResult_t r, const char *what) {
+  ck_assert_msg(r == ncclSuccess, "%s: %s (%s)", what, ncclGetErrorString(r),
+                ncclGetLastError(NULL));
+}
+
+/* One group: an all-reduce on every rank, then one sends to the next, all at once. */
+static void use_the_clique(ncclComm_t *comms, int n) {
+  static float data[MAX_RANKS][COUNT], ring_in[MAX_RANKS][COUNT];
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < COUNT; i++) data[r][i] = (float)(r + i % 7);
+  expect_ok(ncclGroupStart(), "group start");
+  for (int r = 0; r < n; r++)
+    expect_ok(ncclAllReduce(data[r], data[r], COUNT, ncclFloat32, ncclSum, comms[r], NULL),
+              "all_reduce in a group");
+  expect_ok(ncclGroupEnd(), "group end");
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < COUNT; i++) {
+      float want = (float)(n * (n - 1) / 2 + n * (i % 7));
+      ck_assert_msg(data[r][i] == want, "rank %d [%d]: %g, want %g", r, i, data[r][i], want);
+    }
+  if (n < 2) return;
+  expect_ok(ncclGroupStart(), "group start");
+  for (int r = 0; r < n; r++) {
+    expect_ok(ncclSend(data[r], COUNT, ncclFloat32, (r + 1) % n, comms[r], NULL), "send");
+    expect_ok(ncclRecv(ring_in[r], COUNT, ncclFloat32, (r + n - 1) % n, comms[r], NULL), "recv");
+  }
+  expect_ok(ncclGroupEnd(), "group end");
+  for (int r = 0; r < n; r++)
+    ck_assert_msg(memcmp(ring_in[r], data[(r + n - 1) % n], sizeof ring_in[r]) == 0,
+                  "rank %d received other data", r);
+  for (int r = 0; r < n; r++) {
+    int count = 0, me = -1;
+    expect_ok(ncclCommCount(comms[r], &count), "count");
+    expect_ok(ncclCommUserRank(comms[r], &me), "user rank");
+    ck_assert_int_eq(count, n);
+    ck_assert_int_eq(me, r);
+  }
+}
+
+START_TEST(comm_init_all_makes_a_working_clique) {
+  int n = _i;
+  ncclComm_t comms[MAX_RANKS] = {0};
+  expect_ok(ncclCommInitAll(comms, n, NULL), "ncclCommInitAll");
+  use_the_clique(comms, n);
+  for (int r = 0; r < n; r++) expect_ok(ncclCommDestroy(comms[r]), "destroy");
+}
+END_TEST
+
+START_TEST(grouped_inits_from_one_thread_complete_together) {
+  int n = _i;
+  ncclUniqueId id;
+  expect_ok(ncclGetUniqueId(&id), "id");
+  ncclComm_t comms[MAX_RANKS] = {0};
+  expect_ok(ncclGroupStart(), "group start");
+  for (int r = 0; r < n; r++) expect_ok(ncclCommInitRank(&comms[r], n, id, r), "init in group");
+  expect_ok(ncclGroupEnd(), "group end");
+  use_the_clique(comms, n);
+  for (int r = 0; r < n; r++) expect_ok(ncclCommDestroy(comms[r]), "destroy");
+}
+END_TEST
+
+START_TEST(init_all_refuses_bad_arguments) {
+  ncclComm_t comms[2];
+  ck_assert_int_eq(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ndev"));
+}
+END_TEST
+
+static Suite *threads_suite(void) {
+  Suite *s = suite_create("nccl threads");
+  TCase *tc = tcase_create("one process");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, comm_init_all_makes_a_working_clique, 1, MAX_RANKS + 1);
+  tcase_add_loop_test(tc, grouped_inits_from_one_thread_complete_together, 1, MAX_RANKS + 1);
+  tcase_add_test(tc, init_all_refuses_bad_arguments);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(threads_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
