@@ -1,0 +1,257 @@
+// ProcessGroupColl's joining and its all-reduce family: broadcast, all_reduce (and the
+// coalesced form), reduce, barrier and monitored_barrier, each one libcoll call.
+#include "process_group_coll.hpp"
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+
+#include <climits>
+#include <cstring>
+
+#include "dtype_map.hpp"
+#include "tensor_args.hpp"
+#include "torch_coll_config.h"
+
+namespace torch_coll {
+
+namespace {
+
+// The key, in the group's PrefixStore, under which rank 0 leaves the group's unique id.
+constexpr const char *kUniqueIdKey = "torch_coll/unique_id";
+
+int clamp_ms(std::chrono::milliseconds timeout) {
+  int64_t ms = timeout.count();
+  if (ms <= 0) return 0;  // libcoll's default (COLL_TIMEOUT_MS)
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+coll_comm_t *join_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                        std::chrono::milliseconds timeout) {
+  TORCH_CHECK(store, "coll: rank ", rank, ": init: no store");
+  TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "coll: rank ", rank, ": init: invalid rank ",
+              rank, " for group size ", size);
+  coll_unique_id_t id;
+  if (rank == 0) {
+    coll_status_t status = coll_get_unique_id(&id);
+    TORCH_CHECK(status == COLL_OK, coll_failure_text(rank, "init (coll_get_unique_id)", status));
+    store->set(kUniqueIdKey, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+  } else {
+    try {
+      store->wait({kUniqueIdKey}, timeout);
+    } catch (const std::exception &e) {
+      TORCH_CHECK(false, "coll: rank ", rank, ": init: rank 0's unique id did not arrive in the ",
+                  "store within ", timeout.count(), " ms: ", e.what());
+    }
+    std::vector<uint8_t> bytes = store->get(kUniqueIdKey);
+    TORCH_CHECK(bytes.size() == sizeof id.internal, "coll: rank ", rank,
+                ": init: the unique id in the store has ", bytes.size(), " bytes, expected ",
+                sizeof id.internal);
+    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
+  }
+  coll_comm_t *comm = nullptr;
+  coll_status_t status = coll_comm_init_rank(&comm, size, id, rank, clamp_ms(timeout));
+  TORCH_CHECK(status == COLL_OK, coll_failure_text(rank, "init (coll_comm_init_rank)", status));
+  return comm;
+}
+
+#if TORCH_COLL_HAVE_PREMUL
+// The PREMUL_SUM factor in the reduced dtype, as coll_op_create_premul_sum reads it.
+struct Scalar {
+  unsigned char bytes[8];
+};
+Scalar scalar_in(coll_dtype_t dtype, double value) {
+  Scalar s;
+  std::memset(s.bytes, 0, sizeof s.bytes);
+  auto put = [&s](auto v) { std::memcpy(s.bytes, &v, sizeof v); };
+  switch (dtype) {
+    case COLL_FLOAT16:
+      put(c10::Half(static_cast<float>(value)));
+      break;
+    case COLL_BFLOAT16:
+      put(c10::BFloat16(static_cast<float>(value)));
+      break;
+    case COLL_FLOAT32:
+      put(static_cast<float>(value));
+      break;
+    case COLL_FLOAT64:
+      put(value);
+      break;
+    case COLL_INT8:
+      put(static_cast<int8_t>(value));
+      break;
+    case COLL_UINT8:
+      put(static_cast<uint8_t>(value));
+      break;
+    case COLL_INT32:
+      put(static_cast<int32_t>(value));
+      break;
+    default:
+      put(static_cast<int64_t>(value));
+      break;
+  }
+  return s;
+}
+#endif
+
+}  // namespace
+
+ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), timeout_(timeout) {
+  coll_comm_t *comm = join_group(store, rank, size, timeout);
+  worker_ = std::make_unique<CommWorker>(comm, rank, timeout);
+}
+
+ProcessGroupColl::~ProcessGroupColl() { worker_.reset(); }
+
+c10::intrusive_ptr<BackendBase> ProcessGroupColl::create(
+    const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+    const std::chrono::duration<float> &timeout) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  return c10::make_intrusive<ProcessGroupColl>(store, rank, size, ms);
+}
+
+c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const char *call,
+                                                       std::vector<at::Tensor> outputs,
+                                                       StartFn start, std::function<void()> finish,
+                                                       bool blocking,
+                                                       std::function<void(coll_comm_t *)> cleanup) {
+  auto job = std::make_unique<Job>();
+  job->call = call;
+  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs));
+  job->start = std::move(start);
+  job->finish = std::move(finish);
+  job->blocking = blocking;
+  job->cleanup = std::move(cleanup);
+  c10::intrusive_ptr<WorkColl> work = job->work;
+  worker_->submit(std::move(job));
+  return work;
+}
+
+// root < 0: all-reduce; otherwise reduce to root.
+c10::intrusive_ptr<WorkColl> ProcessGroupColl::reduce_buffer(c10d::OpType type, const char *call,
+                                                             at::Tensor buffer,
+                                                             const c10d::ReduceOp &op, int root,
+                                                             std::vector<at::Tensor> outputs,
+                                                             std::function<void()> finish) {
+  const ReducePlan plan = plan_reduction(getRank(), call, buffer.scalar_type(), op);
+  const size_t count = static_cast<size_t>(buffer.numel() * plan.reals_per_element);
+  // The PREMUL_SUM op libcoll makes for this call, released after it.
+  auto made = std::make_shared<std::pair<bool, coll_op_t>>(false, plan.op);
+  StartFn start = [buffer, count, plan, root, made](coll_comm_t *comm, coll_request_t **request,
+                                                    int *) {
+    coll_op_t op = plan.op;
+#if TORCH_COLL_HAVE_PREMUL
+    if (plan.premul) {
+      Scalar factor = scalar_in(plan.dtype, plan.premul_factor);
+      coll_status_t status = coll_op_create_premul_sum(comm, factor.bytes, plan.dtype, &op);
+      if (status != COLL_OK) return status;
+      *made = {true, op};
+    }
+#endif
+    void *data = buffer.data_ptr();
+    if (root < 0) return coll_all_reduce_async(data, data, count, plan.dtype, op, comm, request);
+    return coll_reduce_async(data, data, count, plan.dtype, op, root, comm, request);
+  };
+  std::function<void(coll_comm_t *)> cleanup;
+#if TORCH_COLL_HAVE_PREMUL
+  if (plan.premul)
+    cleanup = [made](coll_comm_t *comm) {
+      if (made->first) coll_op_destroy(comm, made->second);
+    };
+#endif
+  return enqueue(type, call, std::move(outputs), std::move(start), std::move(finish), false,
+                 std::move(cleanup));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupColl::allreduce(std::vector<at::Tensor> &tensors,
+                                                           const c10d::AllreduceOptions &opts) {
+  const at::Tensor &tensor = single_tensor(getRank(), "all_reduce", tensors);
+  Staged staged(tensor);
+  return reduce_buffer(c10d::OpType::ALLREDUCE, "all_reduce", staged.buffer, opts.reduceOp, -1,
+                       tensors, [staged] { staged.copy_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupColl::allreduce_coalesced(
+    std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) {
+  const char *call = "all_reduce_coalesced";
+  TORCH_COLL_CHECK(!tensors.empty(), getRank(), call, "needs at least one tensor");
+  for (const at::Tensor &t : tensors) {
+    check_tensor(getRank(), call, t);
+    TORCH_COLL_CHECK(t.scalar_type() == tensors[0].scalar_type(), getRank(), call,
+                     "all tensors must have the same dtype (", t.scalar_type(), " and ",
+                     tensors[0].scalar_type(), ")");
+    TORCH_COLL_CHECK(t.device() == tensors[0].device(), getRank(), call,
+                     "all tensors must be on the same device");
+  }
+  std::vector<at::Tensor> flat_parts;
+  for (const at::Tensor &t : tensors) flat_parts.push_back(t.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  std::vector<at::Tensor> outputs = tensors;
+  auto finish = [flat, outputs] {
+    int64_t offset = 0;
+    for (const at::Tensor &t : outputs) {
+      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  };
+  return reduce_buffer(c10d::OpType::ALLREDUCE_COALESCED, call, flat, opts.reduceOp, -1, outputs,
+                       finish);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupColl::reduce(std::vector<at::Tensor> &tensors,
+                                                        const c10d::ReduceOptions &opts) {
+  const at::Tensor &tensor = single_tensor(getRank(), "reduce", tensors);
+  check_root(getRank(), getSize(), "reduce", opts.rootRank);
+  TORCH_COLL_CHECK(opts.rootTensor == 0, getRank(), "reduce", "invalid root tensor ",
+                   opts.rootTensor);
+  Staged staged(tensor);
+  return reduce_buffer(c10d::OpType::REDUCE, "reduce", staged.buffer, opts.reduceOp,
+                       static_cast<int>(opts.rootRank), tensors, [staged] { staged.copy_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupColl::broadcast(std::vector<at::Tensor> &tensors,
+                                                           const c10d::BroadcastOptions &opts) {
+  const at::Tensor &tensor = single_tensor(getRank(), "broadcast", tensors);
+  check_root(getRank(), getSize(), "broadcast", opts.rootRank);
+  TORCH_COLL_CHECK(opts.rootTensor == 0, getRank(), "broadcast", "invalid root tensor ",
+                   opts.rootTensor);
+  Staged staged(tensor);
+  const int root = static_cast<int>(opts.rootRank);
+  const WireType wire = wire_type(tensor.scalar_type());
+  const size_t count = wire.count(byte_count(tensor));
+  at::Tensor buffer = staged.buffer;
+  StartFn start = [buffer, count, wire, root](coll_comm_t *comm, coll_request_t **request, int *) {
+    return coll_broadcast_async(buffer.data_ptr(), count, wire.dtype, root, comm, request);
+  };
+  return enqueue(c10d::OpType::BROADCAST, "broadcast", tensors, std::move(start),
+                 [staged] { staged.copy_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupColl::barrier(const c10d::BarrierOptions &) {
+  StartFn start = [](coll_comm_t *comm, coll_request_t **request, int *) {
+    return coll_barrier_async(comm, request);
+  };
+  return enqueue(c10d::OpType::BARRIER, "barrier", {}, std::move(start), nullptr);
+}
+
+// A barrier under the given deadline: a rank that does not arrive fails it on every rank
+// with libcoll's message naming the awaited peer. Like any libcoll timeout, that failure
+// ends the group (later calls raise it too).
+void ProcessGroupColl::monitoredBarrier(const c10d::BarrierOptions &opts, bool) {
+  const int group_ms = clamp_ms(timeout_);
+  const int barrier_ms = opts.timeout.count() > 0 ? clamp_ms(opts.timeout) : group_ms;
+  StartFn start = [group_ms, barrier_ms](coll_comm_t *comm, coll_request_t **, int *) {
+    coll_status_t status = coll_comm_set_timeout(comm, barrier_ms);
+    if (status != COLL_OK) return status;
+    status = coll_barrier(comm);
+    if (status == COLL_OK) status = coll_comm_set_timeout(comm, group_ms);
+    return status;
+  };
+  c10::intrusive_ptr<WorkColl> work =
+      enqueue(c10d::OpType::BARRIER, "monitored_barrier", {}, std::move(start), nullptr, true);
+  work->wait();
+}
+
+}  // namespace torch_coll
