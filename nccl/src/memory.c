@@ -19,19 +19,16 @@ typedef struct host_block {
 static host_block_t *host_blocks;
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool is_device_pointer(const void *ptr) {
 #if COLL_HAVE_CUDA
+static bool is_device_pointer(const void *ptr) {
   struct cudaPointerAttributes attr;
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-#else
-  (void)ptr;
-  return false;
-#endif
 }
+#endif
 
 coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void *stream) {
   if (bytes == 0) return COLL_OK;
