@@ -6,6 +6,7 @@
  *   kill R                    rank R kills itself with SIGKILL; the others sleep
  *   sleep [grandchild]        print PID= (and CHILD= of a forked sleeping child), sleep
  *   lines COUNT WIDTH         COUNT lines of WIDTH payload bytes (and some on stderr)
+ *   cpus                      "RANK=<r> CPUS=<list>": the kernel's Cpus_allowed_list
  * Sleeping ranks print "PID=<pid>" first, so a test knows whom to look for afterwards. */
 #include <signal.h>
 #include <stdbool.h>
@@ -31,6 +32,25 @@ static void print_env(void) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     printf("%s=%s ", names[i], env_or_dash(names[i]));
   printf("STDIN_EOF=%d PID=%d\n", getchar() == EOF ? 1 : 0, (int)getpid());
+}
+
+/* The CPUs this process may run on, as the kernel reports them in /proc/self/status. */
+static int print_cpus(int rank) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return 101;
+  char line[4096];
+  int rc = 102;
+  while (fgets(line, sizeof line, f) != NULL) {
+    const char *key = "Cpus_allowed_list:";
+    if (strncmp(line, key, strlen(key)) != 0) continue;
+    const char *list = line + strlen(key);
+    list += strspn(list, " \t");
+    printf("RANK=%d CPUS=%s", rank, list); /* the line ends with its own newline */
+    rc = 0;
+    break;
+  }
+  fclose(f);
+  return rc;
 }
 
 static int sleep_forever(void) {
@@ -94,6 +114,7 @@ int main(int argc, char **argv) {
     }
     return sleep_forever();
   }
+  if (strcmp(mode, "cpus") == 0) return print_cpus(rank);
   if (strcmp(mode, "lines") == 0 && argc >= 4) return run_lines(rank, atol(argv[2]), atol(argv[3]));
   return 100;
 }

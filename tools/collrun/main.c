@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
   int exit_code = JOB_EXIT_LAUNCH_FAILED;
   store_server_t *store = NULL;
   nodes_t *nodes = NULL;
+  binding_t binding = {0};
   /* Before the store's thread exists, so that it inherits the blocked mask. */
   if (!job_block_signals()) {
     perror("collrun: blocking signals");
@@ -114,6 +115,7 @@ int main(int argc, char **argv) {
                           options.node_rank, options.nnodes);
     if (nodes == NULL) goto cleanup;
   }
+  if (!binding_plan(options.bind, options.nproc, &binding)) goto cleanup;
   spawn_plan_t plan = {
       .path = path,
       .argv = options.prog_argv,
@@ -123,6 +125,7 @@ int main(int argc, char **argv) {
       .master_addr = options.master_addr,
       .master_port = port,
       .token = token,
+      .binding = &binding,
   };
   job_options_t job_options = {
       .prefix = options.prefix,
@@ -143,6 +146,7 @@ int main(int argc, char **argv) {
     if (options.node_rank == 0) nodes_wait_for_others(nodes, linger_ms);
   }
 cleanup:
+  binding_free(&binding);
   nodes_close(nodes);
   store_server_stop(store);
   free(path);

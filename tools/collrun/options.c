@@ -37,6 +37,12 @@ static const char *const help_sections[] = {
     "                          SIGTERM (default 3000)\n"
     "      --timeout SEC       stop the job if it runs longer than SEC seconds (decimals\n"
     "                          allowed; default: no limit)\n"
+    "      --bind core|none    core (the default, as mpirun's --bind-to core): rank i runs\n"
+    "                          on the i-th CPU collrun may use (of its own affinity mask,\n"
+    "                          which taskset or a cgroup may narrow); with more ranks than\n"
+    "                          CPUs, rank i on the CPUs its 1/N share of them overlaps (4\n"
+    "                          ranks on CPUs 0-1: ranks 0,1 on 0 and 2,3 on 1). none: every\n"
+    "                          rank inherits collrun's mask. Default from $COLLRUN_BIND.\n"
     "  -h, --help              show this help and exit\n"
     "torchrun's spellings (--nproc_per_node, --node_rank, --master_addr, --master_port)\n"
     "are accepted too.\n"
@@ -56,6 +62,9 @@ static const char *const help_sections[] = {
     "                     torchrun does: N ranks sharing the cores should not each start\n"
     "                     one thread per core)\n"
     "stdin of every rank is /dev/null.\n"
+    "\n"
+    "environment read by collrun: COLLRUN_BIND (core or none: --bind's default),\n"
+    "COLL_JOB_TOKEN (--token's default).\n"
     "\n",
     "output: every line a rank writes to stdout (stderr) is written whole to collrun's\n"
     "stdout (stderr) as \"[RANK] line\"; lines of different ranks never mix. A line longer\n"
@@ -97,6 +106,7 @@ enum {
   OPT_NO_PREFIX,
   OPT_GRACE_MS,
   OPT_TIMEOUT,
+  OPT_BIND,
 };
 
 static const struct option long_options[] = {
@@ -113,6 +123,7 @@ static const struct option long_options[] = {
     {.name = "no-prefix", .has_arg = no_argument, .val = OPT_NO_PREFIX},
     {.name = "grace-ms", .has_arg = required_argument, .val = OPT_GRACE_MS},
     {.name = "timeout", .has_arg = required_argument, .val = OPT_TIMEOUT},
+    {.name = "bind", .has_arg = required_argument, .val = OPT_BIND},
     {.name = "help", .has_arg = no_argument, .val = 'h'},
     {0},
 };
@@ -164,7 +175,11 @@ options_result_t options_parse(int argc, char **argv, options_t *options) {
       .prefix = true,
       .grace_ms = OPTIONS_DEFAULT_GRACE_MS,
       .timeout_s = 0,
+      .bind = BINDING_CORE,
   };
+  const char *bind_env = coll_env_str("COLLRUN_BIND");
+  if (bind_env != NULL && !binding_parse_policy(bind_env, &options->bind))
+    return usage_error("COLLRUN_BIND '%s' must be core or none", bind_env);
   bool have_port = false;
   opterr = 0; /* we print our own messages */
   optind = 1;
@@ -205,6 +220,10 @@ options_result_t options_parse(int argc, char **argv, options_t *options) {
         break;
       case OPT_TIMEOUT:
         ok = parse_seconds(optarg, &options->timeout_s);
+        break;
+      case OPT_BIND:
+        if (!binding_parse_policy(optarg, &options->bind))
+          return usage_error("--bind '%s' must be core or none", optarg);
         break;
       case ':':
         return usage_error("option '%s' needs a value", argv[optind - 1]);

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "binding.h"
+
 enum {
   OPTIONS_MAX_RANKS_PER_NODE = 256, /* two pipes per rank stay far below the fd limit */
   OPTIONS_MAX_NODES = 65536,
@@ -20,8 +22,9 @@ typedef struct {
   const char *token;       /* --token, else $COLL_JOB_TOKEN; NULL when neither */
   bool prefix;
   int grace_ms;
-  double timeout_s; /* 0: no deadline */
-  char **prog_argv; /* PROG ARGS..., NULL-terminated (points into argv) */
+  double timeout_s;      /* 0: no deadline */
+  binding_policy_t bind; /* --bind, else $COLLRUN_BIND, else core */
+  char **prog_argv;      /* PROG ARGS..., NULL-terminated (points into argv) */
 } options_t;
 
 typedef enum {

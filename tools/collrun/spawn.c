@@ -121,8 +121,8 @@ static char **build_env(const spawn_plan_t *plan, int local_rank, size_t *first_
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static _Noreturn void exec_child(const spawn_plan_t *plan, char **env, pid_t launcher, int out_w,
-                                 int err_w) {
+static _Noreturn void exec_child(const spawn_plan_t *plan, int local_rank, char **env,
+                                 pid_t launcher, int out_w, int err_w) {
   /* Own process group: signals for this rank reach what it started too, and the
    * terminal's Ctrl-C reaches only collrun, which forwards it once. */
   setpgid(0, 0);
@@ -138,6 +138,7 @@ static _Noreturn void exec_child(const spawn_plan_t *plan, char **env, pid_t lau
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL); /* collrun blocks its signals for signalfd */
   signal(SIGPIPE, SIG_DFL); /* collrun ignores it; an ignored disposition survives exec */
+  binding_apply(plan->binding, local_rank); /* before exec: the program's threads inherit it */
   execve(plan->path, plan->argv, env);
   static const char msg[] = "collrun: exec of the program failed: ";
   const char *why = strerror(errno);
@@ -166,7 +167,7 @@ bool spawn_rank(const spawn_plan_t *plan, int local_rank, spawn_child_t *child) 
     fprintf(stderr, "collrun: fork of local rank %d: %s\n", local_rank, strerror(errno));
     goto cleanup;
   }
-  if (pid == 0) exec_child(plan, env, launcher, out_pipe[1], err_pipe[1]);
+  if (pid == 0) exec_child(plan, local_rank, env, launcher, out_pipe[1], err_pipe[1]);
   /* Also here, so that the group exists before collrun may signal it (no race with the
    * child's own call; EACCES after its exec is fine, it did it itself by then). */
   setpgid(pid, pid);

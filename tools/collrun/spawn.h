@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "binding.h"
+
 /* What every rank of this node shares. */
 typedef struct {
   const char *path;  /* PROG resolved against PATH (spawn_resolve_program) */
@@ -15,7 +17,8 @@ typedef struct {
   int node_rank;
   const char *master_addr;
   int master_port;
-  const char *token; /* NULL: COLL_JOB_TOKEN is removed from the ranks' environment */
+  const char *token;        /* NULL: COLL_JOB_TOKEN is removed from the ranks' environment */
+  const binding_t *binding; /* each local rank's CPUs; NULL or no sets: left as inherited */
 } spawn_plan_t;
 
 /* A started rank: its pid (also its process group id) and the non-blocking, close-on-exec
