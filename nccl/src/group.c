@@ -23,14 +23,25 @@ bool nccl_in_group(void) { return group.depth > 0; }
 
 static ncclResult_t run_p2p_batch(const nccl_call_t *calls, size_t n) {
   coll_comm_t *c = calls[0].comm->coll;
-  coll_status_t st = coll_group_start(c);
+  void **staged = calloc(n, sizeof *staged);
+  if (staged == NULL)
+    return nccl_fail(calls[0].comm, ncclSystemError, "group: out of memory for %zu transfers", n);
+  coll_status_t st = COLL_OK;
+  for (size_t i = 0; i < n && st == COLL_OK; i++) st = nccl_p2p_stage_in(&calls[i], &staged[i]);
+  if (st == COLL_OK) st = coll_group_start(c);
   for (size_t i = 0; i < n && st == COLL_OK; i++) {
     const nccl_call_t *p = &calls[i];
-    st = p->kind == NCCL_CALL_SEND ? coll_send(p->sendbuf, p->count, p->dtype, p->root, c)
-                                   : coll_recv(p->recvbuf, p->count, p->dtype, p->root, c);
+    st = p->kind == NCCL_CALL_SEND
+             ? coll_send(staged[i] ? staged[i] : p->sendbuf, p->count, p->dtype, p->root, c)
+             : coll_recv(staged[i] ? staged[i] : p->recvbuf, p->count, p->dtype, p->root, c);
   }
   coll_status_t end = coll_group_end(c);
   if (st == COLL_OK) st = end;
+  for (size_t i = 0; i < n; i++) {
+    coll_status_t out = nccl_p2p_stage_out(&calls[i], staged[i], st == COLL_OK);
+    if (st == COLL_OK) st = out;
+  }
+  free(staged);
   return st == COLL_OK ? ncclSuccess : nccl_fail_coll(calls[0].comm, st);
 }
 

@@ -1,6 +1,8 @@
 /* Memory calls of the NCCL API: ncclMemAlloc / ncclMemFree (cudaMalloc, or page-aligned
  * host memory where there is no GPU), buffer and window registration (recorded only:
- * libcoll needs no registration), and the stream-ordered copy broadcast uses. */
+ * libcoll needs no registration), the stream-ordered copy broadcast uses, and the host
+ * copies through which sends and receives of device buffers go (libcoll's
+ * point-to-point calls take host memory). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +47,46 @@ coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void
 #endif
   memmove(dst, src, bytes);
   return COLL_OK;
+}
+
+coll_status_t nccl_p2p_stage_in(const nccl_call_t *p, void **host) {
+  *host = NULL;
+#if COLL_HAVE_CUDA
+  const void *user = p->kind == NCCL_CALL_SEND ? p->sendbuf : p->recvbuf;
+  size_t bytes = p->count * coll_dtype_size(p->dtype);
+  if (bytes == 0 || !is_device_pointer(user)) return COLL_OK;
+  if ((*host = malloc(bytes)) == NULL) return COLL_ERR_NO_MEMORY;
+  /* A send's data is ready once the stream's earlier work is done. */
+  if (p->kind == NCCL_CALL_SEND &&
+      (cudaStreamSynchronize((cudaStream_t)p->stream) != cudaSuccess ||
+       cudaMemcpy(*host, user, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)) {
+    free(*host);
+    *host = NULL;
+    (void)cudaGetLastError();
+    return COLL_ERR_SYSTEM;
+  }
+#else
+  (void)p;
+#endif
+  return COLL_OK;
+}
+
+coll_status_t nccl_p2p_stage_out(const nccl_call_t *p, void *host, bool ok) {
+  if (host == NULL) return COLL_OK;
+  coll_status_t st = COLL_OK;
+#if COLL_HAVE_CUDA
+  if (ok && p->kind == NCCL_CALL_RECV &&
+      cudaMemcpy(p->recvbuf, host, p->count * coll_dtype_size(p->dtype), cudaMemcpyHostToDevice) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    st = COLL_ERR_SYSTEM;
+  }
+#else
+  (void)p;
+  (void)ok;
+#endif
+  free(host);
+  return st;
 }
 
 NCCL_EXPORT(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size)) {

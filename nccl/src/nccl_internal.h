@@ -103,6 +103,12 @@ ncclResult_t nccl_run_call(const nccl_call_t *call);
 /* Copy bytes from src to dst in the order of stream: a device copy queued on it, or for
  * host memory a memcpy once the stream's earlier work is done. */
 coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void *stream);
+/* Device buffers of sends and receives travel through host copies: stage_in gives the
+ * host buffer to pass to libcoll (NULL: the user's buffer is host memory; a send's data
+ * is copied in after its stream's earlier work), stage_out copies a received one back
+ * (when ok) and frees it. */
+coll_status_t nccl_p2p_stage_in(const nccl_call_t *p, void **host);
+coll_status_t nccl_p2p_stage_out(const nccl_call_t *p, void *host, bool ok);
 
 /* ---- init.c ---- */
 /* The init of comm (blocking), from its stored id and rank. */

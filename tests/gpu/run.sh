@@ -9,7 +9,9 @@
 # trainer was built (OpenBLAS, zlib), libtrain's CUDA backend against its CPU backend and,
 # when data is found, one epoch of 2-rank training with --device cuda. Logs go to $OUT
 # (or gpu-logs/); the summary table is printed last.
-# Usage: tests/gpu/run.sh            (from the repository root; about 5 minutes)
+# Last, libnccl.so.2: nccl-tests built against it and run on 2 ranks sharing the GPU
+# (tests/gpu/nccl_check.sh), and PyTorch's NCCL backend over it when PyTorch has CUDA.
+# Usage: tests/gpu/run.sh            (from the repository root; about 8 minutes)
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -euo pipefail
 
@@ -86,3 +88,11 @@ if [ -x "$build/tools/train" ] && [ -x "$build/tools/collrun" ] && [ -d "$data" 
 else
   record "train 2 ranks --device cuda" "SKIP (train not built or no data at $data)"
 fi
+
+# libnccl.so.2 (issue 16): nccl-tests over it with results checked, and PyTorch's NCCL
+# backend over it when this machine's PyTorch has CUDA.
+step "libnccl.so.2: nccl-tests, torch" 900 "$logs/nccl_check.log" \
+  bash "$root/tests/gpu/nccl_check.sh" "$build" "$logs"
+while read -r what name verdict rest; do
+  record "  $name" "$verdict $rest"
+done < <(grep -E "^(NCCL-TESTS|TORCH-NCCL) " "$logs/nccl_check.log" | sed 's/^\(TORCH-NCCL\) /\1 torch /')
