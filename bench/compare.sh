@@ -8,7 +8,13 @@
 #   WARMUP (default 5), ROUNDS (default 3:
 #   each case runs that many times, ours and the references taking turns, and the table
 #   shows the median of the rounds: a 2-vCPU VM has noisy spells that one round can hit),
-#   LOG_DIR (keep every program's output there; default a temporary directory, kept).
+#   LOG_DIR (keep every program's output there; default a temporary directory, kept),
+#   POINTS=0 (skip this table), SWEEP=0 (skip the size sweep, bench/compare_sweep.sh: 8 B -
+#   4 MiB, shm 2 and 4 ranks and tcp 2 ranks, bound and unbound; its own variables are
+#   listed there), QUICK=1 (the sweep only, 2 rounds of 5 iterations up to 8 KiB: what
+#   tests/bench runs), NO_BUILD=1 (use BUILD_DIR as it is).
+# Ranks are bound to cores (collrun's and mpirun's default) in this table; the sweep shows
+# bound and unbound.
 # Ratio: ours / reference for bandwidth, reference / ours for latency: > 1 means ours is
 # better. Exit status 1 when a case with a target fails.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
@@ -22,8 +28,15 @@ rounds=${ROUNDS:-3}
 logs=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/compare.XXXXXX")}
 mkdir -p "$logs"
 
+quick=${QUICK:-0}
+run_points=${POINTS:-1}
+[ "$quick" = 1 ] && run_points=${POINTS:-0}
+run_sweep=${SWEEP:-1}
+
 # ---- build ------------------------------------------------------------------------------
-if [ ! -f "$build/build.ninja" ]; then
+if [ "${NO_BUILD:-0}" = 1 ]; then
+  : # the caller built it (tests/bench, inside meson test)
+elif [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" >"$logs/meson-setup.log" 2>&1 || {
     tail -20 "$logs/meson-setup.log" >&2
     exit 2
@@ -33,10 +46,12 @@ targets=(bench/allreduce_bench bench/tcp_ceiling tools/collrun)
 for t in bench/ref_mpi bench/ref_gloo; do
   ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
 done
-ninja -C "$build" "${targets[@]}" >"$logs/build.log" 2>&1 || {
-  tail -30 "$logs/build.log" >&2
-  exit 2
-}
+if [ "${NO_BUILD:-0}" != 1 ]; then
+  ninja -C "$build" "${targets[@]}" >"$logs/build.log" 2>&1 || {
+    tail -30 "$logs/build.log" >&2
+    exit 2
+  }
+fi
 bench=$build/bench/allreduce_bench
 collrun=$build/tools/collrun
 ref_mpi=$build/bench/ref_mpi
@@ -122,6 +137,18 @@ torch_ref() {
 }
 have_torch=0
 /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1 && have_torch=1
+
+# sweep: the size sweep (bench/compare_sweep.sh) into the same log directory; its status.
+sweep() {
+  [ "$run_sweep" = 1 ] || return 0
+  echo
+  echo "---- size sweep (bench/compare_sweep.sh) ----"
+  LOG_DIR=$logs/sweep "$root/bench/compare_sweep.sh" "$build"
+}
+if [ "$run_points" != 1 ]; then
+  sweep
+  exit $?
+fi
 
 # ---- the table --------------------------------------------------------------------------
 failures=0
@@ -298,4 +325,7 @@ for line in "${details[@]}"; do echo "  $line"; done
 echo "ratio: ours/reference for bandwidth, reference/ours for latency (> 1: ours is better)"
 echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "logs: $logs"
-[ "$failures" -eq 0 ]
+sweep_status=0
+sweep || sweep_status=$?
+[ "$sweep_status" -le 1 ] || exit "$sweep_status"
+[ "$failures" -eq 0 ] && [ "$sweep_status" -eq 0 ]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs bench/compare.sh in its quick mode (the size sweep, 2 short rounds) on the built tree
+# and checks what it prints: every case and size has a cell, ours measured in each, ratios
+# and verdicts, the targets summary, and the plot when gnuplot is there; then that a bad
+# SIZES is refused. Real programs (collrun, allreduce_bench, mpirun, Gloo), nothing faked.
+#   compare_quick_test.sh COMPARE_SH BUILD_DIR
+set -u
+compare=$1
+build=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/compare_quick.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  tail -n 60 "$tmp/out" >&2
+  exit 1
+}
+
+QUICK=1 NO_BUILD=1 LOG_DIR="$tmp/logs" timeout 600 "$compare" "$build" >"$tmp/out" 2>&1
+rc=$?
+# 0: every target met; 1: some missed (expected on a busy 2-core machine). Others: broken.
+[ "$rc" -le 1 ] || fail "compare.sh exited $rc"
+grep -q "failed for" "$tmp/out" && fail "a program failed"
+for title in "shm, 2 ranks, bound" "shm, 2 ranks, unbound" \
+  "shm, 4 ranks on 2 cores (oversubscribed), bound" \
+  "shm, 4 ranks on 2 cores (oversubscribed), unbound" \
+  "tcp loopback, 2 ranks, bound" "tcp loopback, 2 ranks, unbound"; do
+  grep -q "^$title " "$tmp/out" || fail "no table for '$title'"
+done
+# The data rows: size, ours "median (min-max, spread%)", ..., ratio, async/blk, verdict.
+rows=$(awk '$1 ~ /^(8|64|1Ki|8Ki)$/ && / (PASS|FAIL)/' "$tmp/out")
+[ "$(echo "$rows" | grep -c .)" -eq 24 ] || fail "expected 24 cells (6 cases x 4 sizes)"
+echo "$rows" | awk '
+  $2 !~ /^[0-9.]+$/ || $3 !~ /^\([0-9.]+-[0-9.]+,$/ { print "ours not measured: " $0; bad = 1 }
+  END { exit bad }' || fail "a cell without our time"
+if [ -x "$build/bench/ref_mpi" ] && command -v mpirun >/dev/null; then
+  echo "$rows" | grep -q "Open MPI: " || fail "no ratio against Open MPI"
+  echo "$rows" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^>=/) { r = $(i - 2); break }
+    if (r !~ /^[0-9.]+$/) { print "no ratio: " $0; bad = 1 } } END { exit bad }' ||
+    fail "a cell without a ratio"
+fi
+grep -Eq "^targets met in [0-9]+ of 24 cells" "$tmp/out" || fail "no targets summary"
+[ "$(grep -c "^  [a-z0-9]* bind=[a-z]*: meet: " "$tmp/out")" -eq 6 ] || fail "no per-case verdicts"
+# A missed target must show in the status, and a met one must not.
+if grep -q "FAIL:" "$tmp/out"; then [ "$rc" -eq 1 ] || fail "targets missed but status $rc"; fi
+if command -v gnuplot >/dev/null; then
+  png=$tmp/logs/sweep/compare_sweep.png
+  [ -s "$png" ] || fail "no plot"
+  [ "$(head -c 4 "$png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "the plot is not a PNG"
+fi
+SIZES="8 24" QUICK=1 NO_BUILD=1 LOG_DIR="$tmp/bad" "$compare" "$build" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "SIZES '8 24' exited $rc, expected 2"
+grep -q "size 24 is not 8 times a power of 2" "$tmp/out" || fail "no message for a bad size"
+echo "PASS"
