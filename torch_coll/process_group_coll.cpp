@@ -17,8 +17,11 @@ namespace torch_coll {
 
 namespace {
 
-// The key, in the group's PrefixStore, under which rank 0 leaves the group's unique id.
-constexpr const char *kUniqueIdKey = "torch_coll/unique_id";
+// Keys in the group's PrefixStore: every joining rank adds 1 to the first, so that a
+// group made again over the same store (destroy_process_group, then init_process_group
+// under torchrun's one store) finds its own generation's unique id, not the last one's.
+constexpr const char *kJoinCountKey = "torch_coll/joined";
+constexpr const char *kUniqueIdKey = "torch_coll/unique_id/";
 
 int clamp_ms(std::chrono::milliseconds timeout) {
   int64_t ms = timeout.count();
@@ -31,19 +34,21 @@ coll_comm_t *join_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, 
   TORCH_CHECK(store, "coll: rank ", rank, ": init: no store");
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "coll: rank ", rank, ": init: invalid rank ",
               rank, " for group size ", size);
+  const int64_t joined = store->add(kJoinCountKey, 1);  // 1 .. size for the first group
+  const std::string id_key = kUniqueIdKey + std::to_string((joined - 1) / size);
   coll_unique_id_t id;
   if (rank == 0) {
     coll_status_t status = coll_get_unique_id(&id);
     TORCH_CHECK(status == COLL_OK, coll_failure_text(rank, "init (coll_get_unique_id)", status));
-    store->set(kUniqueIdKey, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    store->set(id_key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
   } else {
     try {
-      store->wait({kUniqueIdKey}, timeout);
+      store->wait({id_key}, timeout);
     } catch (const std::exception &e) {
       TORCH_CHECK(false, "coll: rank ", rank, ": init: rank 0's unique id did not arrive in the ",
                   "store within ", timeout.count(), " ms: ", e.what());
     }
-    std::vector<uint8_t> bytes = store->get(kUniqueIdKey);
+    std::vector<uint8_t> bytes = store->get(id_key);
     TORCH_CHECK(bytes.size() == sizeof id.internal, "coll: rank ", rank,
                 ": init: the unique id in the store has ", bytes.size(), " bytes, expected ",
                 sizeof id.internal);
