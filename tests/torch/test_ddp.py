@@ -2,7 +2,7 @@
 seed trained for 50 steps in the same rank process, once over a gloo group and once over
 coll, must end with the same parameters (within 1e-5; 1e-2 with the fp16 hook). Variants: several buckets, no_sync
 gradient accumulation, the fp16 compression comm hook, find_unused_parameters with an
-unused branch, BatchNorm buffers (broadcast at every forward)."""
+unused branch, BatchNorm buffers (broadcast at every forward), join() with uneven inputs."""
 import os
 import sys
 
@@ -29,7 +29,7 @@ class Net(torch.nn.Module):
         return self.head(self.body(x))
 
 
-def train(ctx, group, unused_branch=False, accumulate=1, hook=None):
+def train(ctx, group, unused_branch=False, accumulate=1, hook=None, uneven=False):
     torch.manual_seed(1234)  # the same initial model on every rank and for both backends
     model = DDP(Net(unused_branch), process_group=group, bucket_cap_mb=0.01,
                 find_unused_parameters=unused_branch)
@@ -37,6 +37,15 @@ def train(ctx, group, unused_branch=False, accumulate=1, hook=None):
         model.register_comm_hook(group, hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(77 + ctx.rank)  # each rank its own shard
+    if uneven:  # rank r has 3 * r fewer batches; join() shadows the missing all-reduces
+        with model.join():
+            for _ in range(STEPS - 3 * ctx.rank):
+                x = torch.randn(16, 20, generator=data)
+                y = torch.randint(0, 10, (16,), generator=data)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        return {k: v.detach().clone() for k, v in model.module.state_dict().items()}
     for step in range(STEPS):
         x = torch.randn(16, 20, generator=data)
         y = torch.randint(0, 10, (16,), generator=data)
@@ -83,11 +92,16 @@ def ddp_find_unused_parameters_matches_gloo(ctx):
     compare(ctx, unused_branch=True)
 
 
+def ddp_join_with_uneven_inputs_matches_gloo(ctx):
+    compare(ctx, uneven=True)
+
+
 CASES = {f.__name__: f for f in [
     ddp_matches_gloo_after_50_steps,
     ddp_no_sync_accumulation_matches_gloo,
     ddp_fp16_compress_hook_matches_gloo,
     ddp_find_unused_parameters_matches_gloo,
+    ddp_join_with_uneven_inputs_matches_gloo,
 ]}
 
 if __name__ == "__main__":
