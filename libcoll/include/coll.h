@@ -128,7 +128,8 @@ typedef enum {
   COLL_ALGO_TREE,
   COLL_ALGO_HD, /* recursive halving-doubling (Rabenseifner) */
   COLL_ALGO_MASTER, /* gather to rank 0, reduce, broadcast: DataParallel's pattern */
-  COLL_ALGO_ARENA,  /* all-reduce through one shared-memory arena, all ranks on one host */
+  COLL_ALGO_ARENA,  /* all-reduce through one shared-memory arena, all ranks on one host;
+                     * messages up to COLL_SMALL_BYTES take its one-step small-message path */
   COLL_ALGO_COUNT
 } coll_algo_t;
 

@@ -4,7 +4,9 @@
  * other collectives through the progress thread; a killed rank, a late rank, an aborted
  * rank and a mismatched call (also one that runs a schedule against the arena) end in
  * errors naming them, not hangs; forcing it where it cannot run falls back; the cost
- * model's choice; COLL_TRACE names it. */
+ * model's choice; COLL_TRACE names it. The same for the arena's small-message path
+ * (onehost/small.c, COLL_SMALL_BYTES; the other cases run with it off): results, many
+ * calls that reuse its two buffers between other collectives, failures, mismatches. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@
 
 typedef struct {
   ct_job_t job;
-  const char *slot_bytes; /* COLL_ARENA_SLOT_BYTES, NULL: default */
+  const char *slot_bytes;  /* COLL_ARENA_SLOT_BYTES, NULL: default */
+  const char *small_bytes; /* COLL_SMALL_BYTES, NULL: "0" (the arena proper) */
   int variant;
 } arena_case_t;
 
@@ -32,6 +35,7 @@ static int init_arena(const arena_case_t *c, int rank, int nranks, coll_comm_t *
     setenv("COLL_ARENA_SLOT_BYTES", c->slot_bytes, 1);
   else
     unsetenv("COLL_ARENA_SLOT_BYTES");
+  setenv("COLL_SMALL_BYTES", c->small_bytes != NULL ? c->small_bytes : "0", 1);
   if (ct_init(&c->job, rank, nranks, comm) != 0) return 1;
   if (nranks > 1 && (*comm)->arena == NULL) {
     fprintf(stderr, "rank %d: no arena on one host over shm\n", rank);
@@ -59,8 +63,8 @@ static int rank_results(int rank, int nranks, void *arg) {
   for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++) {
     size_t esz = coll_dtype_size((coll_dtype_t)dt);
     size_t slot = 4096 / esz; /* elements per round */
-    size_t counts[] = {0, 1, (size_t)nranks - 1, (size_t)nranks + 1, slot - 1, slot + 1,
-                       3 * slot + (size_t)nranks + 2};
+    size_t counts[] = {0,        1,        (size_t)nranks - 1,           (size_t)nranks + 1,
+                       slot - 1, slot + 1, 3 * slot + (size_t)nranks + 2};
     for (int op = 0; op < COLL_OP_COUNT && !bad; op++) {
       if (!ct_op_applies((coll_dtype_t)dt, (coll_op_t)op)) { /* a bitwise op on a float type */
         double x[2] = {0};
@@ -75,8 +79,8 @@ static int rank_results(int rank, int nranks, void *arg) {
         unsigned char *in = malloc(count * esz + 1), *out = malloc(count * esz + 1);
         ct_fill(in, count, (coll_dtype_t)dt, (coll_op_t)op, rank, salt);
         bool in_place = (salt & 1) != 0;
-        coll_status_t st = coll_all_reduce(in, in_place ? in : out, count, (coll_dtype_t)dt,
-                                           (coll_op_t)op, comm);
+        coll_status_t st =
+            coll_all_reduce(in, in_place ? in : out, count, (coll_dtype_t)dt, (coll_op_t)op, comm);
         char what[128];
         snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank,
                  coll_dtype_name((coll_dtype_t)dt), coll_op_name((coll_op_t)op), count,
@@ -88,7 +92,8 @@ static int rank_results(int rank, int nranks, void *arg) {
           const void *res = in_place ? in : out;
           bad = ct_check_all_reduce(res, count, (coll_dtype_t)dt, (coll_op_t)op, nranks, salt,
                                     what) != 0;
-          if (!bad && (op == COLL_SUM || op == COLL_AVG)) bad = ct_agree(comm, res, count * esz, what);
+          if (!bad && (op == COLL_SUM || op == COLL_AVG))
+            bad = ct_agree(comm, res, count * esz, what);
         }
         free(in);
         free(out);
@@ -281,8 +286,8 @@ static int rank_cross_mismatch(int rank, int nranks, void *arg) {
   if (rank != 1)
     bad |= st != COLL_ERR_MISMATCH || strstr(msg, "all_reduce(float32, 100000, sum) #1") == NULL;
   if (bad)
-    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st),
-            (long long)took, msg);
+    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took,
+            msg);
   coll_comm_destroy(comm);
   return bad;
 }
@@ -328,16 +333,22 @@ static int rank_bad_slot(int rank, int nranks, void *arg) {
   else
     unsetenv("COLL_ARENA_SLOT_BYTES");
   coll_comm_t *comm = NULL;
-  coll_config_t cfg = {.rank = rank, .size = nranks, .local_rank = rank,
-                       .master_addr = "127.0.0.1", .master_port = c->job.port,
-                       .host_store = -1, .timeout_ms = c->job.timeout_ms};
+  coll_config_t cfg = {.rank = rank,
+                       .size = nranks,
+                       .local_rank = rank,
+                       .master_addr = "127.0.0.1",
+                       .master_port = c->job.port,
+                       .host_store = -1,
+                       .timeout_ms = c->job.timeout_ms};
   ct_clean_env();
   int64_t start = coll_now_ms();
   coll_status_t st = coll_comm_init_config(&cfg, &comm);
   int64_t took = coll_now_ms() - start;
-  int bad = st != COLL_ERR_INVALID_ARGUMENT || strstr(coll_last_error(), "COLL_ARENA_SLOT_BYTES") == NULL ||
-            took > 3000;
-  if (bad) fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took, coll_last_error());
+  int bad = st != COLL_ERR_INVALID_ARGUMENT ||
+            strstr(coll_last_error(), "COLL_ARENA_SLOT_BYTES") == NULL || took > 3000;
+  if (bad)
+    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took,
+            coll_last_error());
   if (st == COLL_OK) coll_comm_destroy(comm);
   unsetenv("COLL_ARENA_SLOT_BYTES");
   return bad;
@@ -404,6 +415,136 @@ START_TEST(the_cost_model_takes_it_for_large_buffers_only) {
 }
 END_TEST
 
+/* ---- the small-message path (COLL_SMALL_BYTES) ---- */
+
+START_TEST(small_path_results_for_every_type_and_op_over_2_to_8_ranks) {
+  static const int ranks[] = {2, 3, 4, 5, 8};
+  arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "4096", .small_bytes = "65536"};
+  ck_assert_int_eq(mp_run(ranks[_i], 60000, rank_results, &c), 0);
+}
+END_TEST
+
+/* Many calls of changing sizes (so both buffers and their stale lines of other sizes
+ * are reused; the larger ones run through the arena proper), every 5th in place, some
+ * asynchronous; a broadcast from a changing root every 7th (small ones through the
+ * small path, the others over the transports), a barrier every 11th: exact int32
+ * results, and float sums equal on every rank. */
+static int rank_small_many(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  enum { MAXN = 6000, CALLS = 600 }; /* 24 KB: above 16 KiB the arena proper */
+  int32_t *x = malloc(MAXN * sizeof *x), *y = malloc(MAXN * sizeof *y);
+  float *f = malloc(MAXN * sizeof *f);
+  int bad = 0;
+  for (int t = 0; t < CALLS && !bad; t++) {
+    size_t n = 1 + (size_t)(t * 7919) % MAXN;
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)(i * 3 + (size_t)t) + rank * 1000;
+    int32_t *dst = t % 5 == 0 ? x : y;
+    coll_status_t st;
+    if (t % 3 == 0) {
+      coll_request_t *req;
+      st = coll_all_reduce_async(x, dst, n, COLL_INT32, COLL_SUM, comm, &req);
+      if (st == COLL_OK) st = coll_request_wait(&req);
+    } else {
+      st = coll_all_reduce(x, dst, n, COLL_INT32, COLL_SUM, comm);
+    }
+    for (size_t i = 0; i < n && st == COLL_OK && !bad; i++) {
+      int32_t want = (int32_t)(i * 3 + (size_t)t) * nranks + 1000 * nranks * (nranks - 1) / 2;
+      if (dst[i] != want) {
+        fprintf(stderr, "rank %d: call %d: [%zu] = %d, want %d\n", rank, t, i, dst[i], want);
+        bad = 1;
+      }
+    }
+    if (st == COLL_OK && t % 7 == 0) { /* the transports' broadcast, or the small path's */
+      size_t bn = t % 14 == 0 ? n : 1 + n % 300;
+      for (size_t i = 0; i < bn; i++) y[i] = rank == t % nranks ? (int32_t)(i ^ (size_t)t) : -1;
+      st = coll_broadcast(y, bn, COLL_INT32, t % nranks, comm);
+      for (size_t i = 0; i < bn && st == COLL_OK && !bad; i++)
+        if (y[i] != (int32_t)(i ^ (size_t)t)) {
+          fprintf(stderr, "rank %d: broadcast %d: [%zu] = %d\n", rank, t, i, y[i]);
+          bad = 1;
+        }
+    }
+    if (st == COLL_OK && t % 11 == 0) st = coll_barrier(comm);
+    if (st == COLL_OK && t % 50 == 0) {
+      ct_fill(f, n, COLL_FLOAT32, COLL_SUM, rank, (uint32_t)t);
+      st = coll_all_reduce(f, f, n, COLL_FLOAT32, COLL_SUM, comm);
+      if (st == COLL_OK) bad |= ct_agree(comm, f, n * sizeof *f, "small float sum");
+    }
+    if (st != COLL_OK) {
+      fprintf(stderr, "rank %d: call %d: %s\n", rank, t, coll_last_error());
+      bad = 1;
+    }
+  }
+  free(x);
+  free(y);
+  free(f);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(small_path_reuses_its_buffers_across_many_calls_and_other_collectives) {
+  arena_case_t c = {.job = {.port = mp_free_port()}, .small_bytes = "16384"};
+  ck_assert_int_eq(mp_run(2 + _i, 60000, rank_small_many, &c), 0);
+}
+END_TEST
+
+START_TEST(small_path_mismatched_calls_fail_with_both_named) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .small_bytes = "65536"};
+  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+}
+END_TEST
+
+/* Rank 2 exits right after init: the others' small all-reduce names it, long before
+ * the deadline (the liveness check of the segment's locks). */
+static int rank_small_killed(int rank, int nranks, void *arg) {
+  const arena_case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  if (rank == 2) _exit(0);
+  float x[100] = {0};
+  int64_t start = coll_now_ms();
+  coll_status_t st = coll_all_reduce(x, x, 100, COLL_FLOAT32, COLL_SUM, comm);
+  int64_t took = coll_now_ms() - start;
+  const char *msg = coll_last_error();
+  int bad = st != COLL_ERR_REMOTE || strstr(msg, "rank 2") == NULL ||
+            strstr(msg, "small") == NULL || took > 3000;
+  if (bad)
+    fprintf(stderr, "rank %d: %s after %lld ms: %s\n", rank, coll_status_name(st), (long long)took,
+            msg);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(small_path_a_killed_rank_is_named_by_the_others_quickly) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}, .small_bytes = "65536"};
+  ck_assert_int_eq(mp_run(3, 30000, rank_small_killed, &c), 0);
+}
+END_TEST
+
+START_TEST(small_path_a_late_rank_times_the_others_out_with_a_hang_report) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 700}, .small_bytes = "65536"};
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 20000, pf_rank_late, &f), 0);
+}
+END_TEST
+
+START_TEST(small_path_an_aborted_rank_fails_the_others_at_once) {
+  arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 10000}, .small_bytes = "65536"};
+  pf_case_t f = failure_case(&c);
+  ck_assert_int_eq(mp_run(3, 30000, pf_rank_abort, &f), 0);
+}
+END_TEST
+
+/* The measured thresholds: 4 KiB at two ranks, 32 KiB at more; none for one rank. */
+START_TEST(the_cost_model_sends_small_messages_to_the_small_path) {
+  ck_assert_uint_eq(algo_small_max_bytes(1), 0);
+  ck_assert_uint_eq(algo_small_max_bytes(2), 4096);
+  ck_assert_uint_eq(algo_small_max_bytes(4), 32768);
+}
+END_TEST
+
 static Suite *arena_suite(void) {
   Suite *s = suite_create("arena");
   TCase *tc = tcase_create("arena");
@@ -420,6 +561,14 @@ static Suite *arena_suite(void) {
   tcase_add_test(tc, the_trace_names_the_arena);
   tcase_add_test(tc, a_bad_slot_size_on_rank_0_fails_every_rank_at_init);
   tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);
+  tcase_add_loop_test(tc, small_path_results_for_every_type_and_op_over_2_to_8_ranks, 0, 5);
+  tcase_add_loop_test(tc, small_path_reuses_its_buffers_across_many_calls_and_other_collectives, 0,
+                      3);
+  tcase_add_test(tc, small_path_mismatched_calls_fail_with_both_named);
+  tcase_add_test(tc, small_path_a_killed_rank_is_named_by_the_others_quickly);
+  tcase_add_test(tc, small_path_a_late_rank_times_the_others_out_with_a_hang_report);
+  tcase_add_test(tc, small_path_an_aborted_rank_fails_the_others_at_once);
+  tcase_add_test(tc, the_cost_model_sends_small_messages_to_the_small_path);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -254,8 +254,20 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
   }
   fprintf(out, "\n  cheapest here: %s\n", trace_algo_name(t->req.collective, best));
   if (t->req.collective == COLL_KIND_ALL_REDUCE)
-    fprintf(out, "  (not simulated: arena, the single-host shared-memory all-reduce that the "
-                 "library picks for large buffers when all ranks share one host)\n");
+    fprintf(out,
+            "  (not simulated: arena, the single-host shared-memory all-reduce that the "
+            "library picks for large buffers when all ranks share one host)\n");
+  size_t small_max = algo_small_max_bytes(t->req.nranks);
+  if (t->req.collective == COLL_KIND_ALL_REDUCE && small_max > 0)
+    fprintf(out,
+            "  on one host over shm: S = %zu bytes %s %zu, the measured threshold at %d ranks "
+            "(algo_small_max_bytes, COLL_SMALL_BYTES), so the library %s the arena's "
+            "small-message path (1 step instead of the schedule's, each rank writes its input "
+            "into cache lines that carry their round and the call's fingerprint digest and "
+            "reduces the others' lines as it reads them ((n-1) S read and reduced per rank; "
+            "libcoll/src/onehost/small.c))\n",
+            t->req.bytes, t->req.bytes <= small_max ? "<=" : ">", small_max, t->req.nranks,
+            t->req.bytes <= small_max ? "takes" : "does not take");
 }
 
 static void print_explain(FILE *out, const trace_t *t) {

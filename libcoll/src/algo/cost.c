@@ -235,6 +235,18 @@ bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c) {
   return bytes >= (p->nranks == 2 ? ARENA_MIN_BYTES_2 : ARENA_MIN_BYTES_3);
 }
 
+/* The small-message path reads (n-1) S per rank where the ring moves 2 (n-1)/n S, but
+ * in one step instead of 2 (n-1) with a fingerprint round trip before them. Measured
+ * (2 ranks, shm, blocking, alternating runs; docs/architecture.md, "Small messages"):
+ * SMALL_MAX_BYTES_2 at two ranks; with more ranks each reads n-1 peers. */
+#define SMALL_MAX_BYTES_2 ((size_t)4 << 10)
+#define SMALL_MAX_BYTES_N ((size_t)32 << 10)
+
+size_t algo_small_max_bytes(int nranks) {
+  if (nranks < 2) return 0;
+  return nranks == 2 ? SMALL_MAX_BYTES_2 : SMALL_MAX_BYTES_N;
+}
+
 coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   /* In order of preference on equal cost. */
   static const coll_algo_t allreduce_candidates[] = {COLL_ALGO_RING, COLL_ALGO_HD, COLL_ALGO_TREE};

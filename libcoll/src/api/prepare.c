@@ -206,9 +206,18 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   if (call->algo == COLL_ALGO_AUTO) {
     call->algo =
         comm->base.nranks > 1 && call->count > 0 ? algo_select(&p, &comm->cost) : COLL_ALGO_RING;
-    if (arena_ok && call->count > 0 && algo_arena_preferred(&p, &comm->cost))
+    /* The arena's small-message lines hold the messages up to the cost model's
+     * threshold (algo_small_max_bytes, or COLL_SMALL_BYTES on rank 0). */
+    if (arena_ok && call->count > 0 &&
+        (algo_arena_preferred(&p, &comm->cost) || small_fits(comm->arena, call)))
       call->algo = COLL_ALGO_ARENA;
   }
+  /* Barriers and small broadcasts of host buffers go the same small-message way, unless
+   * an algorithm is forced. */
+  if (comm->algo == COLL_ALGO_AUTO && comm->arena != NULL && !pc->where.on_device &&
+      call->count > 0 && (call->kind == COLL_KIND_BARRIER || call->kind == COLL_KIND_BROADCAST) &&
+      small_fits(comm->arena, call))
+    call->algo = COLL_ALGO_ARENA;
   /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
    * another algorithm is forced or the input is scaled first (premul_sum). */
   if (arena_ok && call->count > 0 && !call->premul &&

@@ -19,6 +19,7 @@
 #include "cuda/cuda_path.h"
 #include "exec/exec.h"
 #include "onehost/arena.h"
+#include "onehost/small.h"
 #include "onehost/window.h"
 #include "transport/transport.h"
 
@@ -84,6 +85,10 @@ struct coll_comm {
   bool busy; /* some thread is running the executor */
   bool stop;
   uint64_t epoch; /* completed operations */
+  /* Threads inside a done_cv wait loop (counted in before their first look at what they
+   * wait for): a finishing request takes the mutex again to wake them only when there
+   * are some (progress.c, execute). */
+  _Atomic int done_waiters;
 
   size_t staging_peak;
 

@@ -6,7 +6,11 @@
  *                                 staged over the host links;
  *   one rank                   -> a local copy (AVG over one rank divides by 1);
  *   COLL_ALGO_ARENA all-reduce -> the zero-copy window path when both buffers lie in
- *                                 shared windows, else the arena (onehost/);
+ *                                 shared windows, else the arena's small-message path
+ *                                 when the message fits its lines (small_fits), else
+ *                                 the arena (onehost/);
+ *   COLL_ALGO_ARENA barrier or broadcast -> the small-message path (prepare.c chose it
+ *                                 only where it fits);
  *   anything else              -> the schedule executor over the host links (exec/).
  * A premul_sum call first scales its input (premul_input.c) and then runs as a SUM. */
 #include <stdlib.h>
@@ -24,9 +28,12 @@ static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc,
     return COLL_OK;
   }
   /* api/prepare.c chose the arena only where it runs. */
+  if (call->algo == COLL_ALGO_ARENA && call->kind != COLL_KIND_ALL_REDUCE) /* see prepare.c */
+    return small_run(comm->arena, call); /* a barrier or a broadcast that fits */
   if (call->algo == COLL_ALGO_ARENA && call->kind == COLL_KIND_ALL_REDUCE)
-    return pc->windows.send != NULL ? window_run(comm->arena, call, &pc->windows)
-                                    : arena_run(comm->arena, call);
+    return pc->windows.send != NULL        ? window_run(comm->arena, call, &pc->windows)
+           : small_fits(comm->arena, call) ? small_run(comm->arena, call)
+                                           : arena_run(comm->arena, call);
   if (call->kind == COLL_KIND_ALL_TO_ALLV) /* two runs: its counts, then its data */
     return exec_alltoallv_run(&comm->exec, &comm->links, call);
   return exec_run(&comm->exec, &comm->links, call);

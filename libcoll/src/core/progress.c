@@ -15,7 +15,12 @@
 enum { IDLE_WAIT_MS = 1000 };
 
 /* Run a queued request and publish its result. The request may be freed by its waiter
- * as soon as `done` is set, so that is the last thing touched. */
+ * as soon as `done` is set, so that is the last thing touched. `done` is set after the
+ * mutex is released: a waiter that spins on it and then makes its next call must not
+ * find the mutex held by this thread (descheduled right after the store, it would put
+ * its own wake-up on that call's path). The mutex is taken again only when a thread
+ * sleeps on done_cv or work is queued; a sleeper counts itself in done_waiters before it
+ * looks at `done`, so either it sees `done` or this thread sees it counted. */
 static void execute(coll_comm_t *comm, coll_request_t *req) {
   base_heartbeat(&comm->base, coll_now_ns());
   coll_status_t st = dispatch_run(comm, &req->call);
@@ -24,7 +29,11 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
   req->status = st;
   comm->busy = false;
   comm->epoch++;
-  atomic_store_explicit(&req->done, 1, memory_order_release);
+  bool queued = comm->head != NULL;
+  pthread_mutex_unlock(&comm->mu);
+  atomic_store(&req->done, 1); /* seq_cst: ordered before the load of done_waiters */
+  if (atomic_load(&comm->done_waiters) == 0 && !queued) return;
+  pthread_mutex_lock(&comm->mu);
   pthread_cond_broadcast(&comm->done_cv);
   if (comm->head != NULL) pthread_cond_signal(&comm->queue_cv); /* when a waiter ran it */
   pthread_mutex_unlock(&comm->mu);
@@ -138,6 +147,7 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc
 coll_status_t progress_quiet(coll_comm_t *comm, const char *what) {
   int64_t limit = coll_now_ns() + (int64_t)comm->base.timeout_ms * 1000000LL;
   bool idle;
+  atomic_fetch_add(&comm->done_waiters, 1);
   pthread_mutex_lock(&comm->mu);
   while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
          !base_aborted(&comm->base)) {
@@ -145,6 +155,7 @@ coll_status_t progress_quiet(coll_comm_t *comm, const char *what) {
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);
+  atomic_fetch_sub(&comm->done_waiters, 1);
   if (idle) return COLL_OK;
   return base_aborted(&comm->base)
              ? coll_error(COLL_ERR_ABORTED, "rank %d: %s: the communicator was aborted",
@@ -156,12 +167,14 @@ coll_status_t progress_quiet(coll_comm_t *comm, const char *what) {
 
 bool progress_wait_done(coll_comm_t *comm, const coll_request_t *req, int64_t deadline_ns) {
   bool done = false;
+  atomic_fetch_add(&comm->done_waiters, 1);
   pthread_mutex_lock(&comm->mu);
-  while (!(done = atomic_load_explicit(&req->done, memory_order_acquire))) {
+  while (!(done = atomic_load(&req->done))) {
     if (coll_now_ns() > deadline_ns) break;
     struct timespec ts = coll_timespec_in_ms(20);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);
+  atomic_fetch_sub(&comm->done_waiters, 1);
   return done;
 }

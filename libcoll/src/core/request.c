@@ -26,7 +26,7 @@ static coll_status_t finish(coll_request_t **request) {
 }
 
 static bool is_done(const coll_request_t *req) {
-  return atomic_load_explicit(&req->done, memory_order_acquire) != 0;
+  return atomic_load(&req->done) != 0; /* seq_cst: see done_waiters (progress.c) */
 }
 
 /* A tagged send or receive: its engine waits (core/tagged.c). */
@@ -69,6 +69,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   int64_t limit_ns = ((int64_t)comm->base.timeout_ms + BACKSTOP_GRACE_MS) * 1000000LL;
   bool stale = false;
   int64_t traced = trace_request_wait_start(comm->base.trace);
+  atomic_fetch_add(&comm->done_waiters, 1); /* before the next look at done (progress.c) */
   pthread_mutex_lock(&comm->mu);
   while (!is_done(req)) {
     if (!comm->busy && comm->head != NULL) {
@@ -88,6 +89,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
     }
   }
   pthread_mutex_unlock(&comm->mu);
+  atomic_fetch_sub(&comm->done_waiters, 1);
   trace_request_wait_done(comm->base.trace, traced);
   if (stale) /* The executor still owns the request: it stays valid (abort, then wait again). */
     return coll_error(COLL_ERR_TIMEOUT,

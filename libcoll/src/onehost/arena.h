@@ -34,6 +34,9 @@ typedef struct {
   _Alignas(64) _Atomic uint32_t sleepers; /* ranks blocked (or about to) on bell */
   _Alignas(64) _Atomic int32_t failed;    /* 0, or 1 + the rank that failed first */
   uint32_t window_ok;                     /* rank 0's COLL_WINDOW: zero-copy windows */
+  uint32_t small_lines;                   /* lines per buffer of the small path (0: none) */
+  uint32_t small_bytes;                   /* the largest message it takes (COLL_SMALL_BYTES) */
+  uint64_t small_offset;                  /* from the segment's start to its lines */
   char failure[256];                      /* its message, written before `failed` */
 } arena_hdr_t;
 
@@ -51,6 +54,9 @@ typedef struct {
    * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written). */
   _Atomic uint64_t fp_stamp;
   exec_fp_t fp;
+  /* 1 + the CPU it ran on when it noted its last call (0: unknown): a waiter that finds
+   * the rank it waits for on its own CPU yields at once instead of spinning first. */
+  _Atomic int32_t cpu;
 } arena_rank_t;
 
 typedef struct arena {
@@ -65,6 +71,11 @@ typedef struct arena {
   uint32_t round;     /* rounds run so far: names the next one and its slot set */
   uint32_t win_round; /* window all-reduces run so far (window_run.c) */
   void *tile;         /* private accumulator of the reduction, ARENA_TILE_BYTES */
+  /* The small-message path (small.c): every rank's lines, lines per buffer, rounds run. */
+  unsigned char *small_base;
+  uint32_t small_lines;
+  uint32_t small_bytes;
+  uint32_t small_round;
 } arena_t;
 
 /* At init, after the transports (collective over all ranks): when every rank is on one
@@ -113,6 +124,12 @@ coll_status_t arena_wait_all(arena_waiter_t *w, size_t counter_offset, uint32_t 
 void arena_publish(arena_t *a, _Atomic uint32_t *counter, uint32_t value);
 /* Every rank's fingerprint equals ours (once none can have moved on). */
 coll_status_t arena_check_fingerprints(const arena_t *a);
+/* Rank k's fingerprint equals ours (read whole, retrying while it is being written):
+ * COLL_ERR_MISMATCH naming both calls otherwise. For a peer that cannot move on. */
+coll_status_t arena_check_peer_fp(const arena_t *a, int k);
+/* Wake the ranks asleep on the bell, if any (after a seq_cst fence that follows what
+ * they wait for; arena_publish does both for a counter). */
+void arena_wake_sleepers(arena_t *a);
 /* The error tail of a call: tell the others, prefix the message with `label`, then
  * failure_conclude (failure record, hang report, the communicator marked failed).
  * Returns st. */

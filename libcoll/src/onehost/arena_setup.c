@@ -9,7 +9,11 @@
  *                          the segment holds 4 sets of one slot per rank, so a rank's
  *                          share is 4 slots (4 MiB), counted in its staging memory
  *   COLL_WINDOW            0: coll_mem_alloc returns plain memory, no zero-copy
- *                          all-reduce (1; kept in the header, window.c reads it) */
+ *                          all-reduce (1; kept in the header, window.c reads it)
+ *   COLL_SMALL_BYTES       all-reduces up to this many bytes take the small-message path
+ *                          (small.c); 0: none; at most 1 MiB (the cost model's threshold,
+ *                          algo_small_max_bytes). Its lines, 2 buffers of 64 bytes per 56
+ *                          data bytes per rank, sit between the rank records and the slots */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,27 +25,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "algo/schedule.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "onehost/arena.h"
+#include "onehost/small.h"
 
 enum { PAGE = 4096, KEY_MAX = 160, NAME_MAX_LEN = 96, TILE_ALIGN = 64 };
 
 static size_t ranks_offset(void) { return coll_round_up(sizeof(arena_hdr_t), 64); }
 
-static size_t data_offset(int nranks) {
-  return coll_round_up(ranks_offset() + (size_t)nranks * sizeof(arena_rank_t), PAGE);
+static size_t small_offset(int nranks) {
+  return coll_round_up(ranks_offset() + (size_t)nranks * sizeof(arena_rank_t), 64);
+}
+
+static size_t data_offset(int nranks, uint32_t small_lines) {
+  return coll_round_up(small_offset(nranks) + small_region_bytes(nranks, small_lines), PAGE);
 }
 
 /* Rank 0: create, size (allocated now: a full /dev/shm is an error here, not a SIGBUS
  * in the middle of a collective) and initialise the segment. */
 static coll_status_t create_segment(coll_base_t *base, size_t slot_bytes, bool window_ok,
-                                    char *name, size_t cap, int *fd_out, size_t *len_out) {
+                                    uint32_t small_bytes, char *name, size_t cap, int *fd_out,
+                                    size_t *len_out) {
   int n = base->nranks;
-  size_t len = data_offset(n) + (size_t)ARENA_NSETS * (size_t)n * slot_bytes;
+  uint32_t small_lines = small_lines_for(small_bytes);
+  size_t len = data_offset(n, small_lines) + (size_t)ARENA_NSETS * (size_t)n * slot_bytes;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
   uint32_t key_hash = 2166136261u;
@@ -70,8 +82,11 @@ static coll_status_t create_segment(coll_base_t *base, size_t slot_bytes, bool w
   hdr->nranks = (uint32_t)n;
   hdr->nsets = ARENA_NSETS;
   hdr->slot_bytes = slot_bytes;
-  hdr->data_offset = data_offset(n);
+  hdr->data_offset = data_offset(n, small_lines);
   hdr->window_ok = window_ok;
+  hdr->small_lines = small_lines;
+  hdr->small_bytes = small_bytes;
+  hdr->small_offset = small_offset(n);
   atomic_thread_fence(memory_order_release);
   hdr->magic = ARENA_MAGIC;
   munmap(hdr, PAGE);
@@ -95,13 +110,18 @@ static coll_status_t attach(coll_base_t *base, arena_t *a, const char *name) {
   a->hdr = map;
   arena_hdr_t *h = a->hdr;
   if (h->magic != ARENA_MAGIC || h->nranks != (uint32_t)base->nranks || h->nsets != ARENA_NSETS ||
-      h->data_offset != data_offset(base->nranks) || h->slot_bytes == 0 ||
+      h->small_offset != small_offset(base->nranks) ||
+      h->small_bytes > (uint64_t)h->small_lines * SMALL_LINE_DATA ||
+      h->data_offset != data_offset(base->nranks, h->small_lines) || h->slot_bytes == 0 ||
       h->slot_bytes % PAGE != 0 ||
       h->data_offset + (size_t)ARENA_NSETS * base->nranks * h->slot_bytes > a->map_len)
     return coll_error(COLL_ERR_PROTOCOL, "arena: segment %s has a bad header", name);
   a->ranks = (arena_rank_t *)((unsigned char *)map + ranks_offset());
   a->data = (unsigned char *)map + h->data_offset;
   a->slot_bytes = h->slot_bytes;
+  a->small_lines = h->small_lines;
+  a->small_bytes = h->small_bytes;
+  a->small_base = (unsigned char *)map + h->small_offset;
   struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = base->rank, .l_len = 1};
   if (fcntl(a->fd, F_SETLK, &lock) != 0)
     return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: locking byte %d of %s", base->rank,
@@ -162,8 +182,11 @@ coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
   size_t len = 0;
   coll_status_t st = COLL_OK;
   if (base->rank == 0) {
-    int64_t enabled, slot, window = 1;
+    int64_t enabled, slot, window = 1, small = 0;
     st = coll_env_int("COLL_ARENA", 0, 1, 1, &enabled);
+    if (st == COLL_OK)
+      st = coll_env_int("COLL_SMALL_BYTES", 0, 1 << 20, (int64_t)algo_small_max_bytes(base->nranks),
+                        &small);
     if (st == COLL_OK) st = coll_env_int("COLL_WINDOW", 0, 1, 1, &window);
     if (st == COLL_OK)
       st = coll_env_int("COLL_ARENA_SLOT_BYTES", PAGE, (int64_t)64 << 20, 1 << 20, &slot);
@@ -179,8 +202,8 @@ coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
         wait_seen(base); /* the store must outlive their reading of it */
       return coll_error(st, "rank 0: %s", bad + 1);
     }
-    if (enabled &&
-        create_segment(base, (size_t)slot, window != 0, name, sizeof name, &fd, &len) != COLL_OK) {
+    if (enabled && create_segment(base, (size_t)slot, window != 0, (uint32_t)small, name,
+                                  sizeof name, &fd, &len) != COLL_OK) {
       coll_log(COLL_LOG_WARN, "%s; the arena all-reduce is off for this communicator",
                coll_last_error());
       snprintf(name, sizeof name, "-");
@@ -232,8 +255,10 @@ coll_status_t arena_open(arena_t **out, coll_base_t *base, bool one_host,
   }
   a->base = base;
   *out = a;
-  coll_log(COLL_LOG_INFO, "arena: %zu bytes shared by %d ranks, %d sets of %zu-byte slots",
-           a->map_len, base->nranks, ARENA_NSETS, a->slot_bytes);
+  coll_log(COLL_LOG_INFO,
+           "arena: %zu bytes shared by %d ranks, %d sets of %zu-byte slots, small-message "
+           "lines for %zu bytes",
+           a->map_len, base->nranks, ARENA_NSETS, a->slot_bytes, (size_t)a->small_bytes);
   return COLL_OK;
 }
 
