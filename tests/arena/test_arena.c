@@ -542,6 +542,8 @@ START_TEST(the_cost_model_sends_small_messages_to_the_small_path) {
   ck_assert_uint_eq(algo_small_max_bytes(1), 0);
   ck_assert_uint_eq(algo_small_max_bytes(2), 4096);
   ck_assert_uint_eq(algo_small_max_bytes(4), 32768);
+  ck_assert_uint_eq(algo_small_broadcast_max_bytes(2), 1024);
+  ck_assert_uint_eq(algo_small_broadcast_max_bytes(3), 32768);
 }
 END_TEST
 

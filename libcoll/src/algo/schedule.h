@@ -208,5 +208,8 @@ bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c);
  * one step, every rank reads every other's lines) should take at nranks ranks: the
  * default of COLL_SMALL_BYTES, measured (cost.c). */
 size_t algo_small_max_bytes(int nranks);
+/* The same for a broadcast (smaller at 2 ranks, measured in cost.c); COLL_SMALL_BYTES
+ * still bounds it. */
+size_t algo_small_broadcast_max_bytes(int nranks);
 
 #endif

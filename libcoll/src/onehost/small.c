@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "algo/algo_internal.h"
+#include "algo/schedule.h"
 #include "common/error.h"
 #include "mem/memops.h"
 #include "onehost/small.h"
@@ -44,7 +45,9 @@ bool small_fits(const arena_t *a, const coll_call_t *call) {
       call->kind != COLL_KIND_BROADCAST)
     return false;
   size_t esz = coll_dtype_size(call->dtype);
-  return esz != 0 && SMALL_LINE_DATA % esz == 0 && call->count <= (size_t)a->small_bytes / esz;
+  return esz != 0 && SMALL_LINE_DATA % esz == 0 && call->count <= (size_t)a->small_bytes / esz &&
+         (call->kind != COLL_KIND_BROADCAST ||
+          call->count <= algo_small_broadcast_max_bytes(a->nranks) / esz);
 }
 
 static small_line_t *lines_of(const arena_t *a, int rank, uint32_t round) {
