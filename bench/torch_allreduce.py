@@ -39,10 +39,13 @@ def human(nbytes):
 
 
 def sizes(args):
+    """minbytes, times stepfactor each step, and maxbytes itself at the end."""
     out, n = [], args.minbytes
     while n <= args.maxbytes:
         out.append(n)
         n *= args.stepfactor
+    if out and out[-1] != args.maxbytes:
+        out.append(args.maxbytes)
     return out
 
 
