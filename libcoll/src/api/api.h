@@ -36,4 +36,14 @@ coll_status_t api_resolve_op(coll_comm_t *comm, const char *who, coll_call_t *ca
 /* Record a prepared call in the open group. */
 coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc);
 
+/* Room for "rank 12345: coll_reduce_scatter_stream", how argument errors begin. */
+enum { API_WHO_MAX = 96 };
+/* The checks every point-to-point call (untagged and tagged) makes: the communicator, the
+ * request of an _async form, the type, the peer (COLL_ANY_SOURCE too when any_source),
+ * the buffer, its size and that it is host memory. On COLL_OK, who holds "rank R: what"
+ * and *bytes the message's size. */
+coll_status_t api_check_p2p(coll_comm_t *comm, const char *what, const void *buf, size_t count,
+                            coll_dtype_t dtype, int peer, bool any_source, coll_request_t **request,
+                            bool async, char who[API_WHO_MAX], size_t *bytes);
+
 #endif

@@ -10,8 +10,6 @@
 #include "api/api.h"
 #include "common/error.h"
 
-enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_async" */
-
 coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc) {
   if (comm->group_n == comm->group_cap) {
     size_t cap = comm->group_cap ? comm->group_cap * 2 : 16;
@@ -24,24 +22,24 @@ coll_status_t group_record(coll_comm_t *comm, const prepared_call_t *pc) {
   return COLL_OK;
 }
 
-static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const void *buf,
-                         size_t count, coll_dtype_t dtype, int peer, coll_request_t **request,
-                         bool async) {
+coll_status_t api_check_p2p(coll_comm_t *comm, const char *what, const void *buf, size_t count,
+                            coll_dtype_t dtype, int peer, bool any_source, coll_request_t **request,
+                            bool async, char who[API_WHO_MAX], size_t *bytes) {
   if (async && request != NULL) *request = NULL;
   coll_status_t st = comm_check(comm, what);
   if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   /* Argument errors name the rank and the call (README), like every later error. */
-  char who[WHO_MAX];
-  snprintf(who, sizeof who, "rank %d: %s", comm->base.rank, what);
+  snprintf(who, API_WHO_MAX, "rank %d: %s", comm->base.rank, what);
   if (async && request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", who);
   size_t esz = coll_dtype_size(dtype);
   if (esz == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)dtype);
-  if (peer < 0 || peer >= comm->base.nranks)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)", who, peer,
-                      comm->base.nranks);
+  bool any = any_source && peer == COLL_ANY_SOURCE;
+  if (!any && (peer < 0 || peer >= comm->base.nranks))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)%s", who, peer,
+                      comm->base.nranks, any_source ? " and not COLL_ANY_SOURCE" : "");
   if (peer == comm->base.rank)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is this rank (no self transfers)",
                       who, peer);
@@ -49,8 +47,17 @@ static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const v
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: buf is NULL with count %zu", who, count);
   if (count > (SIZE_MAX / 4) / esz)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", who, count);
-  size_t bytes = count * esz;
-  if (bytes > 0) st = cuda_refuse_device(&comm->cuda, who, buf);
+  *bytes = count * esz;
+  return *bytes > 0 ? cuda_refuse_device(&comm->cuda, who, buf) : COLL_OK;
+}
+
+static coll_status_t p2p(coll_comm_t *comm, const char *what, bool send, const void *buf,
+                         size_t count, coll_dtype_t dtype, int peer, coll_request_t **request,
+                         bool async) {
+  char who[API_WHO_MAX];
+  size_t bytes = 0;
+  coll_status_t st =
+      api_check_p2p(comm, what, buf, count, dtype, peer, false, request, async, who, &bytes);
   if (st != COLL_OK) return st;
   prepared_call_t pc = {
       .call = {.kind = COLL_KIND_P2P,

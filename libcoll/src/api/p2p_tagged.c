@@ -10,37 +10,15 @@
 #include "common/error.h"
 #include "core/tagged.h"
 
-enum { WHO_MAX = 96 }; /* "rank 12345: coll_recv_tagged_async" */
-
 static coll_status_t tagged_call(coll_comm_t *comm, const char *what, bool send, const void *buf,
                                  size_t count, coll_dtype_t dtype, int peer, int tag, int *source,
                                  coll_request_t **request, bool async) {
-  if (async && request != NULL) *request = NULL;
-  coll_status_t st = comm_check(comm, what);
-  if (st == COLL_OK) st = base_check_usable(&comm->base, what);
+  char who[API_WHO_MAX];
+  size_t bytes = 0;
+  coll_status_t st =
+      api_check_p2p(comm, what, buf, count, dtype, peer, !send, request, async, who, &bytes);
   if (st != COLL_OK) return st;
-  char who[WHO_MAX];
-  snprintf(who, sizeof who, "rank %d: %s", comm->base.rank, what);
-  if (async && request == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", who);
-  size_t esz = coll_dtype_size(dtype);
-  if (esz == 0)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)dtype);
-  bool any = !send && peer == COLL_ANY_SOURCE;
-  if (!any && (peer < 0 || peer >= comm->base.nranks))
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is outside [0, %d)%s", who, peer,
-                      comm->base.nranks, send ? "" : " and not COLL_ANY_SOURCE");
-  if (peer == comm->base.rank)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: peer %d is this rank (no self transfers)",
-                      who, peer);
   if (tag < 0) return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: tag %d is negative", who, tag);
-  if (count > 0 && buf == NULL)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: buf is NULL with count %zu", who, count);
-  if (count > (SIZE_MAX / 4) / esz)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: count %zu overflows the size", who, count);
-  size_t bytes = count * esz;
-  if (bytes > 0) st = cuda_refuse_device(&comm->cuda, who, buf);
-  if (st != COLL_OK) return st;
   if (comm->tagged == NULL) /* one rank: every peer was refused above */
     return coll_error(COLL_ERR_INTERNAL, "%s: no tagged point-to-point engine", who);
 

@@ -14,8 +14,6 @@
 #include "common/log.h"
 #include "mem/mem_cuda.h"
 
-enum { WHO_MAX = 96 }; /* "rank 12345: coll_reduce_scatter_stream" */
-
 /* What the cost model needs of a call. */
 static sched_params_t call_params(const coll_comm_t *comm, const coll_call_t *call) {
   return (sched_params_t){.collective = call->kind,
@@ -60,8 +58,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
   }
   coll_log(
       COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, shown,
-      coll_dtype_name(call->dtype), reduces ? " " : "", op,
-      coll_algo_name(call->algo),
+      coll_dtype_name(call->dtype), reduces ? " " : "", op, coll_algo_name(call->algo),
       pc->windows.send != NULL   ? " (zero-copy window: buffers from coll_mem_alloc)"
       : comm->algo == call->algo ? " (forced)"
                                  : " (cost model)",
@@ -156,7 +153,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
   /* Argument errors name the rank and the call (README), like every later error. */
-  char who[WHO_MAX];
+  char who[API_WHO_MAX];
   snprintf(who, sizeof who, "rank %d: %s", comm->base.rank, what);
   size_t esz = coll_dtype_size(call->dtype);
   if (esz == 0)
@@ -176,8 +173,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
     st = cuda_classify(&comm->cuda, &comm->base, who, call, &pc->where);
     if (st == COLL_OK && pc->where.on_device && call->premul)
       st = coll_error(COLL_ERR_UNSUPPORTED,
-                      "%s: premul_sum on device buffers is not supported (host buffers only)",
-                      who);
+                      "%s: premul_sum on device buffers is not supported (host buffers only)", who);
     if (st == COLL_OK && pc->where.on_device)
       st = cuda_prepare(comm->cuda, &comm->base, &pc->where);
     if (st != COLL_OK) return st;
