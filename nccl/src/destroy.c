@@ -128,6 +128,5 @@ NCCL_EXPORT(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   if (r != ncclSuccess) return r;
   /* Blocking and host-stream calls have finished when they return, and libcoll's
    * destroy waits for its queued ones: nothing is left to flush here. */
-  comm->finalized = true;
   return ncclSuccess;
 }

@@ -61,7 +61,8 @@ ncclResult_t nccl_init_now(ncclComm_t comm) {
   coll_unique_id_t id;
   memcpy(id.internal, comm->id.internal, sizeof id.internal);
   coll_comm_t *coll = NULL;
-  coll_status_t st = coll_comm_init_rank(&coll, comm->nranks, id, comm->rank, comm->timeout_ms);
+  /* Deadline 0: COLL_TIMEOUT_MS or libcoll's default (NCCL's API has no timeout). */
+  coll_status_t st = coll_comm_init_rank(&coll, comm->nranks, id, comm->rank, 0);
   ncclResult_t r = st == COLL_OK ? ncclSuccess : nccl_fail_coll(comm, st);
   comm->coll = coll;
   atomic_store(&comm->init_result, r);

@@ -38,8 +38,6 @@ struct ncclComm {
   pthread_t init_thread;
   bool init_thread_started;
   ncclUniqueId id; /* kept for a deferred init */
-  int timeout_ms;
-  bool finalized;
   pthread_mutex_t error_lock;
   char last_error[NCCL_ERROR_MAX]; /* the message of this communicator's last failure */
   nccl_premul_t premul[NCCL_MAX_PREMUL_OPS];
