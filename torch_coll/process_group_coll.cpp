@@ -2,6 +2,8 @@
 // coalesced form), reduce, barrier and monitored_barrier, each one libcoll call.
 #include "process_group_coll.hpp"
 
+#include <Python.h>
+
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
@@ -108,7 +110,18 @@ ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store,
   worker_ = std::make_unique<CommWorker>(comm, rank, timeout);
 }
 
-ProcessGroupColl::~ProcessGroupColl() { worker_.reset(); }
+// The worker may drop the last reference to a tensor that Python still knows, and freeing it
+// takes the GIL: joining the worker while this thread holds the GIL (Python's
+// destroy_process_group, or the group's last reference going away) would wait forever.
+ProcessGroupColl::~ProcessGroupColl() {
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    PyThreadState *saved = PyEval_SaveThread();
+    worker_.reset();
+    PyEval_RestoreThread(saved);
+    return;
+  }
+  worker_.reset();
+}
 
 c10::intrusive_ptr<BackendBase> ProcessGroupColl::create(
     const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
