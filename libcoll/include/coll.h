@@ -32,7 +32,11 @@ extern "C" {
  *  3. A coll_request_t is owned by the caller; coll_request_wait() or a
  *     coll_request_test() that reports completion frees it and sets it to NULL.
  *  4. Calls on one communicator are issued from one thread at a time and every rank
- *     issues the same collectives in the same order (like NCCL and MPI).
+ *     issues the same collectives in the same order (like NCCL and MPI). One exception:
+ *     coll_send_tagged_async and coll_recv_tagged_async may be called from another
+ *     thread while a call is running on the communicator, so that a thread blocked in
+ *     a collective cannot hold up a send that a peer needs before it joins that
+ *     collective. Testing and waiting for their requests follows the rule.
  *  5. Strings returned by coll_status_string() are static; coll_last_error() points
  *     to thread-local storage valid until the next libcoll call on that thread.
  *  6. After coll_comm_abort(), every pending and later call on the communicator

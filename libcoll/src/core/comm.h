@@ -70,7 +70,7 @@ struct coll_comm {
   exec_links_t links;    /* the host transports as the executor uses them */
   arena_t *arena;        /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
   window_set_t *windows; /* coll_mem_alloc's windows (onehost/window.h); NULL: none */
-  cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h); NULL until used */
+  cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h), made at init */
   tagged_t *tagged;      /* tagged point to point (core/tagged.h); NULL for one rank */
 
   /* Progress thread and its FIFO (progress.c); mu guards everything below up to

@@ -216,6 +216,10 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   snprintf(tp_prefix, sizeof tp_prefix, "%stg/", comm->base.key_prefix);
   st = tagged_open(&comm->tagged, &comm->base, &setup);
   if (st != COLL_OK) goto out;
+  /* Counted now, not at the first call: tagged calls may come from another thread than
+   * a collective's (coll.h, rule 4) and must find the CUDA state made. */
+  st = cuda_probe(&comm->cuda);
+  if (st != COLL_OK) goto out;
   /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
   st = arena_open(&comm->arena, &comm->base, one_host, forced);
   if (st != COLL_OK) goto out;

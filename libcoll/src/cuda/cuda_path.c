@@ -81,6 +81,11 @@ static coll_status_t probed_state(cuda_path_t **slot, cuda_path_t **out) {
   return COLL_OK;
 }
 
+coll_status_t cuda_probe(cuda_path_t **slot) {
+  cuda_path_t *path = NULL;
+  return probed_state(slot, &path);
+}
+
 /* Point-to-point transfers stay on host memory: the cuda_ipc connections are made by
  * every rank together at its first device collective, which a send between two ranks
  * cannot start, and the host path would read device memory as host memory. */

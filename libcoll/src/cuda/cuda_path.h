@@ -25,13 +25,16 @@ typedef struct {
   atomic_int *gate; /* stream calls: > 0 once the stream has reached the call */
 } cuda_where_t;
 
-/* *slot is the communicator's state, created on first use (NULL until then). */
+/* *slot is the communicator's state: made by cuda_probe at init, or on first use. */
 /* Find where call's buffers live (where->on_device, where->device; no stream or gate);
  * a host/device mix is an argument error. Caller's thread. */
 coll_status_t cuda_classify(cuda_path_t **slot, const coll_base_t *base, const char *what,
                             const coll_call_t *call, cuda_where_t *where);
 /* COLL_ERR_UNSUPPORTED when buf is device memory (point-to-point calls). */
 coll_status_t cuda_refuse_device(cuda_path_t **slot, const char *what, const void *buf);
+/* Make the state and count the devices now (at init): afterwards cuda_refuse_device only
+ * reads it, so tagged point-to-point calls may run on another thread than a collective. */
+coll_status_t cuda_probe(cuda_path_t **slot);
 /* Before a device call is queued (caller's thread): stream, transport path, cuda_ipc
  * connections at the first device call. */
 coll_status_t cuda_prepare(cuda_path_t *x, const coll_base_t *base, const cuda_where_t *where);
