@@ -1,6 +1,9 @@
-// CommWorker: the process group's libcoll thread (start in order, poll, complete), and the
-// error text of a failed libcoll call.
+// CommWorker: the process group's libcoll thread (start in order, poll, complete), the
+// waiting thread's turn at the same loop (drive_until), and the error text of a failed
+// libcoll call.
 #include "comm_worker.hpp"
+
+#include "torch_coll_config.h"
 
 #include <exception>
 #include <string>
@@ -34,6 +37,24 @@ CommWorker::~CommWorker() {
 }
 
 void CommWorker::submit(std::unique_ptr<Job> job) {
+#if TORCH_COLL_HAVE_TAGGED
+  const c10d::OpType type = job->work->retrieveOpType();
+  if (type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+      type == c10d::OpType::RECVANYSOURCE) {
+    // Posted now, even while another thread is in a collective on comm_ (coll.h rule 4's
+    // exception for coll_send_tagged_async / coll_recv_tagged_async); the worker or a
+    // waiter polls it with the rest.
+    JobList ended;
+    {
+      std::lock_guard<std::mutex> post(post_mutex_);
+      post_now(job, ended);
+    }
+    if (!ended.empty()) {  // it failed at once (its future's callbacks may submit again)
+      complete(ended);
+      return;
+    }
+  }
+#endif
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(job));
@@ -41,24 +62,58 @@ void CommWorker::submit(std::unique_ptr<Job> job) {
   wake_.notify_one();
 }
 
-void CommWorker::complete(Job &job, coll_status_t status, const std::string &error) {
-  if (job.cleanup) job.cleanup(comm_);
-  if (status != COLL_OK) {
-    job.work->complete_error(error);
-    return;
+namespace {
+// The request ended (or never started): release what start made, keep the outcome.
+void end_job(coll_comm_t *comm, std::unique_ptr<Job> job, coll_status_t status, std::string error,
+             JobList &ended) {
+  if (job->cleanup) job->cleanup(comm);
+  job->status = status;
+  job->error = std::move(error);
+  ended.push_back(std::move(job));
+}
+}  // namespace
+
+void CommWorker::complete(JobList &ended) {
+  for (std::unique_ptr<Job> &job : ended) {
+    if (job->status != COLL_OK) {
+      job->work->complete_error(job->error);
+      continue;
+    }
+    try {
+      if (job->finish) job->finish();
+    } catch (const std::exception &e) {
+      job->work->complete_error("coll: rank " + std::to_string(rank_) + ": " + job->call +
+                                ": copying the result out failed: " + e.what());
+      continue;
+    }
+    job->work->complete_ok(job->source);
   }
-  try {
-    if (job.finish) job.finish();
-  } catch (const std::exception &e) {
-    job.work->complete_error("coll: rank " + std::to_string(rank_) + ": " + job.call +
-                             ": copying the result out failed: " + e.what());
-    return;
-  }
-  job.work->complete_ok(job.source);
+  ended.clear();  // the jobs' tensors are released here, outside drive_mutex_
 }
 
-void CommWorker::start(std::unique_ptr<Job> job) {
-  if (job->blocking) drain_in_flight();
+// Starts a tagged call on the submitting thread; `job` stays set when it is running.
+void CommWorker::post_now(std::unique_ptr<Job> &job, JobList &ended) {
+  coll_status_t status = COLL_ERR_INTERNAL;
+  std::string error;
+  try {
+    status = job->start(comm_, &job->request, &job->source);
+    if (status != COLL_OK) error = coll_failure_text(rank_, job->call, status);
+  } catch (const std::exception &e) {
+    error = "coll: rank " + std::to_string(rank_) + ": " + job->call + ": " + e.what();
+  }
+  if (status == COLL_OK && job->request != nullptr) {
+    job->posted = true;
+    return;
+  }
+  end_job(comm_, std::move(job), status, std::move(error), ended);
+}
+
+void CommWorker::start(std::unique_ptr<Job> job, JobList &ended) {
+  if (job->posted) {
+    in_flight_.push_back(std::move(job));
+    return;
+  }
+  if (job->blocking) drain_in_flight(ended);
   coll_status_t status = COLL_ERR_INTERNAL;
   std::string error;
   try {
@@ -71,68 +126,115 @@ void CommWorker::start(std::unique_ptr<Job> job) {
     in_flight_.push_back(std::move(job));
     return;
   }
-  complete(*job, status, error);
+  end_job(comm_, std::move(job), status, std::move(error), ended);
 }
 
-// Tests every running request once; completes those that ended. True when one did.
-bool CommWorker::poll_in_flight() {
+void CommWorker::start_queued(JobList &ended) {
+  std::deque<std::unique_ptr<Job>> next;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    next.swap(queue_);
+  }
+  for (std::unique_ptr<Job> &job : next) start(std::move(job), ended);
+}
+
+// Tests every running request once; those that ended move to `ended`. True when one did.
+bool CommWorker::poll_in_flight(JobList &ended) {
   bool progressed = false;
   for (size_t i = 0; i < in_flight_.size();) {
-    Job &job = *in_flight_[i];
-    coll_status_t status = coll_request_test(&job.request);
+    coll_status_t status = coll_request_test(&in_flight_[i]->request);
     if (status == COLL_IN_PROGRESS) {
       ++i;
       continue;
     }
     std::string error;
-    if (status != COLL_OK) error = coll_failure_text(rank_, job.call, status);
+    if (status != COLL_OK) error = coll_failure_text(rank_, in_flight_[i]->call, status);
     std::unique_ptr<Job> done = std::move(in_flight_[i]);
     in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
-    complete(*done, status, error);
+    end_job(comm_, std::move(done), status, std::move(error), ended);
     progressed = true;
   }
   return progressed;
 }
 
 // libcoll fails every request within its deadline, so this ends.
-void CommWorker::drain_in_flight() {
+void CommWorker::drain_in_flight(JobList &ended) {
   while (!in_flight_.empty()) {
-    if (!poll_in_flight()) std::this_thread::sleep_for(kPollInterval);
+    if (!poll_in_flight(ended)) std::this_thread::sleep_for(kPollInterval);
   }
 }
 
-void CommWorker::abort_in_flight() {
-  coll_comm_abort(comm_);
-  drain_in_flight();
+// `work`'s request is the only one running: wait for it in libcoll (see drive_until).
+bool CommWorker::wait_alone(WorkColl &work, JobList &ended) {
+  if (in_flight_.size() != 1 || in_flight_[0]->work.get() != &work) return false;
+  std::unique_ptr<Job> job = std::move(in_flight_[0]);
+  in_flight_.clear();
+  coll_status_t status = coll_request_wait(&job->request);
+  std::string error;
+  if (status != COLL_OK) error = coll_failure_text(rank_, job->call, status);
+  end_job(comm_, std::move(job), status, std::move(error), ended);
+  return true;
+}
+
+void CommWorker::drive_until(WorkColl &work, std::chrono::microseconds spin, bool may_block) {
+  const auto end = std::chrono::steady_clock::now() + spin;
+  while (!work.isCompleted() && std::chrono::steady_clock::now() < end) {
+    JobList ended;
+    bool progressed = false;
+    {
+      std::unique_lock<std::mutex> drive(drive_mutex_, std::try_to_lock);
+      if (drive.owns_lock()) {
+        start_queued(ended);
+        progressed = poll_in_flight(ended) || !ended.empty();
+        if (!progressed && may_block) progressed = wait_alone(work, ended);
+        std::lock_guard<std::mutex> lock(mutex_);
+        in_flight_count_ = in_flight_.size();
+      }
+    }
+    complete(ended);
+    if (!progressed) std::this_thread::yield();
+  }
+  // What this thread started and did not see end is the worker's to poll again.
+  bool running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running = in_flight_count_ > 0 || !queue_.empty();
+  }
+  if (running) wake_.notify_one();
 }
 
 void CommWorker::run() {
   std::chrono::steady_clock::time_point stop_deadline{};
   for (;;) {
-    std::unique_ptr<Job> next;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (queue_.empty()) {
-        if (stopping_ && in_flight_.empty()) break;
-        if (in_flight_.empty())
-          wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_ && in_flight_count_ == 0) break;
+        if (in_flight_count_ == 0)
+          wake_.wait(lock, [this] { return stopping_ || !queue_.empty() || in_flight_count_ > 0; });
         else
           wake_.wait_for(lock, kPollInterval);
-      }
-      if (!queue_.empty()) {
-        next = std::move(queue_.front());
-        queue_.pop_front();
       }
       if (stopping_ && stop_deadline == std::chrono::steady_clock::time_point{})
         stop_deadline = std::chrono::steady_clock::now() + timeout_;
     }
-    if (next) start(std::move(next));
-    poll_in_flight();
-    // Work nobody waits for (an irecv never matched) must not keep the group alive forever.
-    if (stop_deadline != std::chrono::steady_clock::time_point{} && !in_flight_.empty() &&
-        std::chrono::steady_clock::now() > stop_deadline)
-      abort_in_flight();
+    JobList ended;
+    {
+      std::lock_guard<std::mutex> drive(drive_mutex_);
+      start_queued(ended);
+      poll_in_flight(ended);
+      // Work nobody waits for (an irecv never matched) must not keep the group alive forever.
+      if (stop_deadline != std::chrono::steady_clock::time_point{} && !in_flight_.empty() &&
+          std::chrono::steady_clock::now() > stop_deadline) {
+        coll_comm_abort(comm_);
+        drain_in_flight(ended);
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_flight_count_ = in_flight_.size();
+    }
+    complete(ended);
   }
+  std::lock_guard<std::mutex> drive(drive_mutex_);
   coll_comm_destroy(comm_);
   comm_ = nullptr;
 }

@@ -1,8 +1,11 @@
 // The one thread per process group that calls libcoll on its communicator (libcoll allows
 // one caller per communicator at a time, and autograd's hooks and the user's thread both
-// call): it starts each job's asynchronous call in submission order, polls the requests
+// call): it starts each job's asynchronous call in submission order (point-to-point calls
+// are posted at once by the submitting thread, which libcoll allows), polls the requests
 // without blocking (so that isend-then-irecv on both sides cannot deadlock), and completes
-// each job's Work and future.
+// each job's Work and future. A thread that waits for a Work may take the worker's place
+// for a while (drive_until): it then starts and polls the same jobs itself, without the
+// worker's wake-up and poll interval on the path of a small call.
 #pragma once
 
 #include <coll.h>
@@ -13,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,17 +30,23 @@ struct Job {
   // Starts the libcoll call and sets *request; a call that completes at once (blocking jobs)
   // leaves it NULL. `source` receives the sender of a receive from any source.
   std::function<coll_status_t(coll_comm_t *comm, coll_request_t **request, int *source)> start;
-  // After success, on the worker: copy results out (lists, non-contiguous outputs).
+  // After success, outside libcoll's one-caller lock: copy results out (lists,
+  // non-contiguous outputs).
   std::function<void()> finish;
-  // Always, on the worker, after the request ended: releases what start made on the
-  // communicator (a PREMUL_SUM op).
+  // Always, by the thread that saw the request end, before finish: releases what start made
+  // on the communicator (a PREMUL_SUM op).
   std::function<void(coll_comm_t *comm)> cleanup;
   // 1: start only once nothing else is in flight, and it runs to completion (it may change
   // the communicator's timeout, as monitored_barrier does).
   bool blocking = false;
   int source = -1;
   coll_request_t *request = nullptr;
+  bool posted = false;                      // a point-to-point call submit started already
+  coll_status_t status = COLL_IN_PROGRESS;  // how it ended, and the message when it failed
+  std::string error;
 };
+
+using JobList = std::vector<std::unique_ptr<Job>>;
 
 class CommWorker {
  public:
@@ -49,23 +59,39 @@ class CommWorker {
   CommWorker &operator=(const CommWorker &) = delete;
 
   void submit(std::unique_ptr<Job> job);
+  // On a thread waiting for `work`: starts the queued jobs and polls the running ones in
+  // the worker's place, without sleeping, until `work` completes or `spin` has passed
+  // (then the worker goes on alone). With `may_block` (a wait without a timeout), when
+  // `work` is the only call running, this thread waits in libcoll itself, which runs a
+  // collective right here (no hand-off to libcoll's progress thread); tagged
+  // point-to-point calls are posted by submit on the submitting thread meanwhile (coll.h
+  // rule 4's exception), as a peer may need a send before it can join the collective.
+  void drive_until(WorkColl &work, std::chrono::microseconds spin, bool may_block);
 
  private:
   void run();
-  void start(std::unique_ptr<Job> job);
-  bool poll_in_flight();
-  void drain_in_flight();
-  void abort_in_flight();
-  void complete(Job &job, coll_status_t status, const std::string &error);
+  // These call libcoll: only with drive_mutex_ held. Jobs that ended go to `ended`.
+  void start(std::unique_ptr<Job> job, JobList &ended);
+  void post_now(std::unique_ptr<Job> &job, JobList &ended);
+  bool poll_in_flight(JobList &ended);
+  void drain_in_flight(JobList &ended);
+  void start_queued(JobList &ended);
+  bool wait_alone(WorkColl &work, JobList &ended);
+  // Without drive_mutex_: the results copied out, the Work and future completed.
+  void complete(JobList &ended);
 
   coll_comm_t *comm_;
   const int rank_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards queue_, stopping_, in_flight_count_
   std::condition_variable wake_;
-  std::deque<std::unique_ptr<Job>> queue_;       // guarded by mutex_
-  bool stopping_ = false;                        // guarded by mutex_
-  std::vector<std::unique_ptr<Job>> in_flight_;  // the worker thread's only
+  std::deque<std::unique_ptr<Job>> queue_;
+  bool stopping_ = false;
+  size_t in_flight_count_ = 0;
+  std::mutex post_mutex_;  // point-to-point posts, in submission order
+  // Held by whichever thread calls libcoll on comm_: the worker, or a waiter driving.
+  std::mutex drive_mutex_;
+  JobList in_flight_;  // guarded by drive_mutex_
   std::thread thread_;
 };
 

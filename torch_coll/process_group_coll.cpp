@@ -107,7 +107,7 @@ ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store,
                                    std::chrono::milliseconds timeout)
     : BackendBase(rank, size), timeout_(timeout) {
   coll_comm_t *comm = join_group(store, rank, size, timeout);
-  worker_ = std::make_unique<CommWorker>(comm, rank, timeout);
+  worker_ = std::make_shared<CommWorker>(comm, rank, timeout);
 }
 
 // The worker may drop the last reference to a tensor that Python still knows, and freeing it
@@ -137,7 +137,7 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const 
                                                        std::function<void(coll_comm_t *)> cleanup) {
   auto job = std::make_unique<Job>();
   job->call = call;
-  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs));
+  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs), worker_);
   job->start = std::move(start);
   job->finish = std::move(finish);
   job->blocking = blocking;

@@ -89,7 +89,7 @@ class ProcessGroupColl : public BackendBase {
                                              std::function<void()> finish);
 
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<CommWorker> worker_;
+  std::shared_ptr<CommWorker> worker_;  // shared with the Works that may drive it
 };
 
 }  // namespace torch_coll

@@ -2,19 +2,42 @@
 // list of output tensors, the way gloo's work objects report it.
 #include "work_coll.hpp"
 
+#include "comm_worker.hpp"
+
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace torch_coll {
 
-WorkColl::WorkColl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+namespace {
+// How long wait() drives the group's calls itself before it sleeps: longer than a small
+// call takes, short enough that a long one does not keep a core spinning.
+constexpr auto kDriveSpin = std::chrono::microseconds(500);
+}  // namespace
+
+WorkColl::WorkColl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+                   std::weak_ptr<CommWorker> driver)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
-      receives_(type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE) {}
+      receives_(type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE),
+      driver_(std::move(driver)) {}
+
+bool WorkColl::wait(std::chrono::milliseconds timeout) {
+  const auto began = std::chrono::steady_clock::now();
+  auto spin = std::chrono::duration_cast<std::chrono::microseconds>(kDriveSpin);
+  if (timeout != kNoTimeout) spin = std::min(spin, std::chrono::microseconds(timeout));
+  if (std::shared_ptr<CommWorker> driver = driver_.lock())
+    driver->drive_until(*this, spin, timeout == kNoTimeout);
+  if (timeout == kNoTimeout || isCompleted()) return c10d::Work::wait(timeout);
+  auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - began);
+  return c10d::Work::wait(std::max(left, std::chrono::milliseconds(1)));
+}
 
 std::vector<at::Tensor> WorkColl::result() { return outputs_; }
 

@@ -158,6 +158,42 @@ def recv_from_any_source_reports_the_sender(ctx):
         dist.barrier(group=group)
 
 
+def send_from_a_thread_beside_a_waiting_all_reduce(ctx):
+    # Rank 0's main thread waits in all_reduce while a second thread sends to rank 1, which
+    # receives that before it joins the all_reduce: the send must not queue behind it.
+    if missing("tagged_p2p", lambda: dist.send(torch.ones(1), (ctx.rank + 1) % ctx.world, tag=3),
+               "coll_send_tagged"):
+        return
+    import threading
+    import time
+    for group in (None, ctx.gloo):
+        for numel in (256, 1 << 18):  # eager and rendezvous sizes (1 KiB, 1 MiB)
+            x = torch.full((8,), float(ctx.rank))
+            payload = make(torch.float32, 5, (numel,))
+            if ctx.rank == 0:
+                errors = []
+
+                def send_later():
+                    try:
+                        time.sleep(0.2)  # the main thread is in all_reduce by now
+                        dist.send(payload, 1, group=group, tag=6)
+                    except Exception as e:  # reported below, on the main thread
+                        errors.append(e)
+                t = threading.Thread(target=send_later)
+                t.start()
+                dist.all_reduce(x, group=group)
+                t.join()
+                assert not errors, errors
+            else:
+                if ctx.rank == 1:
+                    got = torch.zeros(numel)
+                    dist.recv(got, 0, group=group, tag=6)
+                    same(got, payload, "message sent beside the all_reduce")
+                dist.all_reduce(x, group=group)
+            same(x, torch.full((8,), float(sum(range(ctx.world)))), "all_reduce beside a send")
+    dist.barrier()
+
+
 def p2p_bad_arguments_raise(ctx):
     coll_harness.expect_raises(lambda: dist.send(torch.ones(1), ctx.rank), "is this rank")
     coll_harness.expect_raises(lambda: dist.recv(torch.ones(1), ctx.world + 1), "invalid peer")
@@ -170,6 +206,7 @@ CASES = {f.__name__: f for f in [
     send_recv_in_order_match_gloo,
     tags_and_nonblocking_exchanges,
     recv_from_any_source_reports_the_sender,
+    send_from_a_thread_beside_a_waiting_all_reduce,
     p2p_bad_arguments_raise,
 ]}
 
