@@ -233,7 +233,7 @@ coll_status_t api_submit(coll_comm_t *comm, const char *what, const prepared_cal
                         comm->base.rank, what);
     st = group_record(comm, pc);
   } else if (request != NULL) {
-    st = progress_submit(comm, pc, request);
+    st = progress_submit(comm, pc, true, request);
   } else {
     st = progress_run_blocking(comm, pc);
   }

@@ -15,6 +15,19 @@ static inline int64_t coll_now_ms(void) { return coll_now_ns() / 1000000LL; }
 
 /* The CLOCK_MONOTONIC time ms from now, as pthread_cond_timedwait takes it (libcoll's
  * condition variables use that clock). */
+/* CLOCK_MONOTONIC now + ns (ns >= 0), for condition variables on that clock. */
+static inline struct timespec coll_timespec_in_ns(int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ns / 1000000000LL);
+  ts.tv_nsec += (long)(ns % 1000000000LL);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
 static inline struct timespec coll_timespec_in_ms(int ms) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -49,6 +49,7 @@ struct coll_request {
   struct coll_request *next;
   prepared_call_t call;
   atomic_int done;
+  int64_t run_after_ns; /* the progress thread leaves it to a waiter until then */
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
   tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
@@ -84,7 +85,8 @@ struct coll_comm {
   coll_request_t *tail;
   bool busy; /* some thread is running the executor */
   bool stop;
-  uint64_t epoch; /* completed operations */
+  uint64_t epoch;         /* completed operations */
+  int64_t async_grace_ns; /* COLL_ASYNC_GRACE_US (comm.c); see progress_submit */
   /* Threads inside a done_cv wait loop (counted in before their first look at what they
    * wait for): a finishing request takes the mutex again to wake them only when there
    * are some (progress.c, execute). */
@@ -98,7 +100,7 @@ struct coll_comm {
   size_t group_n, group_cap;
   /* Split (split.c): splits done so far. */
   uint64_t splits;
-  bool prefix_preset;   /* a split child: key_prefix was given, not agreed */
+  bool prefix_preset; /* a split child: key_prefix was given, not agreed */
   /* premul_sum ops (api/ops.c), live ones only; used by the calling thread alone. */
   comm_premul_op_t *premul_ops;
   size_t premul_n, premul_cap;
@@ -149,8 +151,8 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc);
  * where recvbuf holds an input's worth (all_reduce, reduce at the root), else into a new
  * buffer (*scratch; free() it after the run). *scaled is call reading the scaled input;
  * calls that are not premul_sum come back unchanged. */
-coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks,
-                                 coll_call_t *scaled, void **scratch);
+coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks, coll_call_t *scaled,
+                                 void **scratch);
 
 /* ---- stream_calls.c ---- */
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */
@@ -163,8 +165,12 @@ void progress_stop(coll_comm_t *comm);
 /* Run call: on the calling thread when nothing is queued (blocking fast path), else
  * through the queue and wait. */
 coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc);
-/* Queue call for the progress thread. */
-coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc,
+/* Queue call for the progress thread. With `grace`, the thread leaves it for the
+ * communicator's async_grace_ns to a coll_request_wait, which then runs it itself: a call
+ * waited for right after it was made crosses no thread (bound, the progress thread
+ * shares the rank's core, and its taking the call costs a context switch each way).
+ * Stream calls, which nobody waits for, pass false. */
+coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool grace,
                               coll_request_t **request);
 /* When no thread runs the executor and work is queued, run the oldest queued request
  * on this thread; false when there was nothing to do. */

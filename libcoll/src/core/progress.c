@@ -1,7 +1,8 @@
 /* The request queue: the progress thread of a communicator and its FIFO of queued
  * calls, the blocking fast path (a blocking call with nothing queued runs on the
  * caller's thread, which saves the hand-off (two thread wake-ups) that dominates small
- * messages), and the two waits other files need (quiet, one request done). */
+ * messages), the grace that gives a new asynchronous call to its waiter for the same
+ * reason, and the two waits other files need (quiet, one request done). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +41,20 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
 }
 
 /* The queue's head runs when no other thread runs the executor (a waiter may be running
- * queued work itself, see progress_help). */
+ * queued work itself, see progress_help), and once its grace has passed (progress_submit). */
 static void *progress_main(void *arg) {
   coll_comm_t *comm = arg;
   coll_log_set_rank(comm->base.rank);
   pthread_mutex_lock(&comm->mu);
   for (;;) {
+    if (comm->head != NULL && !comm->busy && !comm->stop) {
+      int64_t left_ns = comm->head->run_after_ns - coll_now_ns();
+      if (comm->head->run_after_ns != 0 && left_ns > 0) { /* a waiter may take it meanwhile */
+        struct timespec ts = coll_timespec_in_ns(left_ns);
+        pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
+        continue;
+      }
+    }
     if (comm->head != NULL && !comm->busy) {
       coll_request_t *req = comm->head;
       comm->head = req->next;
@@ -57,7 +66,10 @@ static void *progress_main(void *arg) {
       continue;
     }
     if (comm->stop && comm->head == NULL) break;
-    struct timespec ts = coll_timespec_in_ms(IDLE_WAIT_MS);
+    /* With a grace, submissions do not wake this thread (progress_submit): it looks
+     * again after one grace instead. */
+    struct timespec ts = comm->async_grace_ns > 0 ? coll_timespec_in_ns(comm->async_grace_ns)
+                                                  : coll_timespec_in_ms(IDLE_WAIT_MS);
     pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
   }
   pthread_mutex_unlock(&comm->mu);
@@ -104,20 +116,21 @@ bool progress_help(coll_comm_t *comm) {
   return true;
 }
 
-coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc,
+coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool grace,
                               coll_request_t **request) {
   coll_request_t *req = calloc(1, sizeof *req);
   if (req == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for a request");
   req->comm = comm;
   req->call = *pc;
   atomic_init(&req->done, 0);
+  if (grace && comm->async_grace_ns > 0) req->run_after_ns = coll_now_ns() + comm->async_grace_ns;
   pthread_mutex_lock(&comm->mu);
   if (comm->tail != NULL)
     comm->tail->next = req;
   else
     comm->head = req;
   comm->tail = req;
-  pthread_cond_signal(&comm->queue_cv);
+  if (req->run_after_ns == 0) pthread_cond_signal(&comm->queue_cv);
   pthread_mutex_unlock(&comm->mu);
   *request = req;
   return COLL_OK;
@@ -139,7 +152,7 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc
   pthread_mutex_unlock(&comm->mu);
   /* Earlier asynchronous work is still running: keep FIFO order behind it. */
   coll_request_t *req;
-  coll_status_t st = progress_submit(comm, pc, &req);
+  coll_status_t st = progress_submit(comm, pc, false, &req);
   if (st != COLL_OK) return st;
   return coll_request_wait(&req);
 }

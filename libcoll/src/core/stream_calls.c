@@ -51,7 +51,7 @@ coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc) {
   atomic_init(&op->gate, 0);
   op->comm = comm;
   pc->where.gate = &op->gate;
-  coll_status_t st = progress_submit(comm, pc, &op->req);
+  coll_status_t st = progress_submit(comm, pc, false, &op->req);
   if (st != COLL_OK) {
     free(op);
     return st;
