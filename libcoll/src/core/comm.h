@@ -50,6 +50,7 @@ struct coll_request {
   prepared_call_t call;
   atomic_int done;
   int64_t run_after_ns; /* the progress thread leaves it to a waiter until then */
+  int64_t submitted_ns; /* a user's _async call (progress_submit with grace): when */
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
   tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
@@ -87,6 +88,10 @@ struct coll_comm {
   bool stop;
   uint64_t epoch;         /* completed operations */
   int64_t async_grace_ns; /* COLL_ASYNC_GRACE_US (comm.c); see progress_submit */
+  bool idle_long;         /* the progress thread sleeps without looking at the queue */
+  /* The last user's _async call was waited for at once (request.c): the caller submits
+   * and waits, so the next one gets the grace. */
+  atomic_bool waits_soon;
   /* Threads inside a done_cv wait loop (counted in before their first look at what they
    * wait for): a finishing request takes the mutex again to wake them only when there
    * are some (progress.c, execute). */
@@ -165,11 +170,13 @@ void progress_stop(coll_comm_t *comm);
 /* Run call: on the calling thread when nothing is queued (blocking fast path), else
  * through the queue and wait. */
 coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc);
-/* Queue call for the progress thread. With `grace`, the thread leaves it for the
- * communicator's async_grace_ns to a coll_request_wait, which then runs it itself: a call
- * waited for right after it was made crosses no thread (bound, the progress thread
- * shares the rank's core, and its taking the call costs a context switch each way).
- * Stream calls, which nobody waits for, pass false. */
+/* Queue call for the progress thread. `grace` (a user's _async call): when the last such
+ * call was waited for at once, the thread leaves this one for the communicator's
+ * async_grace_ns to a coll_request_wait, which then runs it itself, so a call waited for
+ * right after it was made crosses no thread (bound, the progress thread shares the
+ * rank's core and its taking the call costs a context switch each way). A caller that
+ * computes between the call and the wait keeps the thread's background progress.
+ * Stream calls and the queue's own uses pass false. */
 coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool grace,
                               coll_request_t **request);
 /* When no thread runs the executor and work is queued, run the oldest queued request

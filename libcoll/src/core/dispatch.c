@@ -12,7 +12,9 @@
  *   COLL_ALGO_ARENA barrier or broadcast -> the small-message path (prepare.c chose it
  *                                 only where it fits);
  *   anything else              -> the schedule executor over the host links (exec/).
- * A premul_sum call first scales its input (premul_input.c) and then runs as a SUM. */
+ * A premul_sum call first scales its input and then runs as a SUM: on host buffers here
+ * (premul_input.c), on device buffers in the CUDA path, after its stream gate (reading
+ * the input here would come before the stream's earlier work wrote it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,9 +46,10 @@ coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
   coll_base_t *base = &comm->base;
   coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
   if (st != COLL_OK || call->count == 0) return st;
-  coll_call_t scaled;
-  void *scratch;
-  st = premul_scale_input(call, base->rank, base->nranks, &scaled, &scratch);
+  coll_call_t scaled = *call;
+  void *scratch = NULL;
+  if (!pc->where.on_device)
+    st = premul_scale_input(call, base->rank, base->nranks, &scaled, &scratch);
   if (st != COLL_OK) {
     base_mark_failed(base, st); /* the peers learn of it instead of waiting for this rank */
     return st;

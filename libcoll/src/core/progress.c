@@ -66,11 +66,14 @@ static void *progress_main(void *arg) {
       continue;
     }
     if (comm->stop && comm->head == NULL) break;
-    /* With a grace, submissions do not wake this thread (progress_submit): it looks
-     * again after one grace instead. */
-    struct timespec ts = comm->async_grace_ns > 0 ? coll_timespec_in_ns(comm->async_grace_ns)
-                                                  : coll_timespec_in_ms(IDLE_WAIT_MS);
+    /* While callers wait at once, graced submissions do not wake this thread
+     * (progress_submit): it looks again after one grace instead. */
+    bool look = comm->async_grace_ns > 0 && atomic_load(&comm->waits_soon);
+    struct timespec ts =
+        look ? coll_timespec_in_ns(comm->async_grace_ns) : coll_timespec_in_ms(IDLE_WAIT_MS);
+    comm->idle_long = !look;
     pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
+    comm->idle_long = false;
   }
   pthread_mutex_unlock(&comm->mu);
   return NULL;
@@ -123,14 +126,17 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   req->comm = comm;
   req->call = *pc;
   atomic_init(&req->done, 0);
-  if (grace && comm->async_grace_ns > 0) req->run_after_ns = coll_now_ns() + comm->async_grace_ns;
+  if (grace) req->submitted_ns = coll_now_ns();
+  if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->waits_soon))
+    req->run_after_ns = req->submitted_ns + comm->async_grace_ns;
   pthread_mutex_lock(&comm->mu);
   if (comm->tail != NULL)
     comm->tail->next = req;
   else
     comm->head = req;
   comm->tail = req;
-  if (req->run_after_ns == 0) pthread_cond_signal(&comm->queue_cv);
+  /* A graced call needs no wake-up unless the thread sleeps without looking. */
+  if (req->run_after_ns == 0 || comm->idle_long) pthread_cond_signal(&comm->queue_cv);
   pthread_mutex_unlock(&comm->mu);
   *request = req;
   return COLL_OK;

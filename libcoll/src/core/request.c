@@ -10,6 +10,8 @@
 #include "trace/trace.h"
 
 enum { SPIN_NS = 50000, PURE_SPIN_NS = 2000, WAIT_SLICE_MS = 50, BACKSTOP_GRACE_MS = 5000 };
+/* A wait this soon after its call was made counts as "waited for at once" (progress.c). */
+enum { WAITED_SOON_NS = 50000 };
 
 /* Hand the result to the caller's thread (messages are thread-local) and free. */
 static coll_status_t finish(coll_request_t **request) {
@@ -54,6 +56,8 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   coll_request_t *req = *request;
   coll_comm_t *comm = req->comm;
   if (req->tagged != NULL) return finish_tagged(request, tagged_wait(comm->tagged, req->tagged));
+  if (req->submitted_ns != 0)
+    atomic_store(&comm->waits_soon, coll_now_ns() - req->submitted_ns < WAITED_SOON_NS);
   /* Queued work nobody runs yet is run right here, oldest first: waiting right after
    * submitting then costs no hand-off to the progress thread. */
   while (!is_done(req) && progress_help(comm)) {
