@@ -4,13 +4,13 @@
  * thread's group. */
 #include "nccl_internal.h"
 
-ncclResult_t nccl_run_call(const nccl_call_t *p) {
+static coll_status_t issue(const nccl_call_t *p, coll_op_t op) {
   coll_comm_t *c = p->comm->coll;
   void *s = (void *)p->stream;
   coll_status_t st = COLL_ERR_INTERNAL;
   switch (p->kind) {
     case NCCL_CALL_ALL_REDUCE:
-      st = coll_all_reduce_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, p->op, c, s);
+      st = coll_all_reduce_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, op, c, s);
       break;
     case NCCL_CALL_BROADCAST:
       /* libcoll broadcasts in place: the root's sendbuff first goes to its recvbuff. */
@@ -20,13 +20,13 @@ ncclResult_t nccl_run_call(const nccl_call_t *p) {
       if (st == COLL_OK) st = coll_broadcast_stream(p->recvbuf, p->count, p->dtype, p->root, c, s);
       break;
     case NCCL_CALL_REDUCE:
-      st = coll_reduce_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, p->op, p->root, c, s);
+      st = coll_reduce_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, op, p->root, c, s);
       break;
     case NCCL_CALL_ALL_GATHER:
       st = coll_all_gather_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, c, s);
       break;
     case NCCL_CALL_REDUCE_SCATTER:
-      st = coll_reduce_scatter_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, p->op, c, s);
+      st = coll_reduce_scatter_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, op, c, s);
       break;
     case NCCL_CALL_ALL_TO_ALL:
       st = coll_all_to_all_stream(p->sendbuf, p->recvbuf, p->count, p->dtype, c, s);
@@ -44,9 +44,29 @@ ncclResult_t nccl_run_call(const nccl_call_t *p) {
       st = coll_recv(p->recvbuf, p->count, p->dtype, p->root, c);
       break;
     case NCCL_CALL_INIT:
-      return nccl_init_now(p->comm);
+      break; /* nccl_run_call runs it */
   }
-  return st == COLL_OK ? ncclSuccess : nccl_fail_coll(p->comm, st);
+  return st;
+}
+
+ncclResult_t nccl_run_call(const nccl_call_t *p) {
+  if (p->kind == NCCL_CALL_INIT) return nccl_init_now(p->comm);
+  if (p->premul_scalar == NULL) {
+    coll_status_t st = issue(p, p->op);
+    return st == COLL_OK ? ncclSuccess : nccl_fail_coll(p->comm, st);
+  }
+  /* A ncclScalarDevice premul op: its value now, as a libcoll op for this call only.
+   * libcoll copies the scalar into the call when it is submitted (coll.h: calls already
+   * issued keep their scalar), so the op is destroyed as soon as the call is issued;
+   * the call's result is recorded first (a successful destroy clears the last error). */
+  coll_op_t op;
+  ncclResult_t r = nccl_premul_at_call(p, &op);
+  if (r != ncclSuccess) return r;
+  coll_status_t st = issue(p, op);
+  r = st == COLL_OK ? ncclSuccess : nccl_fail_coll(p->comm, st);
+  coll_status_t gone = coll_op_destroy(p->comm->coll, op);
+  if (r == ncclSuccess && gone != COLL_OK) r = nccl_fail_coll(p->comm, gone);
+  return r;
 }
 
 /* Check the communicator, the type and (for reductions) the operator, fill the call. */
@@ -56,7 +76,7 @@ static ncclResult_t prepare(nccl_call_t *call, ncclComm_t comm, ncclDataType_t d
   if (r != ncclSuccess) return r;
   call->comm = comm;
   if ((r = nccl_dtype(comm, datatype, &call->dtype, what)) != ncclSuccess) return r;
-  if (op != NULL) r = nccl_op(comm, *op, datatype, &call->op, what);
+  if (op != NULL) r = nccl_op(comm, *op, datatype, &call->op, &call->premul_scalar, what);
   return r;
 }
 

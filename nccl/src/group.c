@@ -4,7 +4,9 @@
  * libcoll group (posted together, so exchanges cannot deadlock), and the communicators
  * side by side on threads of their own when there are several: one thread driving
  * every rank of a process (ncclCommInitAll, nccl-tests' -g) would otherwise wait in
- * the first rank's call for a rank it has not started yet. */
+ * the first rank's call for a rank it has not started yet. A recorded call using a
+ * ncclScalarDevice premul op reads its scalar when it is issued here, at the end (after
+ * its stream's earlier work for a device scalar), not when it was recorded. */
 #include <stdlib.h>
 #include <string.h>
 

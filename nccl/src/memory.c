@@ -1,8 +1,8 @@
 /* Memory calls of the NCCL API: ncclMemAlloc / ncclMemFree (cudaMalloc, or page-aligned
  * host memory where there is no GPU), buffer and window registration (recorded only:
- * libcoll needs no registration), the stream-ordered copy broadcast uses, and the host
- * copies through which sends and receives of device buffers go (libcoll's
- * point-to-point calls take host memory). */
+ * libcoll needs no registration), the stream-ordered copy broadcast uses, the read of a
+ * ncclScalarDevice premul scalar, and the host copies through which sends and receives
+ * of device buffers go (libcoll's point-to-point calls take host memory). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +47,30 @@ coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void
 #endif
   memmove(dst, src, bytes);
   return COLL_OK;
+}
+
+ncclResult_t nccl_read_scalar(ncclComm_t comm, void *dst, const void *src, size_t bytes,
+                              cudaStream_t stream, const char *what) {
+#if COLL_HAVE_CUDA
+  if (is_device_pointer(src)) {
+    /* NCCL's kernel reads the scalar when it runs: here that is once the work queued
+     * on the stream before this call is done. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nccl_fail(comm, ncclUnhandledCudaError,
+                       "rank %d: %s: reading the scalar at %p on the call's stream failed: %s",
+                       comm->rank, what, src, cudaGetErrorString(e));
+    }
+    return ncclSuccess;
+  }
+#else
+  (void)stream;
+  (void)what;
+#endif
+  memcpy(dst, src, bytes); /* host memory: the value it holds when the call is issued */
+  return ncclSuccess;
 }
 
 coll_status_t nccl_p2p_stage_in(const nccl_call_t *p, void **host) {

@@ -22,10 +22,14 @@
 enum { NCCL_COMM_MAGIC = 0x6e63636c, NCCL_MAX_PREMUL_OPS = 64, NCCL_ERROR_MAX = 1024 };
 
 /* One premul-sum operator of a communicator: the ncclRedOp_t handed out is
- * ncclNumOps + its index. */
+ * ncclNumOps + its index. ncclScalarHostImmediate: libcoll's op, its scalar copied at
+ * creation. ncclScalarDevice: only the pointer, read at each call that uses the op
+ * (nccl_premul_at_call), which makes a libcoll op for that call alone. */
 typedef struct {
   bool used;
-  coll_op_t coll_op; /* libcoll's operator, scalar read at creation */
+  ncclScalarResidence_t residence;
+  coll_op_t coll_op;  /* ncclScalarHostImmediate only */
+  const void *scalar; /* ncclScalarDevice only: device, managed or host memory */
   ncclDataType_t dtype;
 } nccl_premul_t;
 
@@ -58,9 +62,11 @@ ncclResult_t nccl_check_comm(ncclComm_t comm, const char *what);
 /* ---- types.c ---- */
 /* NCCL's type as libcoll's; ncclInvalidArgument (recorded) for fp8 and unknown values. */
 ncclResult_t nccl_dtype(ncclComm_t comm, ncclDataType_t in, coll_dtype_t *out, const char *what);
-/* NCCL's operator as libcoll's (built-ins and this communicator's premul ops). */
+/* NCCL's operator as libcoll's (built-ins and this communicator's premul ops). For a
+ * ncclScalarDevice premul op *out is left alone and *scalar_at_call is its scalar's
+ * pointer (else NULL): the call reads it when it is issued. */
 ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t in, ncclDataType_t dtype, coll_op_t *out,
-                     const char *what);
+                     const void **scalar_at_call, const char *what);
 
 /* ---- group.c ---- */
 /* A call the thread's group defers to ncclGroupEnd, or runs now outside a group. */
@@ -86,9 +92,20 @@ typedef struct {
   size_t count;
   coll_dtype_t dtype;
   coll_op_t op;
+  /* Non-NULL: op is a ncclScalarDevice premul op with this scalar, whose value is read
+   * when the call is issued to libcoll (nccl_run_call: at the call, or at ncclGroupEnd
+   * for a grouped one). */
+  const void *premul_scalar;
   int root; /* or the peer of a send/receive */
   cudaStream_t stream;
 } nccl_call_t;
+
+/* ---- types.c (calls) ---- */
+/* The libcoll op of a call whose premul op is ncclScalarDevice: the scalar's value read
+ * now (nccl_read_scalar), made into a libcoll premul op for this call alone. The caller
+ * destroys it (coll_op_destroy) once the call is issued: libcoll copies the scalar into
+ * the call at submission. */
+ncclResult_t nccl_premul_at_call(const nccl_call_t *call, coll_op_t *op);
 
 /* Run the call now (outside a group) or record it for ncclGroupEnd. */
 ncclResult_t nccl_submit(const nccl_call_t *call);
@@ -98,6 +115,12 @@ bool nccl_in_group(void);
 ncclResult_t nccl_run_call(const nccl_call_t *call);
 
 /* ---- memory.c ---- */
+/* Read a scalar of `bytes` (at most 8) into host memory dst: from device or managed
+ * memory in the order of stream (a copy queued on it, then a wait for the stream), from
+ * host memory by a plain read now. ncclUnhandledCudaError (recorded on comm) when the
+ * copy fails. */
+ncclResult_t nccl_read_scalar(ncclComm_t comm, void *dst, const void *src, size_t bytes,
+                              cudaStream_t stream, const char *what);
 /* Copy bytes from src to dst in the order of stream: a device copy queued on it, or for
  * host memory a memcpy once the stream's earlier work is done. */
 coll_status_t nccl_copy_on_stream(void *dst, const void *src, size_t bytes, void *stream);

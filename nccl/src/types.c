@@ -1,5 +1,6 @@
 /* NCCL's data types and reduction operators as libcoll's, and the premul-sum operators
- * (ncclRedOpCreatePreMulSum / ncclRedOpDestroy) kept per communicator. */
+ * (ncclRedOpCreatePreMulSum / ncclRedOpDestroy) kept per communicator: a host-immediate
+ * scalar is copied at creation, a device-residence one is read at each call using it. */
 #include <string.h>
 
 #include "nccl_internal.h"
@@ -50,7 +51,8 @@ ncclResult_t nccl_dtype(ncclComm_t comm, ncclDataType_t in, coll_dtype_t *out, c
 }
 
 ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t in, ncclDataType_t dtype, coll_op_t *out,
-                     const char *what) {
+                     const void **scalar_at_call, const char *what) {
+  *scalar_at_call = NULL;
   switch ((int)in) {
     case ncclSum:
       *out = COLL_SUM;
@@ -81,8 +83,23 @@ ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t in, ncclDataType_t dtype, coll
     return nccl_fail(comm, ncclInvalidArgument,
                      "rank %d: %s: op %d was made for datatype %d, the call passes %d", comm->rank,
                      what, (int)in, (int)p->dtype, (int)dtype);
-  *out = p->coll_op;
+  if (p->residence == ncclScalarDevice)
+    *scalar_at_call = p->scalar;
+  else
+    *out = p->coll_op;
   return ncclSuccess;
+}
+
+ncclResult_t nccl_premul_at_call(const nccl_call_t *call, coll_op_t *op) {
+  const char *what = "premul-sum op (ncclScalarDevice)";
+  /* Aligned for every type; libcoll copies one element of the call's dtype from it. */
+  _Alignas(8) unsigned char value[8] = {0};
+  size_t bytes = coll_dtype_size(call->dtype);
+  ncclResult_t r =
+      nccl_read_scalar(call->comm, value, call->premul_scalar, bytes, call->stream, what);
+  if (r != ncclSuccess) return r;
+  coll_status_t st = coll_op_create_premul_sum(call->comm->coll, value, call->dtype, op);
+  return st == COLL_OK ? ncclSuccess : nccl_fail_coll(call->comm, st);
 }
 
 NCCL_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum,
@@ -96,20 +113,28 @@ NCCL_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum,
                      op == NULL ? "op" : "scalar");
   coll_dtype_t dtype;
   if ((r = nccl_dtype(comm, datatype, &dtype, what)) != ncclSuccess) return r;
-  if (residence != ncclScalarHostImmediate)
+  if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
     return nccl_fail(comm, ncclInvalidArgument,
-                     "rank %d: %s: only ncclScalarHostImmediate scalars are supported "
-                     "(residence %d)",
-                     comm->rank, what, (int)residence);
+                     "rank %d: %s: unknown scalar residence %d (ncclScalarDevice %d or "
+                     "ncclScalarHostImmediate %d)",
+                     comm->rank, what, (int)residence, (int)ncclScalarDevice,
+                     (int)ncclScalarHostImmediate);
   int index = 0;
   while (index < NCCL_MAX_PREMUL_OPS && comm->premul[index].used) index++;
   if (index == NCCL_MAX_PREMUL_OPS)
     return nccl_fail(comm, ncclInvalidUsage, "rank %d: %s: all %d operators are in use", comm->rank,
                      what, NCCL_MAX_PREMUL_OPS);
-  coll_op_t coll_op;
-  coll_status_t st = coll_op_create_premul_sum(comm->coll, scalar, dtype, &coll_op);
-  if (st != COLL_OK) return nccl_fail_coll(comm, st);
-  comm->premul[index] = (nccl_premul_t){.used = true, .coll_op = coll_op, .dtype = datatype};
+  nccl_premul_t p = {.used = true, .residence = residence, .dtype = datatype};
+  if (residence == ncclScalarDevice) {
+    /* NCCL reads the value when each call using the op runs: keep the pointer (valid
+     * until ncclRedOpDestroy, as NCCL requires). Host memory is accepted too (this
+     * library's host-buffer extension): read when the call is issued. */
+    p.scalar = scalar;
+  } else {
+    coll_status_t st = coll_op_create_premul_sum(comm->coll, scalar, dtype, &p.coll_op);
+    if (st != COLL_OK) return nccl_fail_coll(comm, st);
+  }
+  comm->premul[index] = p;
   *op = (ncclRedOp_t)(ncclNumOps + index);
   return ncclSuccess;
 }
@@ -124,7 +149,9 @@ NCCL_EXPORT(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
                      "rank %d: %s: op %d was not made by ncclRedOpCreatePreMulSum on this "
                      "communicator",
                      comm->rank, what, (int)op);
-  coll_status_t st = coll_op_destroy(comm->coll, comm->premul[index].coll_op);
-  comm->premul[index].used = false;
+  nccl_premul_t *p = &comm->premul[index];
+  coll_status_t st =
+      p->residence == ncclScalarDevice ? COLL_OK : coll_op_destroy(comm->coll, p->coll_op);
+  *p = (nccl_premul_t){0};
   return st == COLL_OK ? ncclSuccess : nccl_fail_coll(comm, st);
 }

@@ -1,8 +1,9 @@
 /* libnccl.so.2 from a program written only against nccl.h: ranks as forked processes, the
  * unique id handed from rank 0 to the others through a pipe, every collective and
  * point-to-point call on host buffers checked against a reference computed here, split,
- * the non-blocking init, premul-sum operators, error codes with their messages, and a
- * killed peer (ncclRemoteError or ncclTimeout, not a hang). */
+ * the non-blocking init, premul-sum operators (host-immediate and device-residence
+ * scalars), error codes with their messages, and a killed peer (ncclRemoteError or
+ * ncclTimeout, not a hang). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -297,6 +298,104 @@ static int premul_sum(ncclComm_t comm, int rank, int n) {
   return 0;
 }
 
+/* A ncclScalarDevice op reads its scalar at each call that uses it (here the scalar is in
+ * host memory, this library's extension: read when the call is issued, for a grouped call
+ * at ncclGroupEnd); a ncclScalarHostImmediate op made from the same variable keeps the
+ * value it had at creation. Rank r's element i is r + i, its scalar (r + 1) at creation
+ * and (r + 1) * (k + 2) before round k: every sum is exact. */
+static int premul_scalar_residence(ncclComm_t comm, int rank, int n) {
+  enum { C = 5 };
+  double scalar = rank + 1, x[C * MAX_RANKS], y[C * MAX_RANKS];
+  int32_t iscalar = rank + 1, ix[C], iy[C];
+  ncclRedOp_t dev, imm, idev;
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&dev, &scalar, ncclFloat64, ncclScalarDevice, comm));
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&imm, &scalar, ncclFloat64, ncclScalarHostImmediate, comm));
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&idev, &iscalar, ncclInt32, ncclScalarDevice, comm));
+  CHECK(dev != imm && dev >= ncclNumOps && idev >= ncclNumOps, "ops %d %d %d", (int)dev, (int)imm,
+        (int)idev);
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < C * n; i++) x[i] = y[i] = rank + i;
+    for (int i = 0; i < C; i++) ix[i] = rank + i;
+    if (k < 2) {
+      scalar = (rank + 1) * (k + 2);
+      iscalar = (rank + 1) * (k + 2);
+      CHECK_NCCL(ncclAllReduce(x, x, C, ncclFloat64, dev, comm, NULL));
+      CHECK_NCCL(ncclAllReduce(ix, iy, C, ncclInt32, idev, comm, NULL));
+    } else {
+      /* Recorded in a group with the round-1 value, changed before ncclGroupEnd: the
+       * call is issued at the end and reads the new value. */
+      CHECK_NCCL(ncclGroupStart());
+      CHECK_NCCL(ncclAllReduce(x, x, C, ncclFloat64, dev, comm, NULL));
+      CHECK_NCCL(ncclAllReduce(ix, iy, C, ncclInt32, idev, comm, NULL));
+      scalar = (rank + 1) * (k + 2);
+      iscalar = (rank + 1) * (k + 2);
+      CHECK_NCCL(ncclGroupEnd());
+    }
+    CHECK_NCCL(ncclAllReduce(y, y, C, ncclFloat64, imm, comm, NULL));
+    for (int i = 0; i < C; i++) {
+      double want = 0, want_imm = 0;
+      for (int r = 0; r < n; r++) {
+        want += (double)(r + 1) * (k + 2) * (r + i);
+        want_imm += (double)(r + 1) * (r + i);
+      }
+      CHECK(x[i] == want, "round %d: device-residence [%d] is %g, want %g", k, i, x[i], want);
+      CHECK(iy[i] == (int32_t)want, "round %d: int32 [%d] is %d, want %g", k, i, (int)iy[i], want);
+      CHECK(y[i] == want_imm, "round %d: host-immediate [%d] is %g, want %g", k, i, y[i], want_imm);
+    }
+  }
+  /* reduce_scatter and reduce read it too. */
+  scalar = 2 * (rank + 1);
+  for (int i = 0; i < C * n; i++) x[i] = rank + i;
+  CHECK_NCCL(ncclReduceScatter(x, y, C, ncclFloat64, dev, comm, NULL));
+  for (int i = 0; i < C; i++) {
+    double want = 0;
+    for (int r = 0; r < n; r++) want += 2.0 * (r + 1) * (r + rank * C + i);
+    CHECK(y[i] == want, "reduce_scatter [%d] is %g, want %g", i, y[i], want);
+  }
+  scalar = -(rank + 1);
+  CHECK_NCCL(ncclReduce(x, y, C, ncclFloat64, dev, n - 1, comm, NULL));
+  for (int i = 0; i < C && rank == n - 1; i++) {
+    double want = 0;
+    for (int r = 0; r < n; r++) want -= (double)(r + 1) * (r + i);
+    CHECK(y[i] == want, "reduce [%d] is %g, want %g", i, y[i], want);
+  }
+  /* Errors: the op's type at the call, a failing call (its message kept), NULL scalar,
+   * an unknown residence, a destroyed op. */
+  float f = 1;
+  CHECK(ncclAllReduce(&f, &f, 1, ncclFloat32, dev, comm, NULL) == ncclInvalidArgument,
+        "device-residence op of float64 used on float32 accepted");
+  CHECK(strstr(ncclGetLastError(comm), "datatype") != NULL, "message: %s", ncclGetLastError(comm));
+  CHECK(ncclReduce(x, y, C, ncclFloat64, dev, 99, comm, NULL) == ncclInvalidArgument,
+        "root 99 accepted");
+  CHECK(strstr(ncclGetLastError(comm), "99") != NULL, "message: %s", ncclGetLastError(comm));
+  ncclRedOp_t bad = ncclSum;
+  CHECK(ncclRedOpCreatePreMulSum(&bad, NULL, ncclFloat64, ncclScalarDevice, comm) ==
+            ncclInvalidArgument,
+        "NULL device scalar accepted");
+  CHECK(strstr(ncclGetLastError(comm), "scalar is NULL") != NULL, "message: %s",
+        ncclGetLastError(comm));
+  CHECK(ncclRedOpCreatePreMulSum(&bad, &scalar, ncclFloat64, (ncclScalarResidence_t)7, comm) ==
+            ncclInvalidArgument,
+        "residence 7 accepted");
+  CHECK(strstr(ncclGetLastError(comm), "residence 7") != NULL, "message: %s",
+        ncclGetLastError(comm));
+  CHECK(bad == ncclSum, "a refused create wrote op %d", (int)bad);
+  CHECK_NCCL(ncclRedOpDestroy(dev, comm));
+  CHECK_NCCL(ncclRedOpDestroy(idev, comm));
+  CHECK_NCCL(ncclRedOpDestroy(imm, comm));
+  CHECK(ncclAllReduce(x, x, C, ncclFloat64, dev, comm, NULL) == ncclInvalidArgument,
+        "destroyed device-residence op accepted");
+  CHECK(ncclRedOpDestroy(dev, comm) == ncclInvalidArgument, "second destroy accepted");
+  /* The communicator still works, with the same handles made again. */
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&dev, &scalar, ncclFloat64, ncclScalarDevice, comm));
+  scalar = 1;
+  x[0] = rank;
+  CHECK_NCCL(ncclAllReduce(x, x, 1, ncclFloat64, dev, comm, NULL));
+  CHECK(x[0] == n * (n - 1) / 2.0, "after errors: %g", x[0]);
+  CHECK_NCCL(ncclRedOpDestroy(dev, comm));
+  return 0;
+}
+
 static int errors_have_codes_and_messages(ncclComm_t comm, int rank) {
   float f = 0;
   CHECK(ncclAllReduce(&f, &f, 1, ncclFloat8e4m3, ncclSum, comm, NULL) == ncclInvalidArgument,
@@ -365,8 +464,8 @@ static int rank_everything(int rank, int nranks, void *arg) {
         device);
   if (all_reduce_every_type(comm, rank, nranks) || ops_on_float_and_int(comm, rank, nranks) ||
       rooted_and_gathering(comm, rank, nranks) || send_recv_ring(comm, rank, nranks) ||
-      premul_sum(comm, rank, nranks) || errors_have_codes_and_messages(comm, rank) ||
-      split_even_odd(comm, rank, nranks))
+      premul_sum(comm, rank, nranks) || premul_scalar_residence(comm, rank, nranks) ||
+      errors_have_codes_and_messages(comm, rank) || split_even_odd(comm, rank, nranks))
     return 1;
   ncclResult_t async = ncclInternalError;
   CHECK_NCCL(ncclCommGetAsyncError(comm, &async));
