@@ -228,9 +228,11 @@ COLL_API coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf,
  * (wrapping), float16/bfloat16 through float32. The input is scaled into recvbuf (in
  * place works) or, where recvbuf cannot hold it (reduce at a non-root, reduce_scatter),
  * into a buffer of the call's own; then summed. These calls never take the zero-copy
- * window path (coll_mem_alloc). Device buffers are refused with COLL_ERR_UNSUPPORTED
- * (no scaling kernel yet). Calls already issued keep their scalar: the op may be
- * destroyed before they complete. */
+ * window path (coll_mem_alloc). On device buffers the input is scaled when the call
+ * runs (a _stream call: once its stream reaches it) through pinned host memory (no
+ * scaling kernel): in the pinned copy when the call is staged, else into a device
+ * buffer of the communicator's own. Calls already issued keep their scalar: the op may
+ * be destroyed before they complete. */
 COLL_API coll_status_t coll_op_create_premul_sum(coll_comm_t *comm, const void *scalar,
                                                  coll_dtype_t dtype, coll_op_t *op);
 /* Forget a premul_sum op of comm; later calls naming it fail. */

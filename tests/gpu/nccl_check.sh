@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU check of libnccl.so.2 (nccl/, issue 16): NVIDIA's nccl-tests 2.19.6 built against our
-# nccl.h and library, run with -c 1 (results checked) on 2 ranks sharing GPU 0 (Open MPI,
+# GPU check of libnccl.so.2 (nccl/, issue 16): nccl_premul_device (premul-sum ops with a
+# device scalar, on cuda_ipc and staged over tcp); NVIDIA's nccl-tests 2.19.6 built against
+# our nccl.h and library, run with -c 1 (results checked) on 2 ranks sharing GPU 0 (Open MPI,
 # NCCL_TESTS_DEVICE=0; without mpirun, 2 threads of one process), #wrong must be 0 and the
 # bus bandwidth is printed; then PyTorch's ProcessGroupNCCL over our library (LD_PRELOAD)
 # running a 2-rank DDP step, when the machine's PyTorch has CUDA. Without a GPU it prints
@@ -18,6 +19,7 @@ mpi_line="mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_TESTS_DEVICE=
 
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "nccl_check: no GPU; with one it would run:"
+  echo "  $build/tests/gpu/nccl_premul_device 2; COLL_TRANSPORT=tcp $build/tests/gpu/nccl_premul_device 2"
   echo "  tests/nccl/build_nccl_tests.sh $build $root $build/nccl-tests"
   for t in $perf_tests; do echo "  $mpi_line $build/nccl-tests/nccl-tests-2.19.6/build/$t $args"; done
   echo "  LD_PRELOAD=$lib torchrun-like 2 ranks: /usr/bin/python3 tests/gpu/torch_nccl_ddp.py"
@@ -25,6 +27,17 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 
 fail=0
+for transport in auto tcp; do
+  log=$logs/nccl_premul_device_$transport.log
+  if COLL_TRANSPORT=$transport timeout 300 "$build/tests/gpu/nccl_premul_device" 2 >"$log" 2>&1; then
+    echo "NCCL-TESTS premul_device($transport) PASS"
+  else
+    echo "NCCL-TESTS premul_device($transport) FAIL"
+    tail -n 15 "$log"
+    fail=1
+  fi
+done
+
 echo "---- nccl-tests build against $lib"
 if ! NCCL_TESTS_MPI=auto NCCL_TESTS_JOBS=$(nproc) bash "$root/tests/nccl/build_nccl_tests.sh" \
   "$build" "$root" "$build/nccl-tests" \

@@ -4,7 +4,8 @@
  * out of place and in place, small, medium and multi-slot sizes, for 1, 2 and 4 ranks
  * sharing the GPUs (cuda_ipc; with COLL_TRANSPORT=tcp through pinned host staging); the
  * four _stream calls queued between copies on one stream for several rounds without
- * synchronising; a device buffer refused by coll_send/coll_recv.
+ * synchronising; premul_sum all_reduce, reduce_scatter and reduce against a host
+ * reference; a device buffer refused by coll_send/coll_recv.
  * The host-buffer part (the _stream forms on host buffers, a stream call refused inside a
  * group) runs without a GPU too: then 2 ranks run it and the program exits 77.
  * Usage: test_gpu_more [NRANKS...]   (default: 1 2 4). */
@@ -57,8 +58,8 @@ static int test_reduce(bufs_t *b, coll_dtype_t t, coll_op_t op, size_t count) {
   CUDA_OK(cudaMemcpy(b->dsend, b->host, bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(b->drecv, 0, bytes));
   int root = n - 1;
-  COLL_OK_OR_FAIL(coll_reduce(b->dsend, rank == root ? b->drecv : NULL, count, t, op, root,
-                              b->comm));
+  COLL_OK_OR_FAIL(
+      coll_reduce(b->dsend, rank == root ? b->drecv : NULL, count, t, op, root, b->comm));
   if (rank == root) {
     CUDA_OK(cudaMemcpy(b->host, b->drecv, bytes, cudaMemcpyDeviceToHost));
     if (gpu_check(rank, n, b->host, 0, count, t, op, "reduce out of place")) return 1;
@@ -98,7 +99,8 @@ static int test_all_gather(bufs_t *b, coll_dtype_t t, size_t count) {
   int rank = b->rank, n = b->n;
   size_t esz = coll_dtype_size(t), bytes = count * esz, out = (size_t)n * count;
   for (int pass = 0; pass < 2; pass++) {
-    for (size_t i = 0; i < count; i++) bench_data_set(b->host, i, (int)t, gpu_value(rank, i, t, COLL_SUM));
+    for (size_t i = 0; i < count; i++)
+      bench_data_set(b->host, i, (int)t, gpu_value(rank, i, t, COLL_SUM));
     CUDA_OK(cudaMemset(b->drecv, 0, out * esz));
     char *in = pass == 0 ? b->dsend : b->drecv + (size_t)rank * bytes;
     CUDA_OK(cudaMemcpy(in, b->host, bytes, cudaMemcpyHostToDevice));
@@ -108,7 +110,8 @@ static int test_all_gather(bufs_t *b, coll_dtype_t t, size_t count) {
     for (int p = 0; p < n; p++)
       for (size_t i = 0; i < count; i++)
         if (check_value(rank, what, t, count, (size_t)p * count + i,
-                        bench_data_get(b->host, (size_t)p * count + i, (int)t), gpu_value(p, i, t, COLL_SUM)))
+                        bench_data_get(b->host, (size_t)p * count + i, (int)t),
+                        gpu_value(p, i, t, COLL_SUM)))
           return 1;
   }
   return 0;
@@ -128,7 +131,8 @@ static int test_all_to_all(bufs_t *b, coll_dtype_t t, size_t count) {
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < count; i++)
       if (check_value(rank, "all_to_all", t, count, (size_t)p * count + i,
-                      bench_data_get(b->host, (size_t)p * count + i, (int)t), a2a_value(p, rank, i)))
+                      bench_data_get(b->host, (size_t)p * count + i, (int)t),
+                      a2a_value(p, rank, i)))
         return 1;
   return 0;
 }
@@ -190,8 +194,8 @@ static int stream_calls(bufs_t *b) {
   for (int r = 0; r < ROUNDS; r++) {
     int root = r % n;
     CUDA_OK(cudaMemcpyAsync(dev_in[0], in[r][0], nb, cudaMemcpyHostToDevice, s));
-    COLL_OK_OR_FAIL(coll_reduce_scatter_stream(dev_in[0], dev_out[0], count, COLL_FLOAT32,
-                                               COLL_SUM, b->comm, s));
+    COLL_OK_OR_FAIL(coll_reduce_scatter_stream(dev_in[0], dev_out[0], count, COLL_FLOAT32, COLL_SUM,
+                                               b->comm, s));
     CUDA_OK(cudaMemcpyAsync(out[r][0], dev_out[0], bytes, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaMemcpyAsync(dev_in[1], in[r][1], bytes, cudaMemcpyHostToDevice, s));
     COLL_OK_OR_FAIL(coll_all_gather_stream(dev_in[1], dev_out[1], count, COLL_FLOAT32, b->comm, s));
@@ -213,9 +217,8 @@ static int stream_calls(bufs_t *b) {
       if (check_value(rank, "reduce_scatter_stream", COLL_FLOAT32, count, i, out[r][0][i],
                       gpu_expected(n, g + (size_t)r, COLL_FLOAT32, COLL_SUM)))
         return 1;
-      if (rank == root &&
-          check_value(rank, "reduce_stream", COLL_FLOAT32, count, i, out[r][3][i],
-                      gpu_expected(n, i + (size_t)r, COLL_FLOAT32, COLL_SUM)))
+      if (rank == root && check_value(rank, "reduce_stream", COLL_FLOAT32, count, i, out[r][3][i],
+                                      gpu_expected(n, i + (size_t)r, COLL_FLOAT32, COLL_SUM)))
         return 1;
     }
     for (int p = 0; p < n; p++) {
@@ -250,35 +253,68 @@ static int p2p_refused(bufs_t *b) {
   coll_status_t st2 = coll_recv(b->drecv, 4, COLL_FLOAT32, peer, b->comm);
   if (st != COLL_ERR_UNSUPPORTED || st2 != COLL_ERR_UNSUPPORTED ||
       strstr(coll_last_error(), "point-to-point") == NULL) {
-    fprintf(stderr, "rank %d: send/recv of device buffers gave %s/%s (%s), not unsupported\n",
-            rank, coll_status_name(st), coll_status_name(st2), coll_last_error());
+    fprintf(stderr, "rank %d: send/recv of device buffers gave %s/%s (%s), not unsupported\n", rank,
+            coll_status_name(st), coll_status_name(st2), coll_last_error());
     return 1;
   }
   return 0;
 }
 
-/* premul_sum refuses device buffers (no scaling kernel): COLL_ERR_UNSUPPORTED before any
- * communication, on every reducing call form, and the communicator keeps working. */
-static int premul_refused(bufs_t *b) {
-  int rank = b->rank;
-  float scalar = 2.0f;
+/* premul_sum on device buffers (scaled by the CUDA path after the stream gate): all_reduce
+ * out of place, reduce_scatter, reduce at the last rank, and an in-place all_reduce_stream
+ * queued right behind the copy that writes its input (the scaling must read that input),
+ * each against a host reference. Rank r's scalar is r + 1 and its element i is r + i % 7,
+ * so every sum is exact in float32. */
+static float premul_input(int r, size_t i) { return (float)(r + (int)(i % 7)); }
+
+static int premul_check(int rank, int n, const char *what, const float *got, size_t count,
+                        size_t first) {
+  for (size_t i = 0; i < count; i++) {
+    double want = 0;
+    for (int r = 0; r < n; r++) want += (double)(r + 1) * premul_input(r, first + i);
+    if (check_value(rank, what, COLL_FLOAT32, count, i, got[i], want)) return 1;
+  }
+  return 0;
+}
+
+static int premul_on_device(bufs_t *b) {
+  int rank = b->rank, n = b->n;
+  size_t count = counts[1], in = (size_t)n * count, bytes = count * sizeof(float);
+  float scalar = (float)(rank + 1), *h = (float *)b->host;
   coll_op_t op;
   COLL_OK_OR_FAIL(coll_op_create_premul_sum(b->comm, &scalar, COLL_FLOAT32, &op));
-  coll_status_t st[3] = {
-      coll_all_reduce(b->dsend, b->drecv, 4, COLL_FLOAT32, op, b->comm),
-      coll_reduce(b->dsend, b->drecv, 4, COLL_FLOAT32, op, 0, b->comm),
-      coll_reduce_scatter_stream(b->dsend, b->drecv, 1, COLL_FLOAT32, op, b->comm, NULL)};
-  for (int k = 0; k < 3; k++)
-    if (st[k] != COLL_ERR_UNSUPPORTED) {
-      fprintf(stderr, "rank %d: premul_sum on device buffers (call %d) gave %s, not unsupported\n",
-              rank, k, coll_status_name(st[k]));
-      return 1;
-    }
-  if (strstr(coll_last_error(), "premul_sum on device buffers") == NULL) {
-    fprintf(stderr, "rank %d: premul_sum refusal says '%s'\n", rank, coll_last_error());
-    return 1;
+  for (size_t i = 0; i < in; i++) h[i] = premul_input(rank, i);
+  CUDA_OK(cudaMemcpy(b->dsend, h, in * sizeof(float), cudaMemcpyHostToDevice));
+  COLL_OK_OR_FAIL(coll_all_reduce(b->dsend, b->drecv, count, COLL_FLOAT32, op, b->comm));
+  CUDA_OK(cudaMemcpy(h, b->drecv, bytes, cudaMemcpyDeviceToHost));
+  if (premul_check(rank, n, "premul_sum all_reduce", h, count, 0)) return 1;
+  COLL_OK_OR_FAIL(coll_reduce_scatter(b->dsend, b->drecv, count, COLL_FLOAT32, op, b->comm));
+  CUDA_OK(cudaMemcpy(h, b->drecv, bytes, cudaMemcpyDeviceToHost));
+  if (premul_check(rank, n, "premul_sum reduce_scatter", h, count, (size_t)rank * count)) return 1;
+  int root = n - 1;
+  COLL_OK_OR_FAIL(coll_reduce(b->dsend, rank == root ? b->drecv : NULL, count, COLL_FLOAT32, op,
+                              root, b->comm));
+  if (rank == root) {
+    CUDA_OK(cudaMemcpy(h, b->drecv, bytes, cudaMemcpyDeviceToHost));
+    if (premul_check(rank, n, "premul_sum reduce", h, count, 0)) return 1;
   }
+  /* The input is unchanged by the out-of-place calls (scaled in a copy). */
+  CUDA_OK(cudaMemcpy(h, b->dsend, bytes, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < count; i++)
+    if (check_value(rank, "premul_sum: input changed", COLL_FLOAT32, count, i, h[i],
+                    premul_input(rank, i)))
+      return 1;
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMemsetAsync(b->drecv, 0, bytes, s));
+  CUDA_OK(cudaMemcpyAsync(b->drecv, b->dsend, bytes, cudaMemcpyDeviceToDevice, s));
+  COLL_OK_OR_FAIL(coll_all_reduce_stream(b->drecv, b->drecv, count, COLL_FLOAT32, op, b->comm, s));
+  CUDA_OK(cudaMemcpyAsync(h, b->drecv, bytes, cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamDestroy(s));
+  if (premul_check(rank, n, "premul_sum all_reduce_stream in place", h, count, 0)) return 1;
   COLL_OK_OR_FAIL(coll_op_destroy(b->comm, op));
+  if (rank == 0) printf("premul_sum on device buffers: all_reduce, reduce_scatter, reduce: ok\n");
   return 0;
 }
 
@@ -307,10 +343,10 @@ static int host_stream_calls(coll_comm_t *comm, int rank, int n) {
                       out[p * C + i], p * 100 + rank * C + i))
         return 1;
   out[0] = -1;
-  COLL_OK_OR_FAIL(coll_reduce_stream(in, rank == 0 ? out : NULL, 1, COLL_FLOAT64, COLL_SUM, 0,
-                                     comm, NULL));
-  if (rank == 0 && check_value(rank, "host reduce_stream", COLL_FLOAT64, 1, 0, out[0],
-                               100.0 * n * (n - 1) / 2))
+  COLL_OK_OR_FAIL(
+      coll_reduce_stream(in, rank == 0 ? out : NULL, 1, COLL_FLOAT64, COLL_SUM, 0, comm, NULL));
+  if (rank == 0 &&
+      check_value(rank, "host reduce_stream", COLL_FLOAT64, 1, 0, out[0], 100.0 * n * (n - 1) / 2))
     return 1;
   COLL_OK_OR_FAIL(coll_group_start(comm));
   coll_status_t st = coll_all_to_all_stream(in, out, C, COLL_FLOAT64, comm, NULL);
@@ -342,7 +378,7 @@ static int rank_main(int rank, int n, void *arg) {
     if (rc == 0) rc = blocking_calls(&b);
     if (rc == 0) rc = stream_calls(&b);
     if (rc == 0 && n > 1) rc = p2p_refused(&b);
-    if (rc == 0) rc = premul_refused(&b);
+    if (rc == 0) rc = premul_on_device(&b);
     /* Host buffers still work after device calls. */
     if (rc == 0) rc = host_stream_calls(comm, rank, n);
     cudaFree(b.dsend);
@@ -377,9 +413,10 @@ int main(int argc, char **argv) {
   for (int k = 0; k < nrun; k++) {
     a.port = mp_free_port();
     int bad = mp_run(ranks[k], 300000, rank_main, &a);
-    printf("%s: %d rank(s) on %d GPU(s): reduce, all_gather, reduce_scatter, all_to_all "
-           "(every dtype x op, in place, stream calls)\n",
-           bad ? "FAIL" : "PASS", ranks[k], a.ndev);
+    printf(
+        "%s: %d rank(s) on %d GPU(s): reduce, all_gather, reduce_scatter, all_to_all "
+        "(every dtype x op, in place, stream calls, premul_sum)\n",
+        bad ? "FAIL" : "PASS", ranks[k], a.ndev);
     fflush(stdout);
     failed += bad != 0;
   }

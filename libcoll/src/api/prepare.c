@@ -171,9 +171,6 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
     /* Device buffers (cuda/): the cuda_ipc connections are made at the first device
      * call, which every rank makes alike. */
     st = cuda_classify(&comm->cuda, &comm->base, who, call, &pc->where);
-    if (st == COLL_OK && pc->where.on_device && call->premul)
-      st = coll_error(COLL_ERR_UNSUPPORTED,
-                      "%s: premul_sum on device buffers is not supported (host buffers only)", who);
     if (st == COLL_OK && pc->where.on_device)
       st = cuda_prepare(comm->cuda, &comm->base, &pc->where);
     if (st != COLL_OK) return st;

@@ -29,7 +29,8 @@ typedef struct {
   int root;
   /* premul_sum (coll_op_create_premul_sum): each rank's input is first multiplied by
    * premul_scalar (one element of dtype), then summed with op == COLL_SUM; the
-   * fingerprint says "premul_sum" (core/premul_input.c does the scaling). */
+   * fingerprint says "premul_sum" (core/premul_input.c scales host buffers, the CUDA
+   * path device ones, after the stream gate). */
   bool premul;
   unsigned char premul_scalar[8];
   coll_algo_t algo;     /* never AUTO */

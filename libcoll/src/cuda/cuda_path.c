@@ -7,9 +7,12 @@
  *    into pinned host memory, the host schedule runs there, and OUTPUT is copied back
  *    (sizes per collective from sched_buffer_counts; reduce copies back at the root only).
  * A stream call (core/stream_calls.c queues it) first waits here for its gate: the
- * caller's stream has reached it. COLL_CUDA=0 never looks for device buffers (no CUDA
- * context). The path owns its links (the cuda_ipc transports, their counters, device
- * scratch) and hands them to the executor; it never changes the communicator's. */
+ * caller's stream has reached it. A premul_sum call is scaled here, after the gate (its
+ * input is then what the stream's earlier work left): staged, in the pinned copy; on
+ * cuda_ipc and at one rank, through pinned memory into a device input of the path's own.
+ * COLL_CUDA=0 never looks for device buffers (no CUDA context). The path owns its links (the
+ * cuda_ipc transports, their counters, device scratch) and hands them to the executor; it never
+ * changes the communicator's. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include "common/log.h"
 #include "cuda/cuda_path.h"
 #include "mem/mem_cuda.h"
+#include "mem/memops.h"
 
 enum { GATE_SPIN_NS = 20000, GATE_SLEEP_NS = 10000, MAX_RETIRED = 16 };
 /* Scratch and pinned staging grow to powers of two from 1 MiB, so a run of growing calls
@@ -38,6 +42,8 @@ struct cuda_path {
   exec_links_t links; /* the cuda_ipc connections, their counters, device scratch */
   void *pinned;       /* host staging */
   size_t pinned_bytes;
+  void *premul_in; /* device: a premul_sum call's scaled input (cuda_ipc path) */
+  size_t premul_in_bytes;
   /* Outgrown buffers, freed at destroy: cudaFree and cudaFreeHost may synchronise the
    * device, which must not happen while our host callback holds a caller's stream. */
   void *retired[MAX_RETIRED];
@@ -226,6 +232,46 @@ static coll_status_t ensure_device_scratch(cuda_path_t *path, size_t bytes) {
   return COLL_OK;
 }
 
+/* Pinned staging, grown like the scratch (the old buffer retired). */
+static coll_status_t ensure_pinned(cuda_path_t *path, size_t bytes) {
+  if (bytes <= path->pinned_bytes) return COLL_OK;
+  retire(path, path->pinned, true);
+  path->pinned = NULL;
+  path->pinned_bytes = 0;
+  size_t size = staging_size(bytes);
+  coll_status_t st = mem_cuda_host_alloc(&path->pinned, size);
+  if (st == COLL_OK) path->pinned_bytes = size;
+  return st;
+}
+
+static coll_status_t ensure_premul_input(cuda_path_t *path, size_t bytes) {
+  if (bytes <= path->premul_in_bytes) return COLL_OK;
+  void *p = NULL;
+  size_t size = staging_size(bytes);
+  coll_status_t st = mem_cuda_alloc(&p, size);
+  if (st != COLL_OK) return st;
+  retire(path, path->premul_in, false);
+  path->premul_in = p;
+  path->premul_in_bytes = size;
+  return COLL_OK;
+}
+
+/* premul_sum's first step where the schedule reads device memory: the call's INPUT
+ * (in_count elements) is copied to pinned memory, scaled there by the call's scalar,
+ * and copied to dst on the device (there is no scaling kernel). */
+static coll_status_t scale_through_host(cuda_path_t *path, const coll_base_t *base,
+                                        const coll_call_t *call, size_t in_count, void *dst) {
+  size_t bytes = in_count * coll_dtype_size(call->dtype);
+  coll_status_t st = ensure_pinned(path, bytes);
+  if (st == COLL_OK) st = mem_cuda_copy_async(path->pinned, call->sendbuf, bytes, path->stream);
+  if (st == COLL_OK) st = mem_cuda_stream_wait(path->stream, base->timeout_ms);
+  if (st != COLL_OK) return st;
+  mem_host_scale(path->pinned, path->pinned, in_count, call->dtype, call->premul_scalar);
+  st = mem_cuda_copy_async(dst, path->pinned, bytes, path->stream);
+  /* Waited for: the pinned copy is reused by the next call. */
+  return st == COLL_OK ? mem_cuda_stream_wait(path->stream, base->timeout_ms) : st;
+}
+
 static coll_status_t wait_gate(coll_base_t *base, const cuda_where_t *where) {
   if (where->gate == NULL) return COLL_OK;
   int64_t start = coll_now_ns();
@@ -260,8 +306,9 @@ static bool stages_in_place(coll_kind_t kind) {
 }
 
 /* Whole-buffer staging through pinned host memory for host transports: the device INPUT
- * is copied into pinned memory, the host schedule runs on it (AVG divides there), and
- * the OUTPUT is copied back where the collective writes one. */
+ * is copied into pinned memory (and scaled there in place for premul_sum, which then
+ * runs as the SUM it is), the host schedule runs on it (AVG divides there), and the
+ * OUTPUT is copied back where the collective writes one. */
 static coll_status_t run_staged(cuda_path_t *path, exec_t *exec, exec_links_t *host_links,
                                 const coll_call_t *call) {
   const coll_base_t *base = exec->base;
@@ -270,22 +317,16 @@ static coll_status_t run_staged(cuda_path_t *path, exec_t *exec, exec_links_t *h
   size_t in_bytes = in_count * esz, out_bytes = out_count * esz;
   bool one_region = stages_in_place(call->kind);
   size_t need = one_region ? (in_bytes > out_bytes ? in_bytes : out_bytes) : in_bytes + out_bytes;
-  coll_status_t st = COLL_OK;
-  if (need > path->pinned_bytes) {
-    retire(path, path->pinned, true);
-    path->pinned = NULL;
-    path->pinned_bytes = 0;
-    size_t size = staging_size(need);
-    st = mem_cuda_host_alloc(&path->pinned, size);
-    if (st != COLL_OK) return st;
-    path->pinned_bytes = size;
-  }
+  coll_status_t st = ensure_pinned(path, need);
+  if (st != COLL_OK) return st;
   char *host_in = path->pinned, *host_out = one_region ? host_in : host_in + in_bytes;
   bool needs_input = call->kind != COLL_KIND_BROADCAST || base->rank == call->root;
   bool writes_output = call->kind != COLL_KIND_REDUCE || base->rank == call->root;
   if (needs_input) st = mem_cuda_copy_async(host_in, call->sendbuf, in_bytes, path->stream);
   if (st == COLL_OK) st = mem_cuda_stream_wait(path->stream, base->timeout_ms);
   if (st != COLL_OK) return st;
+  if (call->premul && needs_input)
+    mem_host_scale(host_in, host_in, in_count, call->dtype, call->premul_scalar);
   coll_call_t host = *call;
   host.sendbuf = host_in;
   host.recvbuf = host_out;
@@ -297,13 +338,23 @@ static coll_status_t run_staged(cuda_path_t *path, exec_t *exec, exec_links_t *h
 
 /* On cuda_ipc: the executor runs the schedule over this path's links (device scratch
  * sized first). AVG sums, then divides OUTPUT on the device where the host path would
- * (all_reduce, reduce_scatter, reduce at the root). */
+ * (all_reduce, reduce_scatter, reduce at the root). premul_sum runs as a SUM with the
+ * scaled copy of INPUT (premul_in) as its sendbuf. */
 static coll_status_t run_ipc(cuda_path_t *path, exec_t *exec, const coll_call_t *call) {
   const coll_base_t *base = exec->base;
   coll_call_t inner = *call;
   if (inner.op == COLL_AVG) inner.op = COLL_SUM;
+  coll_status_t st = COLL_OK;
+  if (call->premul) {
+    size_t in_count, out_count;
+    sched_buffer_counts(call->kind, call->count, base->nranks, &in_count, &out_count);
+    st = ensure_premul_input(path, in_count * coll_dtype_size(call->dtype));
+    if (st == COLL_OK) st = scale_through_host(path, base, call, in_count, path->premul_in);
+    if (st != COLL_OK) return st;
+    inner.sendbuf = path->premul_in;
+  }
   size_t scratch = 0;
-  coll_status_t st = exec_scratch_needed(exec, &inner, &scratch);
+  st = exec_scratch_needed(exec, &inner, &scratch);
   if (st == COLL_OK) st = ensure_device_scratch(path, scratch);
   if (st == COLL_OK) st = exec_run(exec, &path->links, &inner);
   if (st == COLL_OK && call->op == COLL_AVG &&
@@ -323,6 +374,8 @@ static coll_status_t run_on_device(cuda_path_t *path, exec_t *exec, exec_links_t
   if (base->nranks == 1) {
     /* Every collective copies its one block (INPUT and OUTPUT both hold count elements;
      * in place the copy is skipped). */
+    /* premul_sum: the scaled input is the result, written straight to recvbuf. */
+    if (call->premul) return scale_through_host(path, base, call, call->count, call->recvbuf);
     size_t bytes = call->count * coll_dtype_size(call->dtype);
     st = mem_cuda_copy_async(call->recvbuf, call->sendbuf, bytes, path->stream);
     return st == COLL_OK ? mem_cuda_stream_wait(path->stream, base->timeout_ms) : st;
@@ -357,6 +410,7 @@ void cuda_free(cuda_path_t **slot) {
   path->links.scratch = NULL;
   exec_links_free(&path->links);
   mem_cuda_host_free(path->pinned);
+  mem_cuda_free(path->premul_in);
   for (int i = 0; i < path->nretired; i++) {
     if (path->retired_pinned[i])
       mem_cuda_host_free(path->retired[i]);
