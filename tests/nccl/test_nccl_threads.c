@@ -1,7 +1,8 @@
 /* libnccl.so.2 with several ranks in one process, driven by one thread, as nccl-tests
  * drives its GPUs: ncclCommInitAll, and ncclGroupStart + one ncclCommInitRank per rank +
  * ncclGroupEnd; then collectives and a ring of sends and receives issued for every rank
- * inside one group, which must run side by side rather than wait for each other. */
+ * inside one group, which must run side by side rather than wait for each other; premul
+ * ops with device-residence scalars read at ncclGroupEnd. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,56 @@ START_TEST(grouped_inits_from_one_thread_complete_together) {
 }
 END_TEST
 
+/* Each rank's ncclScalarDevice op (host scalars: this library's extension) is read when
+ * ncclGroupEnd issues the calls, on the thread that runs that rank's calls: a value
+ * changed after the calls were recorded is the one used, round after round, while a
+ * ncclScalarHostImmediate op made from the same variable keeps its first value. */
+START_TEST(device_scalars_are_read_when_the_group_ends) {
+  int n = _i;
+  ncclComm_t comms[MAX_RANKS] = {0};
+  ncclRedOp_t dev[MAX_RANKS], imm[MAX_RANKS];
+  static double scalar[MAX_RANKS], x[MAX_RANKS][COUNT], y[MAX_RANKS][COUNT];
+  expect_ok(ncclCommInitAll(comms, n, NULL), "ncclCommInitAll");
+  for (int r = 0; r < n; r++) {
+    scalar[r] = r + 1;
+    expect_ok(
+        ncclRedOpCreatePreMulSum(&dev[r], &scalar[r], ncclFloat64, ncclScalarDevice, comms[r]),
+        "create device-residence");
+    expect_ok(ncclRedOpCreatePreMulSum(&imm[r], &scalar[r], ncclFloat64, ncclScalarHostImmediate,
+                                       comms[r]),
+              "create host-immediate");
+  }
+  for (int round = 0; round < 2; round++) {
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < COUNT; i++) x[r][i] = y[r][i] = r + i % 7;
+    expect_ok(ncclGroupStart(), "group start");
+    for (int r = 0; r < n; r++) {
+      expect_ok(ncclAllReduce(x[r], x[r], COUNT, ncclFloat64, dev[r], comms[r], NULL), "dev");
+      expect_ok(ncclAllReduce(y[r], y[r], COUNT, ncclFloat64, imm[r], comms[r], NULL), "imm");
+    }
+    for (int r = 0; r < n; r++) scalar[r] = (r + 1) * (round + 3);
+    expect_ok(ncclGroupEnd(), "group end");
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < COUNT; i++) {
+        double want = 0, want_imm = 0;
+        for (int q = 0; q < n; q++) {
+          want += (double)(q + 1) * (round + 3) * (q + i % 7);
+          want_imm += (double)(q + 1) * (q + i % 7);
+        }
+        ck_assert_msg(x[r][i] == want, "round %d rank %d [%d]: %g, want %g", round, r, i, x[r][i],
+                      want);
+        ck_assert_msg(y[r][i] == want_imm, "round %d rank %d [%d]: host-immediate %g, want %g",
+                      round, r, i, y[r][i], want_imm);
+      }
+  }
+  for (int r = 0; r < n; r++) {
+    expect_ok(ncclRedOpDestroy(dev[r], comms[r]), "destroy device-residence");
+    expect_ok(ncclRedOpDestroy(imm[r], comms[r]), "destroy host-immediate");
+    expect_ok(ncclCommDestroy(comms[r]), "destroy");
+  }
+}
+END_TEST
+
 START_TEST(init_all_refuses_bad_arguments) {
   ncclComm_t comms[2];
   ck_assert_int_eq(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument);
@@ -86,6 +137,7 @@ static Suite *threads_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, comm_init_all_makes_a_working_clique, 1, MAX_RANKS + 1);
   tcase_add_loop_test(tc, grouped_inits_from_one_thread_complete_together, 1, MAX_RANKS + 1);
+  tcase_add_loop_test(tc, device_scalars_are_read_when_the_group_ends, 1, MAX_RANKS + 1);
   tcase_add_test(tc, init_all_refuses_bad_arguments);
   suite_add_tcase(s, tc);
   return s;
