@@ -19,7 +19,14 @@ QUICK=1 NO_BUILD=1 LOG_DIR="$tmp/logs" timeout 600 "$compare" "$build" >"$tmp/ou
 rc=$?
 # 0: every target met; 1: some missed (expected on a busy 2-core machine). Others: broken.
 [ "$rc" -le 1 ] || fail "compare.sh exited $rc"
-grep -q "failed for" "$tmp/out" && fail "a program failed"
+if grep -q "failed for" "$tmp/out"; then
+  # The failed programs' own logs go before the logs directory is removed.
+  for log in $(grep -o "see [^)]*" "$tmp/out" | cut -c5-); do
+    echo "--- $log" >&2
+    tail -n 30 "$log" >&2
+  done
+  fail "a program failed"
+fi
 for title in "shm, 2 ranks, bound" "shm, 2 ranks, unbound" \
   "shm, 4 ranks on 2 cores (oversubscribed), bound" \
   "shm, 4 ranks on 2 cores (oversubscribed), unbound" \
