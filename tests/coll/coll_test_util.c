@@ -304,3 +304,22 @@ int ct_agree(coll_comm_t *comm, const void *buf, size_t bytes, const char *what)
   }
   return 0;
 }
+
+void ct_fill_bytes(unsigned char *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 9));
+}
+
+int ct_check_bytes(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(seed * 131u + i * 7u + (i >> 9))) {
+      fprintf(stderr, "rank %d: %s: byte %zu of %zu is %u\n", rank, what, i, n, b[i]);
+      return 1;
+    }
+  return 0;
+}
+
+int ct_ok(int rank, const char *what, coll_status_t st) {
+  if (st == COLL_OK) return 0;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
+  return 1;
+}

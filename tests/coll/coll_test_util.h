@@ -47,6 +47,12 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dtype, co
 /* Number of elements of buf that differ from root's ct_fill(..., COLL_SUM, root, salt). */
 size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dtype, int root,
                           uint32_t salt, const char *what);
+/* Bytes every rank can recompute: message `seed` (point-to-point tests). */
+void ct_fill_bytes(unsigned char *b, size_t n, unsigned seed);
+/* 0 when b holds ct_fill_bytes(n, seed); else prints the first bad byte and returns 1. */
+int ct_check_bytes(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what);
+/* 0 on COLL_OK; else prints the status and coll_last_error() and returns 1. */
+int ct_ok(int rank, const char *what, coll_status_t st);
 /* 0 when every rank holds the same bytes (hash agreed with MIN and MAX all-reduces). */
 int ct_agree(coll_comm_t *comm, const void *buf, size_t bytes, const char *what);
 

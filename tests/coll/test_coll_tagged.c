@@ -49,26 +49,6 @@ static int start_eager(const case_t *c, int rank, int nranks, coll_comm_t **comm
   return 0;
 }
 
-/* Bytes every rank can recompute: message `seed`. */
-static void fill(unsigned char *b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 9));
-}
-
-static int check(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131u + i * 7u + (i >> 9))) {
-      fprintf(stderr, "rank %d: %s: byte %zu of %zu is %u\n", rank, what, i, n, b[i]);
-      return 1;
-    }
-  return 0;
-}
-
-static int ok(int rank, const char *what, coll_status_t st) {
-  if (st == COLL_OK) return 0;
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
-  return 1;
-}
-
 /* Status st, and its message holding every one of the words (NULL-terminated). */
 static int expect(int rank, const char *what, coll_status_t st, coll_status_t want,
                   const char *const *words) {
@@ -101,14 +81,14 @@ static int rank_exchange(int rank, int nranks, void *arg) {
   for (int k = 0; k < 3; k++) {
     size_t n = sizes[k];
     unsigned char *out = malloc(n + 1), *in = malloc(n + 1);
-    fill(out, n, (unsigned)(rank * 10 + k));
+    ct_fill_bytes(out, n, (unsigned)(rank * 10 + k));
     memset(in, 0, n + 1);
     coll_request_t *s = NULL, *r = NULL;
-    bad += ok(rank, "isend", coll_send_tagged_async(out, n, COLL_UINT8, peer, 7, comm, &s));
-    bad += ok(rank, "irecv", coll_recv_tagged_async(in, n, COLL_UINT8, peer, 7, comm, NULL, &r));
-    bad += ok(rank, "wait send", coll_request_wait(&s));
-    bad += ok(rank, "wait recv", coll_request_wait(&r));
-    bad += check(in, n, (unsigned)(peer * 10 + k), rank, "exchange");
+    bad += ct_ok(rank, "isend", coll_send_tagged_async(out, n, COLL_UINT8, peer, 7, comm, &s));
+    bad += ct_ok(rank, "irecv", coll_recv_tagged_async(in, n, COLL_UINT8, peer, 7, comm, NULL, &r));
+    bad += ct_ok(rank, "wait send", coll_request_wait(&s));
+    bad += ct_ok(rank, "wait recv", coll_request_wait(&r));
+    bad += ct_check_bytes(in, n, (unsigned)(peer * 10 + k), rank, "exchange");
     free(out);
     free(in);
   }
@@ -133,23 +113,24 @@ static int rank_reverse_tags(int rank, int nranks, void *arg) {
   for (int tag = 1; tag <= 3; tag++) {
     buf[tag] = calloc(1, size[tag]);
     if (rank == 0) {
-      fill(buf[tag], size[tag], (unsigned)tag);
-      bad += ok(rank, "isend",
+      ct_fill_bytes(buf[tag], size[tag], (unsigned)tag);
+      bad +=
+          ct_ok(rank, "isend",
                 coll_send_tagged_async(buf[tag], size[tag], COLL_UINT8, 1, tag, comm, &req[tag]));
     }
   }
   if (rank == 1) {
     int src = -5;
-    bad += ok(rank, "recv 3", coll_recv_tagged(buf[3], size[3], COLL_UINT8, 0, 3, comm, &src));
+    bad += ct_ok(rank, "recv 3", coll_recv_tagged(buf[3], size[3], COLL_UINT8, 0, 3, comm, &src));
     if (src != 0) bad++;
-    bad += ok(rank, "irecv 2",
-              coll_recv_tagged_async(buf[2], size[2], COLL_UINT8, 0, 2, comm, NULL, &req[2]));
-    bad += ok(rank, "irecv 1",
-              coll_recv_tagged_async(buf[1], size[1], COLL_UINT8, 0, 1, comm, NULL, &req[1]));
+    bad += ct_ok(rank, "irecv 2",
+                 coll_recv_tagged_async(buf[2], size[2], COLL_UINT8, 0, 2, comm, NULL, &req[2]));
+    bad += ct_ok(rank, "irecv 1",
+                 coll_recv_tagged_async(buf[1], size[1], COLL_UINT8, 0, 1, comm, NULL, &req[1]));
   }
   for (int tag = 3; tag >= 1; tag--) {
-    if (req[tag] != NULL) bad += ok(rank, "wait", coll_request_wait(&req[tag]));
-    if (rank == 1) bad += check(buf[tag], size[tag], (unsigned)tag, rank, "reverse tags");
+    if (req[tag] != NULL) bad += ct_ok(rank, "wait", coll_request_wait(&req[tag]));
+    if (rank == 1) bad += ct_check_bytes(buf[tag], size[tag], (unsigned)tag, rank, "reverse tags");
     free(buf[tag]);
   }
   return finish(comm, bad);
@@ -173,11 +154,11 @@ static int rank_in_order(int rank, int nranks, void *arg) {
   for (int k = 0; k < N; k++) {
     size_t len = k % 3 == 0 ? n : 100; /* every third message goes by rendezvous */
     if (rank == 0) {
-      fill(buf, len, (unsigned)k);
-      bad += ok(rank, "send", coll_send_tagged(buf, len, COLL_UINT8, 1, 4, comm));
+      ct_fill_bytes(buf, len, (unsigned)k);
+      bad += ct_ok(rank, "send", coll_send_tagged(buf, len, COLL_UINT8, 1, 4, comm));
     } else {
-      bad += ok(rank, "recv", coll_recv_tagged(buf, len, COLL_UINT8, 0, 4, comm, NULL));
-      bad += check(buf, len, (unsigned)k, rank, "in order");
+      bad += ct_ok(rank, "recv", coll_recv_tagged(buf, len, COLL_UINT8, 0, 4, comm, NULL));
+      bad += ct_check_bytes(buf, len, (unsigned)k, rank, "in order");
     }
   }
   free(buf);
@@ -221,15 +202,15 @@ static int rank_stress(int rank, int nranks, void *arg) {
     for (int k = 0; k < STRESS_N; k++) {
       size_t n = stress_size(rank, to, k);
       bufs[nreq] = malloc(n + 1);
-      fill(bufs[nreq], n, stress_seed(rank, to, k));
-      bad += ok(rank, "isend",
-                coll_send_tagged_async(bufs[nreq], n, COLL_UINT8, to, k % 4, comm, &req[nreq]));
+      ct_fill_bytes(bufs[nreq], n, stress_seed(rank, to, k));
+      bad += ct_ok(rank, "isend",
+                   coll_send_tagged_async(bufs[nreq], n, COLL_UINT8, to, k % 4, comm, &req[nreq]));
       nreq++;
     }
     for (int k = 0; k < STRESS_ANY; k++) {
       any_out[k] = rank * 100 + k;
-      bad += ok(rank, "isend any",
-                coll_send_tagged_async(&any_out[k], 1, COLL_INT32, to, 9, comm, &req[nreq++]));
+      bad += ct_ok(rank, "isend any",
+                   coll_send_tagged_async(&any_out[k], 1, COLL_INT32, to, 9, comm, &req[nreq++]));
     }
   }
   /* Receives: peers and tags interleaved by a rank-dependent stride, in order per tag. */
@@ -247,25 +228,26 @@ static int rank_stress(int rank, int nranks, void *arg) {
     int k = next_k[from][tag]++ * 4 + tag;
     size_t n = stress_size(from, rank, k);
     bufs[nreq] = calloc(1, n + 1);
-    bad += ok(rank, "irecv",
+    bad +=
+        ct_ok(rank, "irecv",
               coll_recv_tagged_async(bufs[nreq], n, COLL_UINT8, from, tag, comm, NULL, &req[nreq]));
     nreq++;
     if (step % 4 == 0 && any_posted < npeers * STRESS_ANY) {
-      bad += ok(rank, "irecv any",
-                coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm,
-                                       &any_src[any_posted], &req[nreq]));
+      bad += ct_ok(rank, "irecv any",
+                   coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9,
+                                          comm, &any_src[any_posted], &req[nreq]));
       bufs[nreq++] = NULL;
       any_posted++;
     }
   }
   while (any_posted < npeers * STRESS_ANY) {
-    bad += ok(rank, "irecv any",
-              coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm,
-                                     &any_src[any_posted], &req[nreq]));
+    bad += ct_ok(rank, "irecv any",
+                 coll_recv_tagged_async(&any_in[any_posted], 1, COLL_INT32, COLL_ANY_SOURCE, 9,
+                                        comm, &any_src[any_posted], &req[nreq]));
     bufs[nreq++] = NULL;
     any_posted++;
   }
-  for (int i = nreq - 1; i >= 0; i--) bad += ok(rank, "wait", coll_request_wait(&req[i]));
+  for (int i = nreq - 1; i >= 0; i--) bad += ct_ok(rank, "wait", coll_request_wait(&req[i]));
   /* Check the data: replay the receive order. */
   memset(next_k, 0, sizeof next_k);
   int r = first_recv;
@@ -279,7 +261,8 @@ static int rank_stress(int rank, int nranks, void *arg) {
     }
     int k = next_k[from][tag]++ * 4 + tag;
     while (bufs[r] == NULL) r++;
-    bad += check(bufs[r], stress_size(from, rank, k), stress_seed(from, rank, k), rank, "stress");
+    bad += ct_check_bytes(bufs[r], stress_size(from, rank, k), stress_seed(from, rank, k), rank,
+                          "stress");
     r++;
   }
   int last[8];
@@ -320,7 +303,7 @@ static int rank_any_source(int rank, int nranks, void *arg) {
   if (rank != 0) {
     for (int k = 0; k < 2; k++) {
       v[k] = rank * 100 + k;
-      bad += ok(rank, "send", coll_send_tagged(&v[k], 1, COLL_INT32, 0, 5, comm));
+      bad += ct_ok(rank, "send", coll_send_tagged(&v[k], 1, COLL_INT32, 0, 5, comm));
     }
     return finish(comm, bad);
   }
@@ -329,13 +312,13 @@ static int rank_any_source(int rank, int nranks, void *arg) {
     int32_t got = -1;
     int src = -7;
     if (k % 2 == 0) {
-      bad += ok(rank, "recv any",
-                coll_recv_tagged(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src));
+      bad += ct_ok(rank, "recv any",
+                   coll_recv_tagged(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src));
     } else {
       coll_request_t *r;
-      bad += ok(rank, "irecv any",
-                coll_recv_tagged_async(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src, &r));
-      bad += ok(rank, "wait any", coll_request_wait(&r));
+      bad += ct_ok(rank, "irecv any",
+                   coll_recv_tagged_async(&got, 1, COLL_INT32, COLL_ANY_SOURCE, 5, comm, &src, &r));
+      bad += ct_ok(rank, "wait any", coll_request_wait(&r));
     }
     int which = got % 100;
     if (src < 1 || src >= nranks || got / 100 != src || which < 0 || which > 1 ||
@@ -365,17 +348,17 @@ static int rank_large_blocking(int rank, int nranks, void *arg) {
   int32_t small = 0;
   int bad = 0;
   if (rank == 0) {
-    fill(big, n, 9);
+    ct_fill_bytes(big, n, 9);
     small = 4242;
-    bad += ok(rank, "send big", coll_send_tagged(big, n, COLL_UINT8, 1, 1, comm));
-    bad += ok(rank, "send small", coll_send_tagged(&small, 1, COLL_INT32, 1, 2, comm));
+    bad += ct_ok(rank, "send big", coll_send_tagged(big, n, COLL_UINT8, 1, 1, comm));
+    bad += ct_ok(rank, "send small", coll_send_tagged(&small, 1, COLL_INT32, 1, 2, comm));
   } else {
     coll_request_t *r;
-    bad += ok(rank, "irecv small",
-              coll_recv_tagged_async(&small, 1, COLL_INT32, 0, 2, comm, NULL, &r));
-    bad += ok(rank, "recv big", coll_recv_tagged(big, n, COLL_UINT8, 0, 1, comm, NULL));
-    bad += ok(rank, "wait small", coll_request_wait(&r));
-    bad += check(big, n, 9, rank, "64 MiB");
+    bad += ct_ok(rank, "irecv small",
+                 coll_recv_tagged_async(&small, 1, COLL_INT32, 0, 2, comm, NULL, &r));
+    bad += ct_ok(rank, "recv big", coll_recv_tagged(big, n, COLL_UINT8, 0, 1, comm, NULL));
+    bad += ct_ok(rank, "wait small", coll_request_wait(&r));
+    bad += ct_check_bytes(big, n, 9, rank, "64 MiB");
     if (small != 4242) bad++;
   }
   free(big);
@@ -397,34 +380,35 @@ static int rank_with_collectives(int rank, int nranks, void *arg) {
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   unsigned char *out = malloc(LARGE), *in = malloc(LARGE);
   int32_t s = rank, got = -1;
-  fill(out, LARGE, (unsigned)rank);
+  ct_fill_bytes(out, LARGE, (unsigned)rank);
   coll_request_t *big = NULL, *tiny = NULL, *r = NULL;
-  bad += ok(rank, "isend big", coll_send_tagged_async(out, LARGE, COLL_UINT8, next, 3, comm, &big));
-  bad += ok(rank, "isend tiny", coll_send_tagged_async(&s, 1, COLL_INT32, prev, 8, comm, &tiny));
   bad +=
-      ok(rank, "irecv tiny", coll_recv_tagged_async(&got, 1, COLL_INT32, next, 8, comm, NULL, &r));
+      ct_ok(rank, "isend big", coll_send_tagged_async(out, LARGE, COLL_UINT8, next, 3, comm, &big));
+  bad += ct_ok(rank, "isend tiny", coll_send_tagged_async(&s, 1, COLL_INT32, prev, 8, comm, &tiny));
+  bad += ct_ok(rank, "irecv tiny",
+               coll_recv_tagged_async(&got, 1, COLL_INT32, next, 8, comm, NULL, &r));
   float x[64];
   for (int i = 0; i < 64; i++) x[i] = (float)(rank + i);
-  bad += ok(rank, "all_reduce", coll_all_reduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
+  bad += ct_ok(rank, "all_reduce", coll_all_reduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
   for (int i = 0; i < 64; i++)
     if (x[i] != (float)(nranks * i + nranks * (nranks - 1) / 2)) bad++;
   coll_request_t *ar;
-  bad += ok(rank, "all_reduce_async",
-            coll_all_reduce_async(x, x, 64, COLL_FLOAT32, COLL_SUM, comm, &ar));
-  bad += ok(rank, "wait all_reduce", coll_request_wait(&ar));
+  bad += ct_ok(rank, "all_reduce_async",
+               coll_all_reduce_async(x, x, 64, COLL_FLOAT32, COLL_SUM, comm, &ar));
+  bad += ct_ok(rank, "wait all_reduce", coll_request_wait(&ar));
   /* Untagged point to point keeps its own order, beside the pending tagged calls. */
   int32_t u_out = rank + 1000, u_in = -1;
-  bad += ok(rank, "group_start", coll_group_start(comm));
-  bad += ok(rank, "untagged send", coll_send(&u_out, 1, COLL_INT32, next, comm));
-  bad += ok(rank, "untagged recv", coll_recv(&u_in, 1, COLL_INT32, prev, comm));
-  bad += ok(rank, "group_end", coll_group_end(comm));
+  bad += ct_ok(rank, "group_start", coll_group_start(comm));
+  bad += ct_ok(rank, "untagged send", coll_send(&u_out, 1, COLL_INT32, next, comm));
+  bad += ct_ok(rank, "untagged recv", coll_recv(&u_in, 1, COLL_INT32, prev, comm));
+  bad += ct_ok(rank, "group_end", coll_group_end(comm));
   if (u_in != prev + 1000) bad++;
-  bad += ok(rank, "barrier", coll_barrier(comm));
-  bad += ok(rank, "recv big", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 3, comm, NULL));
-  bad += check(in, LARGE, (unsigned)prev, rank, "after collectives");
-  bad += ok(rank, "wait big", coll_request_wait(&big));
-  bad += ok(rank, "wait tiny", coll_request_wait(&tiny));
-  bad += ok(rank, "wait irecv", coll_request_wait(&r));
+  bad += ct_ok(rank, "barrier", coll_barrier(comm));
+  bad += ct_ok(rank, "recv big", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 3, comm, NULL));
+  bad += ct_check_bytes(in, LARGE, (unsigned)prev, rank, "after collectives");
+  bad += ct_ok(rank, "wait big", coll_request_wait(&big));
+  bad += ct_ok(rank, "wait tiny", coll_request_wait(&tiny));
+  bad += ct_ok(rank, "wait irecv", coll_request_wait(&r));
   if (got != next) bad++;
   free(out);
   free(in);
@@ -445,20 +429,21 @@ static int rank_group(int rank, int nranks, void *arg) {
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   unsigned char *out = malloc(LARGE), *in = malloc(LARGE);
   int32_t s = rank * 3, got = -1, got2 = -1;
-  fill(out, LARGE, (unsigned)rank + 50);
+  ct_fill_bytes(out, LARGE, (unsigned)rank + 50);
   coll_request_t *r = NULL;
-  bad += ok(rank, "group_start", coll_group_start(comm));
-  bad += ok(rank, "send", coll_send_tagged(out, LARGE, COLL_UINT8, next, 0, comm));
-  bad += ok(rank, "send small", coll_send_tagged(&s, 1, COLL_INT32, prev, 1, comm));
-  bad += ok(rank, "recv", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 0, comm, NULL));
-  bad += ok(rank, "recv small", coll_recv_tagged(&got, 1, COLL_INT32, next, 1, comm, NULL));
-  bad += ok(rank, "nested start", coll_group_start(comm));
-  bad += ok(rank, "isend", coll_send_tagged(&s, 1, COLL_INT32, next, 2, comm));
-  bad += ok(rank, "irecv", coll_recv_tagged_async(&got2, 1, COLL_INT32, prev, 2, comm, NULL, &r));
-  bad += ok(rank, "nested end", coll_group_end(comm));
-  bad += ok(rank, "group_end", coll_group_end(comm));
-  bad += ok(rank, "wait", coll_request_wait(&r));
-  bad += check(in, LARGE, (unsigned)prev + 50, rank, "group ring");
+  bad += ct_ok(rank, "group_start", coll_group_start(comm));
+  bad += ct_ok(rank, "send", coll_send_tagged(out, LARGE, COLL_UINT8, next, 0, comm));
+  bad += ct_ok(rank, "send small", coll_send_tagged(&s, 1, COLL_INT32, prev, 1, comm));
+  bad += ct_ok(rank, "recv", coll_recv_tagged(in, LARGE, COLL_UINT8, prev, 0, comm, NULL));
+  bad += ct_ok(rank, "recv small", coll_recv_tagged(&got, 1, COLL_INT32, next, 1, comm, NULL));
+  bad += ct_ok(rank, "nested start", coll_group_start(comm));
+  bad += ct_ok(rank, "isend", coll_send_tagged(&s, 1, COLL_INT32, next, 2, comm));
+  bad +=
+      ct_ok(rank, "irecv", coll_recv_tagged_async(&got2, 1, COLL_INT32, prev, 2, comm, NULL, &r));
+  bad += ct_ok(rank, "nested end", coll_group_end(comm));
+  bad += ct_ok(rank, "group_end", coll_group_end(comm));
+  bad += ct_ok(rank, "wait", coll_request_wait(&r));
+  bad += ct_check_bytes(in, LARGE, (unsigned)prev + 50, rank, "group ring");
   if (got != next * 3 || got2 != prev * 3) {
     fprintf(stderr, "rank %d: group small values %d %d\n", rank, (int)got, (int)got2);
     bad++;
@@ -487,9 +472,9 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
   if (rank == 0) {
     bad += expect(rank, "large send", coll_send_tagged(buf, LARGE, COLL_UINT8, 1, 6, comm),
                   COLL_ERR_MISMATCH, large_send);
-    bad += ok(rank, "small send", coll_send_tagged(buf, 10, COLL_INT32, 1, 2, comm));
-    fill(buf, 64, 1);
-    bad += ok(rank, "send after", coll_send_tagged(buf, 64, COLL_UINT8, 1, 6, comm));
+    bad += ct_ok(rank, "small send", coll_send_tagged(buf, 10, COLL_INT32, 1, 2, comm));
+    ct_fill_bytes(buf, 64, 1);
+    bad += ct_ok(rank, "send after", coll_send_tagged(buf, 64, COLL_UINT8, 1, 6, comm));
   } else {
     /* The small message first waits unmatched, then meets a receive of the wrong size. */
     bad += expect(rank, "large recv", coll_recv_tagged(buf, 3145000, COLL_UINT8, 0, 6, comm, NULL),
@@ -497,11 +482,11 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
     usleep(100000);
     bad += expect(rank, "small recv", coll_recv_tagged(buf, 11, COLL_INT32, 0, 2, comm, NULL),
                   COLL_ERR_MISMATCH, small_recv);
-    bad += ok(rank, "recv after", coll_recv_tagged(buf, 64, COLL_UINT8, 0, 6, comm, NULL));
-    bad += check(buf, 64, 1, rank, "after the mismatches");
+    bad += ct_ok(rank, "recv after", coll_recv_tagged(buf, 64, COLL_UINT8, 0, 6, comm, NULL));
+    bad += ct_check_bytes(buf, 64, 1, rank, "after the mismatches");
   }
   free(buf);
-  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad += ct_ok(rank, "barrier", coll_barrier(comm));
   return finish(comm, bad);
 }
 
@@ -525,8 +510,8 @@ static int rank_timeout(int rank, int nranks, void *arg) {
     bad += expect(rank, "recv", coll_recv_tagged(&v, 1, COLL_INT32, 0, 9, comm, NULL),
                   COLL_ERR_TIMEOUT, peer_words);
     coll_request_t *r;
-    bad += ok(rank, "irecv any",
-              coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm, NULL, &r));
+    bad += ct_ok(rank, "irecv any",
+                 coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 9, comm, NULL, &r));
     bad += expect(rank, "wait any", coll_request_wait(&r), COLL_ERR_TIMEOUT, any_words);
     int64_t took = coll_now_ms() - t0;
     if (took < 900 || took > 3000) {
@@ -541,7 +526,7 @@ static int rank_timeout(int rank, int nranks, void *arg) {
     free(big);
   }
   coll_comm_set_timeout(comm, 10000);
-  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad += ct_ok(rank, "barrier", coll_barrier(comm));
   return finish(comm, bad);
 }
 
@@ -557,7 +542,7 @@ END_TEST
 static int rank_killed(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
   if (start(arg, rank, nranks, &comm) != 0) return 1;
-  int bad = ok(rank, "barrier", coll_barrier(comm));
+  int bad = ct_ok(rank, "barrier", coll_barrier(comm));
   if (rank == 2) {
     usleep(200000);
     raise(SIGKILL);
@@ -571,9 +556,9 @@ static int rank_killed(int rank, int nranks, void *arg) {
   } else {
     unsigned char *big = calloc(1, LARGE);
     coll_request_t *r, *s;
-    bad += ok(rank, "irecv any",
-              coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 1, comm, NULL, &r));
-    bad += ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 2, 1, comm, &s));
+    bad += ct_ok(rank, "irecv any",
+                 coll_recv_tagged_async(&v, 1, COLL_INT32, COLL_ANY_SOURCE, 1, comm, NULL, &r));
+    bad += ct_ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 2, 1, comm, &s));
     bad += expect(rank, "wait send", coll_request_wait(&s), COLL_ERR_REMOTE, words);
     bad += expect(rank, "wait any", coll_request_wait(&r), COLL_ERR_REMOTE, words);
     free(big);
@@ -585,7 +570,7 @@ static int rank_killed(int rank, int nranks, void *arg) {
   }
   /* The communicator is failed now, as a collective meeting the dead peer leaves it. */
   coll_status_t async_err = COLL_OK;
-  bad += ok(rank, "async error", coll_comm_get_async_error(comm, &async_err));
+  bad += ct_ok(rank, "async error", coll_comm_get_async_error(comm, &async_err));
   bad += expect(rank, "async error", async_err, COLL_ERR_REMOTE, words);
   t0 = coll_now_ms();
   bad += expect(rank, "barrier after", coll_barrier(comm), COLL_ERR_REMOTE, words);
@@ -610,11 +595,11 @@ static int rank_abort(int rank, int nranks, void *arg) {
     int32_t v;
     unsigned char *big = calloc(1, LARGE);
     coll_request_t *r, *s;
-    bad += ok(rank, "irecv", coll_recv_tagged_async(&v, 1, COLL_INT32, 1, 3, comm, NULL, &r));
-    bad += ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 1, 3, comm, &s));
+    bad += ct_ok(rank, "irecv", coll_recv_tagged_async(&v, 1, COLL_INT32, 1, 3, comm, NULL, &r));
+    bad += ct_ok(rank, "isend", coll_send_tagged_async(big, LARGE, COLL_UINT8, 1, 3, comm, &s));
     usleep(50000);
     int64_t t0 = coll_now_ms();
-    bad += ok(rank, "abort", coll_comm_abort(comm));
+    bad += ct_ok(rank, "abort", coll_comm_abort(comm));
     const char *words[] = {"aborted", NULL};
     bad += expect(rank, "wait recv", coll_request_wait(&r), COLL_ERR_ABORTED, words);
     bad += expect(rank, "wait send", coll_request_wait(&s), COLL_ERR_ABORTED, words);
@@ -640,16 +625,16 @@ static int rank_unreceived(int rank, int nranks, void *arg) {
   if (start(arg, rank, nranks, &comm) != 0) return 1;
   int bad = 0;
   unsigned char buf[40000];
-  fill(buf, sizeof buf, 3);
+  ct_fill_bytes(buf, sizeof buf, 3);
   if (rank == 0) {
     for (int tag = 1; tag <= 6; tag++)
-      bad += ok(rank, "send", coll_send_tagged(buf, sizeof buf, COLL_UINT8, 1, tag, comm));
+      bad += ct_ok(rank, "send", coll_send_tagged(buf, sizeof buf, COLL_UINT8, 1, tag, comm));
   } else {
     /* Tags 1 to 5 arrive before 6, unexpected, and are never received. */
-    bad += ok(rank, "recv 6", coll_recv_tagged(buf, sizeof buf, COLL_UINT8, 0, 6, comm, NULL));
-    bad += check(buf, sizeof buf, 3, rank, "tag 6");
+    bad += ct_ok(rank, "recv 6", coll_recv_tagged(buf, sizeof buf, COLL_UINT8, 0, 6, comm, NULL));
+    bad += ct_check_bytes(buf, sizeof buf, 3, rank, "tag 6");
   }
-  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad += ct_ok(rank, "barrier", coll_barrier(comm));
   bad = finish(comm, bad);
   if (leaks_found()) {
     fprintf(stderr, "rank %d: memory left after destroy\n", rank);
@@ -691,14 +676,14 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
                 COLL_ERR_INVALID_ARGUMENT, null_buf);
   /* Zero-byte messages are fine, NULL buffer included. */
   if (rank == 0) {
-    bad += ok(rank, "empty send", coll_send_tagged(NULL, 0, COLL_INT32, 1, 0, comm));
+    bad += ct_ok(rank, "empty send", coll_send_tagged(NULL, 0, COLL_INT32, 1, 0, comm));
   } else {
     int src = -1;
-    bad += ok(rank, "empty recv",
-              coll_recv_tagged(NULL, 0, COLL_INT32, COLL_ANY_SOURCE, 0, comm, &src));
+    bad += ct_ok(rank, "empty recv",
+                 coll_recv_tagged(NULL, 0, COLL_INT32, COLL_ANY_SOURCE, 0, comm, &src));
     if (src != 0) bad++;
   }
-  bad += ok(rank, "barrier", coll_barrier(comm));
+  bad += ct_ok(rank, "barrier", coll_barrier(comm));
   return finish(comm, bad);
 }
 

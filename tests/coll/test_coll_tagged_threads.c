@@ -18,25 +18,6 @@ static const char *const transports[] = {"shm", "tcp"};
 
 enum { SMALL = 1000, LARGE = 3 << 20, FLOATS = 64 };
 
-static void fill(unsigned char *b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 9));
-}
-
-static int check(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131u + i * 7u + (i >> 9))) {
-      fprintf(stderr, "rank %d: %s: byte %zu of %zu is %u\n", rank, what, i, n, b[i]);
-      return 1;
-    }
-  return 0;
-}
-
-static int ok(int rank, const char *what, coll_status_t st) {
-  if (st == COLL_OK) return 0;
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
-  return 1;
-}
-
 typedef struct {
   coll_comm_t *comm;
   float x[FLOATS];
@@ -68,16 +49,16 @@ static int rank_send_beside_collective(int rank, int nranks, void *arg) {
   if (rank == 0) {
     reduce_thread_t r = {.comm = comm};
     for (int i = 0; i < FLOATS; i++) r.x[i] = (float)i;
-    fill(small, SMALL, 1);
-    fill(large, LARGE, 2);
+    ct_fill_bytes(small, SMALL, 1);
+    ct_fill_bytes(large, LARGE, 2);
     pthread_t t;
     if (pthread_create(&t, NULL, blocking_all_reduce, &r) != 0) return 1;
     usleep(100 * 1000); /* the other thread is in the all-reduce, waiting for rank 1 */
     coll_request_t *s1 = NULL, *s2 = NULL;
-    bad +=
-        ok(rank, "isend small", coll_send_tagged_async(small, SMALL, COLL_UINT8, 1, 1, comm, &s1));
-    bad +=
-        ok(rank, "isend large", coll_send_tagged_async(large, LARGE, COLL_UINT8, 1, 2, comm, &s2));
+    bad += ct_ok(rank, "isend small",
+                 coll_send_tagged_async(small, SMALL, COLL_UINT8, 1, 1, comm, &s1));
+    bad += ct_ok(rank, "isend large",
+                 coll_send_tagged_async(large, LARGE, COLL_UINT8, 1, 2, comm, &s2));
     pthread_join(t, NULL);
     if (r.status != COLL_OK) {
       fprintf(stderr, "rank 0: all_reduce beside the sends: %s: %s\n", coll_status_name(r.status),
@@ -86,18 +67,20 @@ static int rank_send_beside_collective(int rank, int nranks, void *arg) {
     } else {
       bad += check_sum(r.x, rank, nranks);
     }
-    bad += ok(rank, "wait small", coll_request_wait(&s1));
-    bad += ok(rank, "wait large", coll_request_wait(&s2));
+    bad += ct_ok(rank, "wait small", coll_request_wait(&s1));
+    bad += ct_ok(rank, "wait large", coll_request_wait(&s2));
   } else {
     float x[FLOATS];
     for (int i = 0; i < FLOATS; i++) x[i] = (float)(rank + i);
     if (rank == 1) {
-      bad += ok(rank, "recv small", coll_recv_tagged(small, SMALL, COLL_UINT8, 0, 1, comm, NULL));
-      bad += check(small, SMALL, 1, rank, "small message");
-      bad += ok(rank, "recv large", coll_recv_tagged(large, LARGE, COLL_UINT8, 0, 2, comm, NULL));
-      bad += check(large, LARGE, 2, rank, "large message");
+      bad +=
+          ct_ok(rank, "recv small", coll_recv_tagged(small, SMALL, COLL_UINT8, 0, 1, comm, NULL));
+      bad += ct_check_bytes(small, SMALL, 1, rank, "small message");
+      bad +=
+          ct_ok(rank, "recv large", coll_recv_tagged(large, LARGE, COLL_UINT8, 0, 2, comm, NULL));
+      bad += ct_check_bytes(large, LARGE, 2, rank, "large message");
     }
-    bad += ok(rank, "all_reduce", coll_all_reduce(x, x, FLOATS, COLL_FLOAT32, COLL_SUM, comm));
+    bad += ct_ok(rank, "all_reduce", coll_all_reduce(x, x, FLOATS, COLL_FLOAT32, COLL_SUM, comm));
     bad += check_sum(x, rank, nranks);
   }
   free(small);
