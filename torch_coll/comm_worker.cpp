@@ -13,6 +13,11 @@ namespace torch_coll {
 namespace {
 // How long the worker sleeps between polls of running requests when no new job arrives.
 constexpr auto kPollInterval = std::chrono::microseconds(50);
+
+bool is_point_to_point(c10d::OpType type) {
+  return type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+         type == c10d::OpType::RECVANYSOURCE;
+}
 }  // namespace
 
 std::string coll_failure_text(int rank, const char *call, coll_status_t status) {
@@ -38,9 +43,7 @@ CommWorker::~CommWorker() {
 
 void CommWorker::submit(std::unique_ptr<Job> job) {
 #if TORCH_COLL_HAVE_TAGGED
-  const c10d::OpType type = job->work->retrieveOpType();
-  if (type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
-      type == c10d::OpType::RECVANYSOURCE) {
+  if (is_point_to_point(job->work->retrieveOpType())) {
     // Posted now, even while another thread is in a collective on comm_ (coll.h rule 4's
     // exception for coll_send_tagged_async / coll_recv_tagged_async); the worker or a
     // waiter polls it with the rest.
@@ -164,9 +167,12 @@ void CommWorker::drain_in_flight(JobList &ended) {
   }
 }
 
-// `work`'s request is the only one running: wait for it in libcoll (see drive_until).
+// `work`'s request is the only one running and a collective: wait for it in libcoll (see
+// drive_until). Never a receive: blocked in one, this thread would hold back a collective
+// another thread submits, which the sender may have to finish before it sends.
 bool CommWorker::wait_alone(WorkColl &work, JobList &ended) {
   if (in_flight_.size() != 1 || in_flight_[0]->work.get() != &work) return false;
+  if (is_point_to_point(work.retrieveOpType())) return false;
   std::unique_ptr<Job> job = std::move(in_flight_[0]);
   in_flight_.clear();
   coll_status_t status = coll_request_wait(&job->request);

@@ -62,8 +62,8 @@ class CommWorker {
   // On a thread waiting for `work`: starts the queued jobs and polls the running ones in
   // the worker's place, without sleeping, until `work` completes or `spin` has passed
   // (then the worker goes on alone). With `may_block` (a wait without a timeout), when
-  // `work` is the only call running, this thread waits in libcoll itself, which runs a
-  // collective right here (no hand-off to libcoll's progress thread); tagged
+  // `work` is a collective and the only call running, this thread waits in libcoll
+  // itself, which runs it right here (no hand-off to libcoll's progress thread); tagged
   // point-to-point calls are posted by submit on the submitting thread meanwhile (coll.h
   // rule 4's exception), as a peer may need a send before it can join the collective.
   void drive_until(WorkColl &work, std::chrono::microseconds spin, bool may_block);

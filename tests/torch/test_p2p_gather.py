@@ -161,6 +161,7 @@ def recv_from_any_source_reports_the_sender(ctx):
 def send_from_a_thread_beside_a_waiting_all_reduce(ctx):
     # Rank 0's main thread waits in all_reduce while a second thread sends to rank 1, which
     # receives that before it joins the all_reduce: the send must not queue behind it.
+    # Then the reverse: a receive waited for must not hold back another thread's all_reduce.
     if missing("tagged_p2p", lambda: dist.send(torch.ones(1), (ctx.rank + 1) % ctx.world, tag=3),
                "coll_send_tagged"):
         return
@@ -191,6 +192,32 @@ def send_from_a_thread_beside_a_waiting_all_reduce(ctx):
                     same(got, payload, "message sent beside the all_reduce")
                 dist.all_reduce(x, group=group)
             same(x, torch.full((8,), float(sum(range(ctx.world)))), "all_reduce beside a send")
+    # The other way round: rank 0 waits in recv while its second thread joins an all_reduce
+    # that rank 1 must finish before it sends: the receive must not hold the all_reduce back.
+    for group in (None, ctx.gloo):
+        x = torch.full((8,), float(ctx.rank))
+        payload = make(torch.float32, 6, (256,))
+        if ctx.rank == 0:
+            got = torch.zeros(256)
+            errors = []
+
+            def reduce_later():
+                try:
+                    time.sleep(0.2)  # the main thread is in recv by now
+                    dist.all_reduce(x, group=group)
+                except Exception as e:  # reported below, on the main thread
+                    errors.append(e)
+            t = threading.Thread(target=reduce_later)
+            t.start()
+            dist.recv(got, 1, group=group, tag=7)
+            t.join()
+            assert not errors, errors
+            same(got, payload, "message sent after the all_reduce")
+        else:
+            dist.all_reduce(x, group=group)
+            if ctx.rank == 1:
+                dist.send(payload, 0, group=group, tag=7)
+        same(x, torch.full((8,), float(sum(range(ctx.world)))), "all_reduce beside a recv")
     dist.barrier()
 
 
