@@ -66,6 +66,7 @@ ncclResult_t nccl_read_scalar(ncclComm_t comm, void *dst, const void *src, size_
     return ncclSuccess;
   }
 #else
+  (void)comm;
   (void)stream;
   (void)what;
 #endif
