@@ -94,16 +94,22 @@ void CommWorker::complete(JobList &ended) {
   ended.clear();  // the jobs' tensors are released here, outside drive_mutex_
 }
 
+// Calls job.start; a failure's text goes to `error`.
+coll_status_t CommWorker::call_start(Job &job, std::string &error) {
+  coll_status_t status = COLL_ERR_INTERNAL;
+  try {
+    status = job.start(comm_, &job.request, &job.source);
+    if (status != COLL_OK) error = coll_failure_text(rank_, job.call, status);
+  } catch (const std::exception &e) {
+    error = "coll: rank " + std::to_string(rank_) + ": " + job.call + ": " + e.what();
+  }
+  return status;
+}
+
 // Starts a tagged call on the submitting thread; `job` stays set when it is running.
 void CommWorker::post_now(std::unique_ptr<Job> &job, JobList &ended) {
-  coll_status_t status = COLL_ERR_INTERNAL;
   std::string error;
-  try {
-    status = job->start(comm_, &job->request, &job->source);
-    if (status != COLL_OK) error = coll_failure_text(rank_, job->call, status);
-  } catch (const std::exception &e) {
-    error = "coll: rank " + std::to_string(rank_) + ": " + job->call + ": " + e.what();
-  }
+  coll_status_t status = call_start(*job, error);
   if (status == COLL_OK && job->request != nullptr) {
     job->posted = true;
     return;
@@ -117,14 +123,8 @@ void CommWorker::start(std::unique_ptr<Job> job, JobList &ended) {
     return;
   }
   if (job->blocking) drain_in_flight(ended);
-  coll_status_t status = COLL_ERR_INTERNAL;
   std::string error;
-  try {
-    status = job->start(comm_, &job->request, &job->source);
-    if (status != COLL_OK) error = coll_failure_text(rank_, job->call, status);
-  } catch (const std::exception &e) {
-    error = "coll: rank " + std::to_string(rank_) + ": " + job->call + ": " + e.what();
-  }
+  coll_status_t status = call_start(*job, error);
   if (status == COLL_OK && job->request != nullptr) {
     in_flight_.push_back(std::move(job));
     return;

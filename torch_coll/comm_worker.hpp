@@ -73,6 +73,7 @@ class CommWorker {
   // These call libcoll: only with drive_mutex_ held. Jobs that ended go to `ended`.
   void start(std::unique_ptr<Job> job, JobList &ended);
   void post_now(std::unique_ptr<Job> &job, JobList &ended);
+  coll_status_t call_start(Job &job, std::string &error);
   bool poll_in_flight(JobList &ended);
   void drain_in_flight(JobList &ended);
   void start_queued(JobList &ended);

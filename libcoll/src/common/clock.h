@@ -13,9 +13,8 @@ static inline int64_t coll_now_ns(void) {
 
 static inline int64_t coll_now_ms(void) { return coll_now_ns() / 1000000LL; }
 
-/* The CLOCK_MONOTONIC time ms from now, as pthread_cond_timedwait takes it (libcoll's
- * condition variables use that clock). */
-/* CLOCK_MONOTONIC now + ns (ns >= 0), for condition variables on that clock. */
+/* The CLOCK_MONOTONIC time ns (>= 0) from now, as pthread_cond_timedwait takes it
+ * (libcoll's condition variables use that clock); and the same in ms. */
 static inline struct timespec coll_timespec_in_ns(int64_t ns) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -29,15 +28,7 @@ static inline struct timespec coll_timespec_in_ns(int64_t ns) {
 }
 
 static inline struct timespec coll_timespec_in_ms(int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
+  return coll_timespec_in_ns((int64_t)ms * 1000000LL);
 }
 
 /* Absolute deadline in ns for a timeout in ms; timeout_ms < 0 means "never". */

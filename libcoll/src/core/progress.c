@@ -47,16 +47,14 @@ static void *progress_main(void *arg) {
   coll_log_set_rank(comm->base.rank);
   pthread_mutex_lock(&comm->mu);
   for (;;) {
-    if (comm->head != NULL && !comm->busy && !comm->stop) {
-      int64_t left_ns = comm->head->run_after_ns - coll_now_ns();
-      if (comm->head->run_after_ns != 0 && left_ns > 0) { /* a waiter may take it meanwhile */
+    if (comm->head != NULL && !comm->busy) {
+      coll_request_t *req = comm->head;
+      int64_t left_ns = req->run_after_ns - coll_now_ns();
+      if (req->run_after_ns != 0 && left_ns > 0 && !comm->stop) { /* a waiter may take it */
         struct timespec ts = coll_timespec_in_ns(left_ns);
         pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
         continue;
       }
-    }
-    if (comm->head != NULL && !comm->busy) {
-      coll_request_t *req = comm->head;
       comm->head = req->next;
       if (comm->head == NULL) comm->tail = NULL;
       comm->busy = true;
