@@ -107,8 +107,10 @@ END_TEST
 START_TEST(allreduce_is_exact_for_every_rank_count_up_to_forty) {
   int n = _i;
   for (size_t a = 0; a < NALGOS; a++) {
-    size_t counts[] = {(size_t)n - 1, (size_t)n, (size_t)n + 1, 3 * (size_t)n + 2, 101};
-    for (size_t ci = 0; ci < 5; ci++)
+    /* The last count is just above hd's whole-buffer exchanges: the halving shape. */
+    size_t counts[] = {(size_t)n - 1,     (size_t)n, (size_t)n + 1,
+                       3 * (size_t)n + 2, 101,       ALGO_HD_WHOLE_MAX_BYTES / 4 + 1};
+    for (size_t ci = 0; ci < 6; ci++)
       for (int in_place = 0; in_place < 2; in_place++) {
         run_case_t c = {.algo = allreduce_algos[a],
                         .collective = COLL_KIND_ALL_REDUCE,
@@ -296,6 +298,58 @@ START_TEST(halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold) {
 }
 END_TEST
 
+/* Up to ALGO_HD_WHOLE_MAX_BYTES hd exchanges whole buffers: log2 p messages of S per
+ * rank (plus the fold's S), and at 2 ranks a single message each way. */
+START_TEST(halving_doubling_exchanges_whole_buffers_when_small) {
+  for (int n = 2; n <= 40; n++) {
+    size_t count = ALGO_HD_WHOLE_MAX_BYTES / 4, S = count * 4;
+    int pw = 1, log2p = 0;
+    while (pw * 2 <= n) pw *= 2, log2p++;
+    int rem = n - pw;
+    sim_result_t res = dry_run(COLL_ALGO_HD, COLL_KIND_ALL_REDUCE, n, count, 0);
+    for (int r = 0; r < n; r++) {
+      size_t want = r < 2 * rem && r % 2 == 0 ? S : (size_t)log2p * S;
+      if (r < 2 * rem && r % 2 == 1) want += S;
+      ck_assert_msg(res.bytes_sent[r] == want, "n=%d rank %d sent %zu, want %zu", n, r,
+                    res.bytes_sent[r], want);
+    }
+    /* 2 ranks: the exchange, rank 1's reduction of what it got, the copy out */
+    if (n == 2) ck_assert_uint_eq(res.nrounds, 3);
+    sim_result_free(&res);
+  }
+}
+END_TEST
+
+/* Float min and max of -0 and +0 depend on the operand order: every algorithm must
+ * still give every rank the same bits (schedule.h rule 6), hd's exchanges included. */
+START_TEST(signed_zeros_give_every_rank_the_same_bits) {
+  enum { COUNT = 6 };
+  for (size_t a = 0; a < NALGOS; a++)
+    for (int op = 0; op < 2; op++)
+      for (int n = 2; n <= 7; n++) {
+        float in[8][COUNT], out[8][COUNT];
+        void *ins[8], *outs[8];
+        for (int r = 0; r < n; r++) {
+          for (int i = 0; i < COUNT; i++) in[r][i] = (r + i) % 3 ? 0.0f : -0.0f;
+          ins[r] = in[r];
+          outs[r] = out[r];
+        }
+        sched_params_t p = {
+            .collective = COLL_KIND_ALL_REDUCE, .count = COUNT, .dtype = COLL_FLOAT32, .nranks = n};
+        sim_config_t cfg = {
+            .dtype = COLL_FLOAT32, .op = op ? COLL_MAX : COLL_MIN, .inputs = ins, .outputs = outs};
+        sim_result_t res;
+        coll_status_t st = sim_run_algo(allreduce_algos[a], &p, &cfg, &res);
+        ck_assert_msg(st == COLL_OK, "%s", coll_last_error());
+        sim_result_free(&res);
+        for (int r = 1; r < n; r++)
+          ck_assert_msg(memcmp(out[r], out[0], sizeof out[0]) == 0,
+                        "%s %s, %d ranks: rank %d's result differs in its bits from rank 0's",
+                        coll_algo_name(allreduce_algos[a]), op ? "max" : "min", n, r);
+      }
+}
+END_TEST
+
 START_TEST(no_message_is_larger_than_a_segment) {
   static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
                                       COLL_ALGO_MASTER};
@@ -325,8 +379,12 @@ START_TEST(tiny_segments_on_huge_buffers_keep_schedules_bounded) {
   static const coll_algo_t algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD,
                                       COLL_ALGO_MASTER};
   for (size_t a = 0; a < 4; a++) {
-    sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE, .count = (size_t)1 << 32,
-                        .dtype = COLL_FLOAT32, .rank = 1, .nranks = 4, .segment_bytes = 1};
+    sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE,
+                        .count = (size_t)1 << 32,
+                        .dtype = COLL_FLOAT32,
+                        .rank = 1,
+                        .nranks = 4,
+                        .segment_bytes = 1};
     sched_t s;
     ck_assert_int_eq(algo_build(algos[a], &p, &s), COLL_OK);
     ck_assert_msg(s.nops <= 8 * ALGO_MAX_SEGMENTS, "algo %d: %zu ops", (int)algos[a], s.nops);
@@ -493,6 +551,7 @@ static Suite *algo_suite(void) {
   tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
                       NALGOS * NRANK_COUNTS);
   tcase_add_loop_test(results, allreduce_is_exact_for_every_rank_count_up_to_forty, 1, 41);
+  tcase_add_test(results, signed_zeros_give_every_rank_the_same_bits);
   suite_add_tcase(s, results);
   TCase *large = tcase_create("large");
   tcase_set_timeout(large, 120);
@@ -511,6 +570,7 @@ static Suite *algo_suite(void) {
   tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
   tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
   tcase_add_test(bytes, halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold);
+  tcase_add_test(bytes, halving_doubling_exchanges_whole_buffers_when_small);
   tcase_add_test(bytes, no_message_is_larger_than_a_segment);
   tcase_add_test(bytes, tiny_segments_on_huge_buffers_keep_schedules_bounded);
   suite_add_tcase(s, bytes);

@@ -17,6 +17,13 @@
 /* Bytes of one element of dtype; 0 for an unknown dtype. */
 size_t algo_elem_size(coll_dtype_t dtype);
 
+/* hd all-reduce of at most this many bytes exchanges whole buffers (recursive doubling:
+ * log2 p steps instead of halving-doubling's 2 log2 p), see halving_doubling.c. */
+#define ALGO_HD_WHOLE_MAX_BYTES ((size_t)8192)
+static inline int algo_hd_whole_exchange(const sched_params_t *p) {
+  return p->count * algo_elem_size(p->dtype) <= ALGO_HD_WHOLE_MAX_BYTES;
+}
+
 /* Elements per segment for p (p->segment_bytes or the default), at least 1, and large
  * enough that the buffer has at most ALGO_MAX_SEGMENTS segments. */
 size_t algo_segment_elems(const sched_params_t *p);

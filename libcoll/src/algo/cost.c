@@ -9,7 +9,9 @@
  *                      chains, no node waits for a second child), ~2 S bytes (S for
  *                      n = 2), ~S reduced
  *   hd all-reduce      2 log2 p (+2 folding) steps, 2(p-1)/p S (+S folding), (p-1)/p S
- *                      (+S folding) reduced, p = largest power of two <= n
+ *                      (+S folding) reduced, p = largest power of two <= n; up to
+ *                      ALGO_HD_WHOLE_MAX_BYTES log2 p (+2) steps, log2 p S (+S) sent and
+ *                      reduced (whole-buffer exchanges)
  *   master all-reduce  n*nseg steps, 2(n-1) S through rank 0, (n-1) S reduced
  *   The CPUs that reduce are the ones that move the bytes (shm: memcpy into and out of
  *   the FIFO; tcp over loopback: the kernel's copies), so a rank pays bytes beta plus
@@ -104,6 +106,11 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
       int pw = 1;
       while (pw * 2 <= n) pw *= 2;
       int fold = pw != n;
+      if (algo_hd_whole_exchange(p)) { /* whole buffers, the copy out counted as reduced */
+        double levels = log2_ceil(pw);
+        return (levels + (fold ? 2.0 : 0.0)) * c->alpha + (levels + fold) * S * c->beta +
+               (levels + fold + 1.0) * S * c->gamma + S * c->beta;
+      }
       double steps = 2.0 * log2_ceil(pw) + (fold ? 2.0 : 0.0);
       double bytes = 2.0 * (pw - 1) / pw * S + (fold ? S : 0.0);
       double reduced = (double)(pw - 1) / pw * S + (fold ? S : 0.0);

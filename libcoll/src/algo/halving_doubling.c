@@ -18,7 +18,12 @@
  *
  *   steps: 2 log2(p) (+ 2 when folding); bytes sent per rank: 2 (p-1)/p * S, plus S
  *   for the folding pairs (each side sends S once). Best for small and medium S: few
- *   steps, and unlike ring the number of steps grows only with log2 n. */
+ *   steps, and unlike ring the number of steps grows only with log2 n.
+ *
+ *   Up to ALGO_HD_WHOLE_MAX_BYTES the newranks skip the halving and exchange whole
+ *   buffers instead (recursive doubling, whole_exchanges): log2(p) steps of S each.
+ *   There a step's latency costs more than the bytes; at 2 ranks it is one message
+ *   each way instead of two in a row (tcp loopback, 8 B: see bench/README.md). */
 #include "algo/algo_internal.h"
 
 /* Whole-range ops are cut into segment-sized messages within one step; both sides cut a
@@ -36,6 +41,43 @@ static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sc
     else
       st = sched_recv_reduce(s, peer, buf, off, src_buf, off, len);
   }
+  return st;
+}
+
+/* Small buffers: at each level exchange the whole vector with the partner and reduce,
+ * log2 p steps of S (one step at 2 ranks, against halving-doubling's two). Every element
+ * is reduced as lower newrank's value OP higher's at every level, so all ranks compute
+ * the same bits (schedule.h rule 6; float min of -0 and +0, or NaN payloads, depend on
+ * the operand order). The lower side reduces as it receives; the higher one receives
+ * into SCRATCH and reduces there in a local step. Results go to two SCRATCH halves in
+ * turn, never to OUTPUT before the end (in place, OUTPUT is INPUT), then one copy. */
+static coll_status_t whole_exchanges(sched_t *s, const sched_params_t *p, int nr, int pw, int rem,
+                                     sched_buf_t cur) {
+  size_t count = p->count, cur_off = 0;
+  coll_status_t st = COLL_OK;
+  s->scratch_count = 2 * count;
+  for (int mask = 1, half = 0; mask < pw && st == COLL_OK; mask *= 2, half ^= 1) {
+    int pnr = nr ^ mask, peer = pnr < rem ? 2 * pnr + 1 : pnr + rem;
+    size_t dst_off = (size_t)half * count;
+    st = sched_begin_step(s);
+    if (st == COLL_OK) st = range_ops(s, p, peer, SCHED_SEND, cur, cur, cur_off, cur_off + count);
+    if (nr < pnr) { /* dst = mine OP theirs */
+      for (size_t off = 0, seg = algo_segment_elems(p); off < count && st == COLL_OK; off += seg)
+        st = sched_recv_reduce(s, peer, SCHED_BUF_SCRATCH, dst_off + off, cur, cur_off + off,
+                               count - off < seg ? count - off : seg);
+    } else { /* dst = theirs OP mine */
+      if (st == COLL_OK)
+        st = range_ops(s, p, peer, SCHED_RECV_COPY, SCHED_BUF_SCRATCH, SCHED_BUF_SCRATCH, dst_off,
+                       dst_off + count);
+      if (st == COLL_OK) st = sched_begin_step(s);
+      if (st == COLL_OK)
+        st = sched_local_reduce(s, SCHED_BUF_SCRATCH, dst_off, cur, cur_off, count);
+    }
+    cur = SCHED_BUF_SCRATCH;
+    cur_off = dst_off;
+  }
+  if (st == COLL_OK) st = sched_begin_step(s);
+  if (st == COLL_OK) st = sched_local_copy(s, SCHED_BUF_OUTPUT, 0, cur, cur_off, count);
   return st;
 }
 
@@ -63,7 +105,9 @@ coll_status_t algo_halving_doubling_allreduce(const sched_params_t *p, sched_t *
   } else {
     nr = r - rem;
   }
-  if (nr >= 0) {
+  if (nr >= 0 && algo_hd_whole_exchange(p)) {
+    st = whole_exchanges(s, p, nr, pw, rem, cur);
+  } else if (nr >= 0) {
     /* Recursive halving: keep half of the range in play, send the other half. */
     for (int mask = pw / 2; mask >= 1 && st == COLL_OK; mask /= 2) {
       int pnr = nr ^ mask, peer = pnr < rem ? 2 * pnr + 1 : pnr + rem;
