@@ -58,10 +58,20 @@ static size_t npieces(const tcp_conn_t *c, size_t len) {
   return len == 0 ? 1 : (len + c->piece - 1) / c->piece;
 }
 
-/* First piece of message m that stream s carries (>= npieces: none). */
-static size_t first_piece(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m) {
+/* First piece of message m (len bytes) that stream s carries (>= npieces: none). Small
+ * messages all travel on stream 0, so a call's few small messages to one peer (the
+ * fingerprint, then the data) leave in one TCP segment (MSG_MORE, stream_send). */
+static size_t first_piece(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m, size_t len) {
+  if (len <= TCP_SMALL_BYTES) return s->index == 0 ? 0 : SIZE_MAX;
   uint64_t n = (uint64_t)c->nsocks;
   return (size_t)(((uint64_t)s->index + n - m % n) % n);
+}
+
+/* Whether message m + 1 is queued, small, and also on stream s: then the write that
+ * ends message m may be held back for it (MSG_MORE) and both go out together. */
+static bool small_follows(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m) {
+  if (s->index != 0 || m + 1 >= c->sends_posted) return false;
+  return c->sends[(m + 1) & (c->send_cap - 1)].len <= TCP_SMALL_BYTES;
 }
 
 static int streams_with_pieces(const tcp_conn_t *c, size_t len) {
@@ -104,7 +114,7 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
     tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
     size_t np = npieces(c, m->len);
     if (s->send_piece == NOT_STARTED) {
-      s->send_piece = first_piece(c, s, s->send_msg);
+      s->send_piece = first_piece(c, s, s->send_msg, m->len);
       if (s->send_piece >= np) { /* no piece of this message on this stream */
         s->send_piece = NOT_STARTED;
         s->send_msg++;
@@ -125,7 +135,13 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
       iov[n++] = (struct iovec){(char *)m->buf + start + s->send_off, plen - s->send_off};
     if (n > 0) {
       struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-      ssize_t w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      /* Only a small message is held back, so the write after it is never far off; the
+       * loop ends on EAGAIN or the budget only after a write without the flag. */
+      int more =
+          m->len <= TCP_SMALL_BYTES && *moved < budget / 2 && small_follows(c, s, s->send_msg)
+              ? MSG_MORE
+              : 0;
+      ssize_t w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -189,7 +205,7 @@ static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
     size_t np = npieces(c, len);
     bool reducing = m->r.operand != NULL;
     if (s->recv_piece == NOT_STARTED) {
-      s->recv_piece = first_piece(c, s, s->recv_msg);
+      s->recv_piece = first_piece(c, s, s->recv_msg, len);
       if (s->recv_piece >= np) {
         s->recv_piece = NOT_STARTED;
         s->recv_msg++;

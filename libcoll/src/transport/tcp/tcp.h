@@ -12,6 +12,8 @@
 
 #define TCP_MAX_SOCKS 16
 #define TCP_FRAME_MAGIC 0x434f4c4cu /* "COLL" */
+/* Messages of at most this many bytes travel whole on stream 0 (tcp.c first_piece). */
+#define TCP_SMALL_BYTES ((size_t)16384)
 
 /* Sent before a message's first piece on every stream that carries a piece of it. */
 typedef struct {
