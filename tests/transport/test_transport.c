@@ -226,6 +226,54 @@ static int sends_first_rank(int rank, int n, void *p) {
   return 0;
 }
 
+/* Small and large messages in a row, copies and reductions in turn, the receives posted
+ * one at a time while the rest has arrived already: tcp's small messages share stream 0
+ * and its reads take the following bytes ahead (tcp.c), which later receives, small or
+ * large, must get in order. */
+static int mixed_sizes_rank(int rank, int n, void *p) {
+  (void)n;
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  static const size_t floats[] = {2, 4096, 4097, 1, 0, 16384, 3, 50001, 2, 4096, 5, 1};
+  enum { NM = sizeof floats / sizeof floats[0] };
+  int partner = rank ^ 1;
+  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
+  float *out[NM], *in[NM];
+  for (int m = 0; m < NM; m++) {
+    out[m] = malloc(floats[m] * sizeof(float) + 4);
+    in[m] = malloc(floats[m] * sizeof(float) + 4);
+    for (size_t k = 0; k < floats[m]; k++) out[m][k] = value_of(rank, k + (size_t)m);
+    RANK_CHECK(tp_send(&t, partner, out[m], floats[m] * sizeof(float)) == COLL_OK, "post send");
+  }
+  transport_conn_t *conn = transport_set_conn(t.set, partner);
+  for (int m = 0; m < NM; m++) {
+    for (int i = 0; i < 50; i++) /* let the partner's messages pile up */
+      RANK_CHECK(transport_progress(conn, NULL, NULL) == COLL_OK, "progress");
+    transport_recv_t r = {.dst = in[m], .len = floats[m] * sizeof(float)};
+    if (m % 2)
+      r = (transport_recv_t){.dst = in[m],
+                             .operand = out[m],
+                             .reduce = sum,
+                             .elem_size = sizeof(float),
+                             .len = floats[m] * sizeof(float)};
+    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+  }
+  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  for (int m = 0; m < NM; m++) {
+    for (size_t k = 0; k < floats[m]; k++) {
+      float theirs = value_of(partner, k + (size_t)m);
+      float want = m % 2 ? out[m][k] + theirs : theirs;
+      RANK_CHECK(in[m][k] == want, "message %d (%zu floats, %s): element %zu is %g, want %g", m,
+                 floats[m], m % 2 ? "reduced" : "copied", k, (double)in[m][k], (double)want);
+    }
+    free(out[m]);
+    free(in[m]);
+  }
+  tp_close(&t);
+  return 0;
+}
+
 /* Rank 0 sends 100 bytes where rank 1 expects 64: rank 1 must get COLL_ERR_PROTOCOL
  * naming rank 0. Rank 0 stays connected until rank 1 has checked. */
 static int mismatch_rank(int rank, int n, void *p) {
@@ -373,6 +421,12 @@ START_TEST(hundreds_of_sends_posted_before_their_receives_all_arrive) {
 }
 END_TEST
 
+START_TEST(small_and_large_messages_in_a_row_arrive_in_order) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/mixed/");
+  ck_assert_int_eq(run_ranks(2, mixed_sizes_rank, &arg, 60000), 0);
+}
+END_TEST
+
 START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
   test_arg_t arg = forced_arg(transport_of(_i), "t/mismatch/");
   ck_assert_int_eq(run_ranks(2, mismatch_rank, &arg, 30000), 0);
@@ -513,6 +567,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
   tcase_add_loop_test(tc, hundreds_of_sends_posted_before_their_receives_all_arrive, 0, 2);
+  tcase_add_loop_test(tc, small_and_large_messages_in_a_row_arrive_in_order, 0, 2);
   tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
   tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);

@@ -184,6 +184,40 @@ static coll_status_t check_frame(tcp_conn_t *c, tcp_stream_t *s, const tcp_recv_
   return COLL_OK;
 }
 
+bool tcp_stream_has_ahead(const tcp_stream_t *s) {
+  return s->ahead_len > 0 && s->recv_msg < s->conn->recvs_posted;
+}
+
+/* recvmsg into iov[0..n), through the stream's read-ahead: bytes read ahead earlier are
+ * handed out first; else, for a small message, the read also takes up to
+ * TCP_AHEAD_BYTES of what follows it, so the call's next small messages (the data
+ * behind the fingerprint) cost no second system call. Returns what recvmsg would. */
+static ssize_t stream_readv(tcp_stream_t *s, const struct iovec *iov, int n, bool small) {
+  if (s->ahead_len > 0) {
+    size_t given = 0;
+    for (int i = 0; i < n && s->ahead_len > 0; i++) {
+      size_t k = iov[i].iov_len < s->ahead_len ? iov[i].iov_len : s->ahead_len;
+      memcpy(iov[i].iov_base, s->ahead + s->ahead_off, k);
+      s->ahead_off += k;
+      s->ahead_len -= k;
+      given += k;
+    }
+    return (ssize_t)given;
+  }
+  struct iovec v[3];
+  size_t want = 0;
+  for (int i = 0; i < n; i++) v[i] = iov[i], want += iov[i].iov_len;
+  int k = n;
+  if (small && s->index == 0 && s->ahead == NULL) s->ahead = malloc(TCP_AHEAD_BYTES);
+  if (small && s->ahead != NULL) v[k++] = (struct iovec){s->ahead, TCP_AHEAD_BYTES};
+  struct msghdr msg = {.msg_iov = v, .msg_iovlen = (size_t)k};
+  ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+  if (r <= 0 || (size_t)r <= want) return r;
+  s->ahead_off = 0;
+  s->ahead_len = (size_t)r - want;
+  return (ssize_t)want;
+}
+
 /* Reduce the whole elements waiting in staging into dst. */
 static void reduce_staged(tcp_stream_t *s, const tcp_recv_t *m, size_t start) {
   size_t es = m->r.elem_size;
@@ -237,8 +271,7 @@ static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
       }
     }
     if (n > 0) {
-      struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-      ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+      ssize_t r = stream_readv(s, iov, n, len <= TCP_SMALL_BYTES);
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return COLL_OK;
@@ -367,6 +400,7 @@ void tcp_conn_free(tcp_conn_t *c) {
   for (int i = 0; i < c->nsocks; i++) {
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
     free(c->streams[i].staging);
+    free(c->streams[i].ahead);
   }
   free(c->sends);
   free(c->recvs);

@@ -14,6 +14,8 @@
 #define TCP_FRAME_MAGIC 0x434f4c4cu /* "COLL" */
 /* Messages of at most this many bytes travel whole on stream 0 (tcp.c first_piece). */
 #define TCP_SMALL_BYTES ((size_t)16384)
+/* Read-ahead room of stream 0 (tcp.c stream_readv). */
+#define TCP_AHEAD_BYTES ((size_t)16384)
 
 /* Sent before a message's first piece on every stream that carries a piece of it. */
 typedef struct {
@@ -56,6 +58,10 @@ typedef struct {
   size_t hdr_got;
   tcp_frame_t hdr_in;
   unsigned char *staging;
+  /* Bytes a small message's read took beyond it (the next messages' frames), handed out
+   * before the socket is read again (tcp.c stream_readv); stream 0 only. */
+  unsigned char *ahead;
+  size_t ahead_off, ahead_len;
 } tcp_stream_t;
 
 typedef struct tcp_conn {
@@ -84,6 +90,9 @@ struct transport_group {
 };
 
 /* Data path (tcp.c). */
+/* Whether the stream holds read-ahead bytes a posted receive can take now (tcp_wait
+ * must not sleep then: the socket is drained and epoll would not wake). */
+bool tcp_stream_has_ahead(const tcp_stream_t *s);
 extern const transport_ops_t tcp_ops;
 /* Initialise a connection's queues and streams once its sockets are open. */
 coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks, int epfd);

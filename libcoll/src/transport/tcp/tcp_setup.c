@@ -407,12 +407,14 @@ static bool stream_has_work(const tcp_stream_t *s) {
 static coll_status_t tcp_wait(transport_group_t *g, int timeout_ms, bool *woke) {
   *woke = false;
   /* A socket that hung up is out of the epoll set; its pending work must still be
-   * retried by progress (to read the last bytes, then report the close). */
+   * retried by progress (to read the last bytes, then report the close). Bytes read
+   * ahead for a posted receive are work in hand too. */
   for (int r = 0; r < g->nranks; r++) {
     tcp_conn_t *c = g->conns[r];
     if (c == NULL) continue;
     for (int i = 0; i < g->nsocks; i++)
-      if (!c->streams[i].in_epoll && stream_has_work(&c->streams[i])) {
+      if ((!c->streams[i].in_epoll && stream_has_work(&c->streams[i])) ||
+          tcp_stream_has_ahead(&c->streams[i])) {
         *woke = true;
         return COLL_OK;
       }
@@ -441,8 +443,10 @@ static size_t tcp_staging_bytes(const transport_group_t *g) {
   for (int r = 0; r < g->nranks; r++) {
     tcp_conn_t *c = g->conns[r];
     if (c == NULL) continue;
-    for (int i = 0; i < c->nsocks; i++)
+    for (int i = 0; i < c->nsocks; i++) {
       if (c->streams[i].staging != NULL) total += c->staging_cap;
+      if (c->streams[i].ahead != NULL) total += TCP_AHEAD_BYTES;
+    }
   }
   return total;
 }
