@@ -59,27 +59,31 @@ void report_bytes(double b, char *buf, size_t len) {
 /* One thing a rank does in a step, merged from messages that continue each other (same
  * kind and peer, next range) or repeat the same range to other peers. */
 typedef struct {
-  int kind; /* 0 send, 1 receive-copy, 2 receive-reduce, 3 local copy, 4 local reduce */
+  int kind;    /* 0 send, 1 receive-copy, 2 receive-reduce, 3 local copy, 4 local reduce */
+  int scratch; /* the range is in the executor's scratch, not the call's buffers */
   int peers[8];
   int npeers;
   int more_peers;
   size_t offset, count, messages;
 } action_t;
 
-static int same_target(const action_t *a, int kind, int peer) {
-  return a->kind == kind && a->npeers == 1 && !a->more_peers && a->peers[0] == peer;
+static int same_target(const action_t *a, int kind, int peer, int scratch) {
+  return a->kind == kind && a->scratch == scratch && a->npeers == 1 && !a->more_peers &&
+         a->peers[0] == peer;
 }
 
-static void add_action(action_t *acts, size_t *nacts, int kind, int peer, size_t off,
+static void add_action(action_t *acts, size_t *nacts, int kind, int peer, int buf, size_t off,
                        size_t count) {
+  int scratch = buf == SCHED_BUF_SCRATCH;
   if (*nacts > 0) {
     action_t *a = &acts[*nacts - 1];
-    if (same_target(a, kind, peer) && a->offset + a->count == off) {
+    if (same_target(a, kind, peer, scratch) && a->offset + a->count == off) {
       a->count += count;
       a->messages++;
       return;
     }
-    if (a->kind == kind && kind == 0 && a->offset == off && a->count == count) {
+    if (a->kind == kind && kind == 0 && a->scratch == scratch && a->offset == off &&
+        a->count == count) {
       if (a->npeers < 8)
         a->peers[a->npeers++] = peer;
       else
@@ -88,15 +92,23 @@ static void add_action(action_t *acts, size_t *nacts, int kind, int peer, size_t
       return;
     }
   }
-  acts[(*nacts)++] = (action_t){
-      .kind = kind, .peers = {peer}, .npeers = 1, .offset = off, .count = count, .messages = 1};
+  acts[(*nacts)++] = (action_t){.kind = kind,
+                                .scratch = scratch,
+                                .peers = {peer},
+                                .npeers = 1,
+                                .offset = off,
+                                .count = count,
+                                .messages = 1};
 }
 
 static void print_action(FILE *out, const trace_t *t, const action_t *a) {
   static const char *const verbs[] = {"sends", "receives", "receives and reduces", "copies locally",
                                       "reduces locally"};
   char range[160];
-  trace_range_name(t, a->offset, a->count, range, sizeof range);
+  if (a->scratch) /* scratch is not cut into the buffer's units */
+    snprintf(range, sizeof range, "scratch elements %zu..%zu", a->offset, a->offset + a->count - 1);
+  else
+    trace_range_name(t, a->offset, a->count, range, sizeof range);
   fprintf(out, "%s %s", verbs[a->kind], range);
   if (a->kind <= 2) {
     fprintf(out, " %s rank%s ", a->kind == 0 ? "to" : "from", a->npeers > 1 ? "s" : "");
@@ -114,16 +126,17 @@ static void print_step(FILE *out, const trace_t *t, size_t k, action_t *acts) {
     for (size_t i = 0; i < s->nlocals; i++) {
       const local_t *l = &t->locals[s->first_local + i];
       if (l->rank == r)
-        add_action(acts, &nacts, l->op.kind == SCHED_LOCAL_COPY ? 3 : 4, -1, l->op.offset,
-                   l->op.count);
+        add_action(acts, &nacts, l->op.kind == SCHED_LOCAL_COPY ? 3 : 4, -1, l->op.buf,
+                   l->op.offset, l->op.count);
     }
     for (size_t i = 0; i < s->nxfers; i++) {
       const xfer_t *x = &t->xfers[s->first_xfer + i];
-      if (x->src == r) add_action(acts, &nacts, 0, x->dst, x->src_offset, x->count);
+      if (x->src == r) add_action(acts, &nacts, 0, x->dst, x->src_buf, x->src_offset, x->count);
     }
     for (size_t i = 0; i < s->nxfers; i++) {
       const xfer_t *x = &t->xfers[s->first_xfer + i];
-      if (x->dst == r) add_action(acts, &nacts, x->reduce ? 2 : 1, x->src, x->dst_offset, x->count);
+      if (x->dst == r)
+        add_action(acts, &nacts, x->reduce ? 2 : 1, x->src, x->dst_buf, x->dst_offset, x->count);
     }
     if (nacts == 0) continue;
     fprintf(out, "  rank %d ", r);

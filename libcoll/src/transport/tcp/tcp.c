@@ -7,7 +7,9 @@
  * sides know from the message number alone which stream carries which bytes. Each stream
  * sends, per message it has a piece of, one tcp_frame_t then its pieces in order; the
  * receiver checks the frame's length against the posted receive (COLL_ERR_PROTOCOL on a
- * mismatch).
+ * mismatch). Messages of at most TCP_SMALL_BYTES go whole on stream 0 instead: a call's
+ * few small messages to a peer then leave in one segment (MSG_MORE) and arrive in one
+ * read (the read-ahead, stream_readv).
  *
  * Environment (read at connect, see tcp_setup.c for the rest):
  *   COLL_TCP_PIECE_BYTES    striping unit, power of two in [4 KiB, 64 MiB] (512 KiB)
