@@ -105,16 +105,14 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
     case COLL_ALGO_HD: {
       int pw = 1;
       while (pw * 2 <= n) pw *= 2;
-      int fold = pw != n;
-      if (algo_hd_whole_exchange(p)) { /* whole buffers, the copy out counted as reduced */
-        double levels = log2_ceil(pw);
-        return (levels + (fold ? 2.0 : 0.0)) * c->alpha + (levels + fold) * S * c->beta +
-               (levels + fold + 1.0) * S * c->gamma + S * c->beta;
-      }
-      double steps = 2.0 * log2_ceil(pw) + (fold ? 2.0 : 0.0);
-      double bytes = 2.0 * (pw - 1) / pw * S + (fold ? S : 0.0);
-      double reduced = (double)(pw - 1) / pw * S + (fold ? S : 0.0);
-      double fill = (fold ? S : S / 2.0) * c->beta; /* the first message, see above */
+      int fold = pw != n, whole = algo_hd_whole_exchange(p);
+      double levels = log2_ceil(pw), folded = fold ? S : 0.0;
+      double steps = (whole ? levels : 2.0 * levels) + (fold ? 2.0 : 0.0);
+      double bytes = (whole ? levels * S : 2.0 * (pw - 1) / pw * S) + folded;
+      /* whole buffers: the copy out counted as one more S reduced */
+      double reduced = (whole ? (levels + 1.0) * S : (double)(pw - 1) / pw * S) + folded;
+      /* the first message, see above */
+      double fill = (whole || fold ? S : S / 2.0) * c->beta;
       return steps * c->alpha + bytes * c->beta + reduced * c->gamma + fill;
     }
     case COLL_ALGO_MASTER: {

@@ -27,9 +27,11 @@
 #include "algo/algo_internal.h"
 
 /* Whole-range ops are cut into segment-sized messages within one step; both sides cut a
- * range the same way, so the k-th messages match. */
-static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sched_op_kind_t kind,
-                               sched_buf_t buf, sched_buf_t src_buf, size_t lo, size_t hi) {
+ * range the same way, so the k-th messages match. A reduction reads src_buf from src_lo
+ * on (the same offsets as buf when src_lo == lo). */
+static coll_status_t range_ops_from(sched_t *s, const sched_params_t *p, int peer,
+                                    sched_op_kind_t kind, sched_buf_t buf, size_t lo, size_t hi,
+                                    sched_buf_t src_buf, size_t src_lo) {
   size_t seg = algo_segment_elems(p);
   coll_status_t st = COLL_OK;
   for (size_t off = lo; off < hi && st == COLL_OK; off += seg) {
@@ -39,9 +41,14 @@ static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sc
     else if (kind == SCHED_RECV_COPY)
       st = sched_recv_copy(s, peer, buf, off, len);
     else
-      st = sched_recv_reduce(s, peer, buf, off, src_buf, off, len);
+      st = sched_recv_reduce(s, peer, buf, off, src_buf, src_lo + (off - lo), len);
   }
   return st;
+}
+
+static coll_status_t range_ops(sched_t *s, const sched_params_t *p, int peer, sched_op_kind_t kind,
+                               sched_buf_t buf, sched_buf_t src_buf, size_t lo, size_t hi) {
+  return range_ops_from(s, p, peer, kind, buf, lo, hi, src_buf, lo);
 }
 
 /* Small buffers: at each level exchange the whole vector with the partner and reduce,
@@ -62,9 +69,9 @@ static coll_status_t whole_exchanges(sched_t *s, const sched_params_t *p, int nr
     st = sched_begin_step(s);
     if (st == COLL_OK) st = range_ops(s, p, peer, SCHED_SEND, cur, cur, cur_off, cur_off + count);
     if (nr < pnr) { /* dst = mine OP theirs */
-      for (size_t off = 0, seg = algo_segment_elems(p); off < count && st == COLL_OK; off += seg)
-        st = sched_recv_reduce(s, peer, SCHED_BUF_SCRATCH, dst_off + off, cur, cur_off + off,
-                               count - off < seg ? count - off : seg);
+      if (st == COLL_OK)
+        st = range_ops_from(s, p, peer, SCHED_RECV_REDUCE, SCHED_BUF_SCRATCH, dst_off,
+                            dst_off + count, cur, cur_off);
     } else { /* dst = theirs OP mine */
       if (st == COLL_OK)
         st = range_ops(s, p, peer, SCHED_RECV_COPY, SCHED_BUF_SCRATCH, SCHED_BUF_SCRATCH, dst_off,

@@ -210,7 +210,7 @@ static ssize_t stream_readv(tcp_stream_t *s, const struct iovec *iov, int n, boo
   size_t want = 0;
   for (int i = 0; i < n; i++) v[i] = iov[i], want += iov[i].iov_len;
   int k = n;
-  if (small && s->index == 0 && s->ahead == NULL) s->ahead = malloc(TCP_AHEAD_BYTES);
+  if (small && s->ahead == NULL) s->ahead = malloc(TCP_AHEAD_BYTES); /* stream 0's */
   if (small && s->ahead != NULL) v[k++] = (struct iovec){s->ahead, TCP_AHEAD_BYTES};
   struct msghdr msg = {.msg_iov = v, .msg_iovlen = (size_t)k};
   ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
