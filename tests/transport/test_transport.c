@@ -27,6 +27,7 @@ typedef struct {
   int victim;         /* for the kill test */
   bool expect_direct; /* shm single-copy reductions must have happened */
   size_t max_staging; /* 0: the default bound per peer */
+  const struct mismatch_case *mismatch;
 } test_arg_t;
 
 /* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
@@ -274,31 +275,68 @@ static int mixed_sizes_rank(int rank, int n, void *p) {
   return 0;
 }
 
-/* Rank 0 sends 100 bytes where rank 1 expects 64: rank 1 must get COLL_ERR_PROTOCOL
- * naming rank 0. Rank 0 stays connected until rank 1 has checked. */
+/* Rank 0 sends send_len bytes where rank 1 expects recv_len: rank 1 must get
+ * COLL_ERR_PROTOCOL naming rank 0 and the length sent, also when nothing follows the
+ * message (tcp: a length on the other side of TCP_SMALL_BYTES puts it on another stream
+ * than the receiver reads). With lead, one matching message goes first, so that the
+ * mismatched one is not message 0 (whose first piece is on stream 0 at any length).
+ * Rank 0 stays connected until rank 1 has checked. */
+typedef struct mismatch_case {
+  size_t send_len, recv_len;
+  bool lead;
+} mismatch_case_t;
+
+static const mismatch_case_t mismatch_cases[] = {
+    {100, 64, false},
+    {8, 64 * 1024, true},
+    {64 * 1024, 8, true},
+    {600 * 1024, 64 * 1024, true},
+};
+#define NMISMATCH (sizeof mismatch_cases / sizeof mismatch_cases[0])
+
 static int mismatch_rank(int rank, int n, void *p) {
   test_arg_t *arg = p;
+  const mismatch_case_t *mc = arg->mismatch;
   tp_rank_t t;
   RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  char buf[100] = {0};
+  size_t cap = mc->send_len > mc->recv_len ? mc->send_len : mc->recv_len;
+  char *buf = calloc(1, cap);
+  RANK_CHECK(buf != NULL, "no memory");
+  if (mc->lead && rank == 0) {
+    RANK_CHECK(tp_send(&t, 1, buf, 8) == COLL_OK, "post lead send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain lead send");
+  } else if (mc->lead) {
+    transport_recv_t r = {.dst = buf, .len = 8};
+    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post lead recv");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain lead recv");
+  }
   if (rank == 0) {
-    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain send");
+    RANK_CHECK(tp_send(&t, 1, buf, mc->send_len) == COLL_OK, "post send");
+    /* More than the socket buffers hold may stay unsent until rank 1 gives up and
+     * closes; then this send fails as a remote failure, which is fine here. */
+    coll_status_t st = tp_drain(&t, 10000);
+    RANK_CHECK(st == COLL_OK || st == COLL_ERR_REMOTE, "drain send: %s", coll_status_name(st));
     void *v = NULL;
     size_t len = 0;
     RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 10000) == COLL_OK, "wait");
     free(v);
   } else {
-    transport_recv_t r = {.dst = buf, .len = 64};
+    transport_recv_t r = {.dst = buf, .len = mc->recv_len};
     RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
     coll_status_t st = tp_drain(&t, 10000);
     store_set(t.store, "mismatch/checked", "1", 1, 1000);
-    RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
+    RANK_CHECK(st == COLL_ERR_PROTOCOL,
+               "%zu bytes sent, %zu expected: got %s, want "
+               "COLL_ERR_PROTOCOL",
+               mc->send_len, mc->recv_len, coll_status_name(st));
     RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL,
                "message '%s' does not name rank 0", coll_last_error());
-    RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
-               coll_last_error());
+    char sent[32];
+    snprintf(sent, sizeof sent, "%zu", mc->send_len);
+    RANK_CHECK(strstr(coll_last_error(), sent) != NULL, "message '%s' lacks the length %s",
+               coll_last_error(), sent);
   }
+  free(buf);
   tp_close(&t);
   return 0;
 }
@@ -427,8 +465,10 @@ START_TEST(small_and_large_messages_in_a_row_arrive_in_order) {
 }
 END_TEST
 
+/* Loop index i: transport i % 2, case i / 2 of mismatch_cases. */
 START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
   test_arg_t arg = forced_arg(transport_of(_i), "t/mismatch/");
+  arg.mismatch = &mismatch_cases[_i / 2];
   ck_assert_int_eq(run_ranks(2, mismatch_rank, &arg, 30000), 0);
 }
 END_TEST
@@ -576,7 +616,8 @@ static Suite *transport_suite(void) {
   suite_add_tcase(s, tc);
   TCase *te = tcase_create("errors");
   tcase_set_timeout(te, 60);
-  tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0, 2);
+  tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0,
+                      2 * (int)NMISMATCH);
   tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
   tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
   tcase_add_loop_test(te, socket_ifname_selects_the_interface_or_names_the_bad_one, 0, 2);

@@ -174,7 +174,27 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
   return COLL_OK;
 }
 
+/* A frame naming a message behind the stream's cursor: one the receiver decided has no
+ * piece on this stream, from the length of its posted receive. The sender cut it from
+ * another length, so the two sides disagree on it (COLL_ERR_PROTOCOL). */
+static coll_status_t check_not_skipped(tcp_conn_t *c, const tcp_stream_t *s, const tcp_frame_t *f) {
+  uint32_t behind = (uint32_t)s->recv_msg - f->seq;
+  if (f->magic != TCP_FRAME_MAGIC || behind == 0 || behind > UINT32_MAX / 2) return COLL_OK;
+  uint64_t m = s->recv_msg - behind;
+  if (m < c->recvs_done)
+    return fail(c, COLL_ERR_PROTOCOL,
+                "message %llu is %llu bytes but arrived on stream %d after it was received whole",
+                (unsigned long long)m, (unsigned long long)f->len, s->index);
+  return fail(c, COLL_ERR_PROTOCOL,
+              "message %llu is %llu bytes but the posted receive expects %zu (it came on stream "
+              "%d, which carries none of a message of the expected length)",
+              (unsigned long long)m, (unsigned long long)f->len,
+              c->recvs[m & (c->recv_cap - 1)].r.len, s->index);
+}
+
 static coll_status_t check_frame(tcp_conn_t *c, tcp_stream_t *s, const tcp_recv_t *m) {
+  coll_status_t st = check_not_skipped(c, s, &s->hdr_in);
+  if (st != COLL_OK) return st;
   if (s->hdr_in.magic != TCP_FRAME_MAGIC || s->hdr_in.seq != (uint32_t)s->recv_msg)
     return fail(c, COLL_ERR_PROTOCOL,
                 "bad frame on stream %d (magic 0x%08x, message %u; expected message %u)", s->index,
@@ -185,6 +205,38 @@ static coll_status_t check_frame(tcp_conn_t *c, tcp_stream_t *s, const tcp_recv_
                 (unsigned long long)s->recv_msg, (unsigned long long)s->hdr_in.len, m->r.len);
   return COLL_OK;
 }
+
+/* With no receive posted at the stream's cursor, look (without taking them) at the
+ * bytes waiting on it: the read-ahead's, and with peek_socket the socket's (tcp_wait
+ * asks when epoll reports them; progress does not, to stay free of system calls). They
+ * start with a frame; one for a message behind the cursor means a length mismatch that
+ * no later receive on this stream would see, while the stream that expects the message
+ * waits for data that never comes. A frame for the cursor's message or a later one is
+ * the sender running ahead: fine, and not looked at again (nor watched for) until the
+ * cursor moves. A closed or failed socket is left to the next receive posted on it. */
+static coll_status_t check_waiting_frame(tcp_conn_t *c, tcp_stream_t *s, bool peek_socket) {
+  if (s->recv_msg < c->recvs_posted || s->peeked_for == s->recv_msg) return COLL_OK;
+  tcp_frame_t f;
+  size_t have = s->ahead_len < sizeof f ? s->ahead_len : sizeof f;
+  if (have > 0) memcpy(&f, s->ahead + s->ahead_off, have);
+  if (have < sizeof f) {
+    if (!peek_socket) return COLL_OK;
+    ssize_t r = recv(s->fd, (char *)&f + have, sizeof f - have, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return COLL_OK;
+    if (r <= 0) {
+      s->peeked_for = s->recv_msg;
+      return COLL_OK;
+    }
+    have += (size_t)r;
+    if (have < sizeof f) return COLL_OK; /* the rest of the frame is on its way */
+  }
+  coll_status_t st = check_not_skipped(c, s, &f);
+  /* Read-ahead bytes alone do not make the socket readable: stay watching it then. */
+  if (st == COLL_OK && peek_socket) s->peeked_for = s->recv_msg;
+  return st;
+}
+
+void tcp_stream_readable(tcp_stream_t *s) { (void)check_waiting_frame(s->conn, s, true); }
 
 bool tcp_stream_has_ahead(const tcp_stream_t *s) {
   return s->ahead_len > 0 && s->recv_msg < s->conn->recvs_posted;
@@ -307,14 +359,17 @@ static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
       s->recv_msg++;
     }
   }
-  return COLL_OK;
+  return *moved < budget ? check_waiting_frame(c, s, false) : COLL_OK;
 }
 
-/* Ask epoll for readability while a receive waits on the stream and for writability
- * while a send is stuck on a full buffer; nothing else, so idle sockets never wake us. */
+/* Ask epoll for readability unless the bytes waiting on the stream are known to belong
+ * to a receive not posted yet (check_waiting_frame), and for writability while a send
+ * is stuck on a full buffer. An idle socket has nothing to read, so it never wakes us;
+ * keeping readability watched across messages spares two epoll_ctl calls a message. */
 static coll_status_t update_interest(tcp_conn_t *c, tcp_stream_t *s, bool send_blocked) {
   if (!s->in_epoll) return COLL_OK;
-  uint32_t want = (s->recv_msg < c->recvs_posted ? EPOLLIN : 0u) | (send_blocked ? EPOLLOUT : 0u);
+  bool watch_in = s->recv_msg < c->recvs_posted || s->peeked_for != s->recv_msg;
+  uint32_t want = (watch_in ? EPOLLIN : 0u) | (send_blocked ? EPOLLOUT : 0u);
   if (want == s->events) return COLL_OK;
   struct epoll_event ev = {.events = want, .data.ptr = s};
   if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, s->fd, &ev) != 0)
@@ -393,6 +448,7 @@ coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int 
     s->index = i;
     s->send_piece = NOT_STARTED;
     s->recv_piece = NOT_STARTED;
+    s->peeked_for = UINT64_MAX;
   }
   return COLL_OK;
 }

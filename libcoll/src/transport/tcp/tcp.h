@@ -62,6 +62,10 @@ typedef struct {
    * before the socket is read again (tcp.c stream_readv); stream 0 only. */
   unsigned char *ahead;
   size_t ahead_off, ahead_len;
+  /* Cursor value at which the bytes waiting on the socket, with no receive posted there
+   * yet, were found to start with a frame of that message or a later one (tcp.c
+   * check_waiting_frame): readability is not watched again until the cursor moves. */
+  uint64_t peeked_for;
 } tcp_stream_t;
 
 typedef struct tcp_conn {
@@ -93,6 +97,10 @@ struct transport_group {
 /* Whether the stream holds read-ahead bytes a posted receive can take now (tcp_wait
  * must not sleep then: the socket is drained and epoll would not wake). */
 bool tcp_stream_has_ahead(const tcp_stream_t *s);
+/* tcp_wait saw the stream readable: with no receive posted there, check that the
+ * waiting bytes are not a message the receiver skipped (a length mismatch, which then
+ * fails the connection for its next progress to report). */
+void tcp_stream_readable(tcp_stream_t *s);
 extern const transport_ops_t tcp_ops;
 /* Initialise a connection's queues and streams once its sockets are open. */
 coll_status_t tcp_conn_init(tcp_conn_t *c, int peer, const char *peer_host, int nsocks, int epfd);

@@ -429,8 +429,11 @@ static coll_status_t tcp_wait(transport_group_t *g, int timeout_ms, bool *woke) 
     return coll_error_errno(COLL_ERR_SYSTEM, errno, "epoll_wait on tcp sockets");
   }
   for (int i = 0; i < n; i++) {
-    if ((evs[i].events & (EPOLLHUP | EPOLLERR)) == 0) continue;
     tcp_stream_t *s = evs[i].data.ptr;
+    if ((evs[i].events & (EPOLLHUP | EPOLLERR)) == 0) {
+      if (evs[i].events & EPOLLIN) tcp_stream_readable(s);
+      continue;
+    }
     epoll_ctl(g->epfd, EPOLL_CTL_DEL, s->fd, NULL);
     s->in_epoll = false;
   }
