@@ -88,10 +88,14 @@ struct coll_comm {
   bool stop;
   uint64_t epoch;         /* completed operations */
   int64_t async_grace_ns; /* COLL_ASYNC_GRACE_US (comm.c); see progress_submit */
-  bool idle_long;         /* the progress thread sleeps without looking at the queue */
-  /* The last user's _async call was waited for at once (request.c): the caller submits
-   * and waits, so the next one gets the grace. */
-  atomic_bool waits_soon;
+#define GRACE_STREAK 8
+  bool idle_long; /* the progress thread sleeps without looking at the queue */
+  /* How many of the user's last _async calls in a row were waited for at once
+   * (request.c), up to GRACE_STREAK; zeroed when a graced call's grace ran out with
+   * nobody waiting (progress.c). A new call gets the grace once it reaches GRACE_STREAK:
+   * the caller submits and waits. One late wait a step (the trainer's first bucket,
+   * submitted in the middle of backward) keeps it below. */
+  _Atomic int soon_streak;
   /* Threads inside a done_cv wait loop (counted in before their first look at what they
    * wait for): a finishing request takes the mutex again to wake them only when there
    * are some (progress.c, execute). */

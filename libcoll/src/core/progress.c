@@ -55,6 +55,9 @@ static void *progress_main(void *arg) {
         pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
         continue;
       }
+      /* Its grace ran out with nobody waiting: the caller computes between its calls
+       * and their waits, so it gets background progress again (comm.h soon_streak). */
+      if (req->run_after_ns != 0) atomic_store(&comm->soon_streak, 0);
       comm->head = req->next;
       if (comm->head == NULL) comm->tail = NULL;
       comm->busy = true;
@@ -66,7 +69,7 @@ static void *progress_main(void *arg) {
     if (comm->stop && comm->head == NULL) break;
     /* While callers wait at once, graced submissions do not wake this thread
      * (progress_submit): it looks again after one grace instead. */
-    bool look = comm->async_grace_ns > 0 && atomic_load(&comm->waits_soon);
+    bool look = comm->async_grace_ns > 0 && atomic_load(&comm->soon_streak) >= GRACE_STREAK;
     struct timespec ts =
         look ? coll_timespec_in_ns(comm->async_grace_ns) : coll_timespec_in_ms(IDLE_WAIT_MS);
     comm->idle_long = !look;
@@ -125,7 +128,7 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   req->call = *pc;
   atomic_init(&req->done, 0);
   if (grace) req->submitted_ns = coll_now_ns();
-  if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->waits_soon))
+  if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->soon_streak) >= GRACE_STREAK)
     req->run_after_ns = req->submitted_ns + comm->async_grace_ns;
   pthread_mutex_lock(&comm->mu);
   if (comm->tail != NULL)

@@ -56,8 +56,11 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   coll_request_t *req = *request;
   coll_comm_t *comm = req->comm;
   if (req->tagged != NULL) return finish_tagged(request, tagged_wait(comm->tagged, req->tagged));
-  if (req->submitted_ns != 0)
-    atomic_store(&comm->waits_soon, coll_now_ns() - req->submitted_ns < WAITED_SOON_NS);
+  if (req->submitted_ns != 0) {
+    bool soon = coll_now_ns() - req->submitted_ns < WAITED_SOON_NS;
+    int streak = atomic_load(&comm->soon_streak);
+    atomic_store(&comm->soon_streak, !soon ? 0 : streak < GRACE_STREAK ? streak + 1 : streak);
+  }
   /* Queued work nobody runs yet is run right here, oldest first: waiting right after
    * submitting then costs no hand-off to the progress thread. */
   while (!is_done(req) && progress_help(comm)) {
