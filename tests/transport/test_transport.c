@@ -574,6 +574,74 @@ START_TEST(wait_sleeps_while_idle_and_wakes_when_a_message_arrives) {
 }
 END_TEST
 
+/* A message that arrived before its receive was posted must not keep waking the wait
+ * for another peer: rank 1 sends rank 0 a small message, then, once rank 0 has it (so
+ * that their connection has been progressed, as after any earlier call), a 64 KiB one
+ * (past tcp's read-ahead); rank 2 sends after 300 ms. Rank 0 waits for rank 2's alone
+ * (progressing only that connection, as the executor does), then takes rank 1's. */
+#define EARLY_BYTES (64u * 1024u)
+static int early_rank(int rank, int n, void *p) {
+  test_arg_t *arg = p;
+  tp_rank_t t;
+  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+  char small[64] = "first", got[64] = {0};
+  unsigned char *big = calloc(1, EARLY_BYTES);
+  RANK_CHECK(big != NULL, "no memory");
+  void *v = NULL;
+  size_t len = 0;
+  if (rank == 1) {
+    RANK_CHECK(tp_send(&t, 0, small, sizeof small) == COLL_OK, "post first send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the first");
+    RANK_CHECK(store_get(t.store, "early/first", &v, &len, 10000) == COLL_OK, "wait for rank 0");
+    free(v);
+    for (size_t i = 0; i < EARLY_BYTES; i++) big[i] = (unsigned char)(i * 7 + 1);
+    RANK_CHECK(tp_send(&t, 0, big, EARLY_BYTES) == COLL_OK, "post the early send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the early send");
+  } else if (rank == 2) {
+    sleep_ms(300);
+    RANK_CHECK(tp_send(&t, 0, "from rank 2", 12) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+  } else {
+    transport_recv_t r0 = {.dst = got, .len = sizeof got};
+    RANK_CHECK(tp_recv(&t, 1, &r0) == COLL_OK, "post first recv from rank 1");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the first");
+    store_set(t.store, "early/first", "1", 1, 1000);
+    transport_recv_t r = {.dst = got, .len = 12};
+    RANK_CHECK(tp_recv(&t, 2, &r) == COLL_OK, "post recv from rank 2");
+    transport_conn_t *c = transport_set_conn(t.set, 2);
+    uint64_t rd = 0;
+    int wakeups = 0;
+    while (rd == 0) {
+      RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
+      if (rd > 0) break;
+      RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
+      wakeups++;
+    }
+    RANK_CHECK(strcmp(got, "from rank 2") == 0, "wrong message from rank 2: '%s'", got);
+    RANK_CHECK(wakeups < 50, "%d wake-ups while rank 1's message waited: spinning", wakeups);
+    transport_recv_t r1 = {.dst = big, .len = EARLY_BYTES};
+    RANK_CHECK(tp_recv(&t, 1, &r1) == COLL_OK, "post the early message's recv");
+    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+    for (size_t i = 0; i < EARLY_BYTES; i++)
+      RANK_CHECK(big[i] == (unsigned char)(i * 7 + 1), "early message byte %zu is %u", i, big[i]);
+  }
+  if (rank != 0) {
+    RANK_CHECK(store_get(t.store, "early/done", &v, &len, 10000) == COLL_OK, "wait for rank 0");
+    free(v);
+  } else {
+    store_set(t.store, "early/done", "1", 1, 1000);
+  }
+  free(big);
+  tp_close(&t);
+  return 0;
+}
+
+START_TEST(an_early_message_does_not_wake_the_wait_for_another_peer) {
+  test_arg_t arg = forced_arg(transport_of(_i), "t/early/");
+  ck_assert_int_eq(run_ranks(3, early_rank, &arg, 30000), 0);
+}
+END_TEST
+
 /* COLL_SOCKET_IFNAME picks the listening interface; an unknown one is a clear error. */
 static int ifname_rank(int rank, int n, void *p) {
   test_arg_t *arg = p;
@@ -610,6 +678,7 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, small_and_large_messages_in_a_row_arrive_in_order, 0, 2);
   tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
   tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
+  tcase_add_loop_test(tc, an_early_message_does_not_wake_the_wait_for_another_peer, 0, 2);
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
   tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
   tcase_add_test(tc, different_hosts_default_to_tcp);

@@ -236,8 +236,6 @@ static coll_status_t check_waiting_frame(tcp_conn_t *c, tcp_stream_t *s, bool pe
   return st;
 }
 
-void tcp_stream_readable(tcp_stream_t *s) { (void)check_waiting_frame(s->conn, s, true); }
-
 bool tcp_stream_has_ahead(const tcp_stream_t *s) {
   return s->ahead_len > 0 && s->recv_msg < s->conn->recvs_posted;
 }
@@ -417,6 +415,16 @@ out:
   if (sends_done != NULL) *sends_done = c->sends_done;
   if (recvs_done != NULL) *recvs_done = c->recvs_done;
   return st;
+}
+
+void tcp_stream_readable(tcp_stream_t *s) {
+  tcp_conn_t *c = s->conn;
+  /* Stop watching a stream found to hold a later message's bytes (or a closed socket)
+   * right away: its connection may have nothing posted, so no progress would, and its
+   * level-triggered readability would wake every wait at once until it is received. */
+  if (check_waiting_frame(c, s, true) == COLL_OK && s->peeked_for == s->recv_msg &&
+      s->recv_msg == c->recvs_posted)
+    (void)update_interest(c, s, (s->events & EPOLLOUT) != 0);
 }
 
 const transport_ops_t tcp_ops = {
