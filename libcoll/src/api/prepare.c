@@ -145,22 +145,33 @@ static coll_status_t refuse_device_buffers(coll_comm_t *comm, const char *who,
   return st;
 }
 
-/* "rank R: what" into who. Formatting it took 5 % of an 8-byte all-reduce, so the text
- * is kept per thread for the last (rank, what): `what` is the API function's name, a
- * string literal, so its address names it. */
+/* "rank R: what" into who. Formatting it took 5 % of an 8-byte all-reduce, so the texts
+ * are kept per thread for the last few (rank, what) pairs (a program alternates a few
+ * calls: the bench a blocking and an _async all-reduce): `what` is the API function's
+ * name, a string literal, so its address names it. */
+enum { WHO_CACHE = 4 };
 static void format_who(char who[API_WHO_MAX], int rank, const char *what) {
-  static _Thread_local int last_rank = -1;
-  static _Thread_local const char *last_what;
-  static _Thread_local char last_text[API_WHO_MAX];
-  static _Thread_local size_t last_len;
-  if (what != last_what || rank != last_rank) {
-    int n = snprintf(last_text, sizeof last_text, "rank %d: %s", rank, what);
-    last_len = n < 0 ? 0 : (size_t)n < sizeof last_text ? (size_t)n : sizeof last_text - 1;
-    last_text[last_len] = '\0';
-    last_what = what;
-    last_rank = rank;
-  }
-  memcpy(who, last_text, last_len + 1);
+  static _Thread_local struct {
+    int rank;
+    const char *what;
+    size_t len;
+    char text[API_WHO_MAX];
+  } cache[WHO_CACHE];
+  static _Thread_local unsigned next;
+  for (int i = 0; i < WHO_CACHE; i++)
+    if (cache[i].what == what && cache[i].rank == rank) {
+      memcpy(who, cache[i].text, cache[i].len + 1);
+      return;
+    }
+  unsigned k = next++ % WHO_CACHE;
+  int n = snprintf(cache[k].text, sizeof cache[k].text, "rank %d: %s", rank, what);
+  cache[k].len = n < 0                              ? 0
+                 : (size_t)n < sizeof cache[k].text ? (size_t)n
+                                                    : sizeof cache[k].text - 1;
+  cache[k].text[cache[k].len] = '\0';
+  cache[k].what = what;
+  cache[k].rank = rank;
+  memcpy(who, cache[k].text, cache[k].len + 1);
 }
 
 coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *pc) {

@@ -65,6 +65,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
    * submitting then costs no hand-off to the progress thread. */
   while (!is_done(req) && progress_help(comm)) {
   }
+  if (is_done(req)) return finish(request);
   /* Small operations finish within microseconds: a short spin avoids a sleep. It
    * yields after the first microseconds: the progress thread may need this core. */
   int64_t start = coll_now_ns();
