@@ -363,7 +363,8 @@ static coll_status_t stream_recv(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
 /* Ask epoll for readability unless the bytes waiting on the stream are known to belong
  * to a receive not posted yet (check_waiting_frame), and for writability while a send
  * is stuck on a full buffer. An idle socket has nothing to read, so it never wakes us;
- * keeping readability watched across messages spares two epoll_ctl calls a message. */
+ * keeping readability watched across messages spares the epoll_ctl calls that turned
+ * it on and off (8-byte all-reduces, 2 ranks, 20000 iterations: 49 instead of 3677). */
 static coll_status_t update_interest(tcp_conn_t *c, tcp_stream_t *s, bool send_blocked) {
   if (!s->in_epoll) return COLL_OK;
   bool watch_in = s->recv_msg < c->recvs_posted || s->peeked_for != s->recv_msg;
