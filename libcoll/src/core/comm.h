@@ -56,6 +56,9 @@ struct coll_request {
   tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
 };
 
+/* Waits at once in a row before an _async call gets the grace (soon_streak below). */
+#define GRACE_STREAK 8
+
 struct coll_comm {
   uint64_t magic;
   coll_base_t base; /* identity, health, waiting, fingerprints (base/base.h) */
@@ -88,8 +91,7 @@ struct coll_comm {
   bool stop;
   uint64_t epoch;         /* completed operations */
   int64_t async_grace_ns; /* COLL_ASYNC_GRACE_US (comm.c); see progress_submit */
-#define GRACE_STREAK 8
-  bool idle_long; /* the progress thread sleeps without looking at the queue */
+  bool idle_long;         /* the progress thread sleeps without looking at the queue */
   /* How many of the user's last _async calls in a row were waited for at once
    * (request.c), up to GRACE_STREAK; zeroed when a graced call's grace ran out with
    * nobody waiting (progress.c). A new call gets the grace once it reaches GRACE_STREAK:
