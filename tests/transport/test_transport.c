@@ -524,6 +524,20 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+/* Progress connection c and wait on the whole set until c's first receive is done,
+ * counting the waits that returned before it was (each one a wake-up). */
+static coll_status_t wait_first_recv(tp_rank_t *t, transport_conn_t *c, int *wakeups) {
+  uint64_t rd = 0;
+  *wakeups = 0;
+  for (;;) {
+    coll_status_t st = transport_progress(c, NULL, &rd);
+    if (st != COLL_OK || rd > 0) return st;
+    st = transport_set_wait(t->set, 5000);
+    if (st != COLL_OK) return st;
+    (*wakeups)++;
+  }
+}
+
 /* transport_set_wait sleeps while nothing can move (no spinning) and returns soon after
  * a message arrives: rank 0 sends after 300 ms; rank 1 waits with long timeouts. */
 static int wait_rank(int rank, int n, void *p) {
@@ -548,16 +562,9 @@ static int wait_rank(int rank, int n, void *p) {
     RANK_CHECK(idle >= 80, "two idle 50 ms waits returned after %lld ms", (long long)idle);
     transport_recv_t r = {.dst = got, .len = sizeof got};
     RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    transport_conn_t *c = transport_set_conn(t.set, 0);
-    uint64_t rd = 0;
-    int wakeups = 0;
+    int wakeups;
     start = coll_now_ms();
-    while (rd == 0) {
-      RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
-      if (rd > 0) break;
-      RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
-      wakeups++;
-    }
+    RANK_CHECK(wait_first_recv(&t, transport_set_conn(t.set, 0), &wakeups) == COLL_OK, "wait");
     int64_t took = coll_now_ms() - start;
     store_set(t.store, "wait/done", "1", 1, 1000);
     RANK_CHECK(strcmp(got, msg) == 0, "wrong message");
@@ -608,15 +615,8 @@ static int early_rank(int rank, int n, void *p) {
     store_set(t.store, "early/first", "1", 1, 1000);
     transport_recv_t r = {.dst = got, .len = 12};
     RANK_CHECK(tp_recv(&t, 2, &r) == COLL_OK, "post recv from rank 2");
-    transport_conn_t *c = transport_set_conn(t.set, 2);
-    uint64_t rd = 0;
-    int wakeups = 0;
-    while (rd == 0) {
-      RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
-      if (rd > 0) break;
-      RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
-      wakeups++;
-    }
+    int wakeups;
+    RANK_CHECK(wait_first_recv(&t, transport_set_conn(t.set, 2), &wakeups) == COLL_OK, "wait");
     RANK_CHECK(strcmp(got, "from rank 2") == 0, "wrong message from rank 2: '%s'", got);
     RANK_CHECK(wakeups < 50, "%d wake-ups while rank 1's message waited: spinning", wakeups);
     transport_recv_t r1 = {.dst = big, .len = EARLY_BYTES};

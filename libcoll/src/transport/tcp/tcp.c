@@ -422,9 +422,9 @@ void tcp_stream_readable(tcp_stream_t *s) {
   tcp_conn_t *c = s->conn;
   /* Stop watching a stream found to hold a later message's bytes (or a closed socket)
    * right away: its connection may have nothing posted, so no progress would, and its
-   * level-triggered readability would wake every wait at once until it is received. */
-  if (check_waiting_frame(c, s, true) == COLL_OK && s->peeked_for == s->recv_msg &&
-      s->recv_msg == c->recvs_posted)
+   * level-triggered readability would wake every wait at once until it is received.
+   * update_interest changes nothing (no system call) in the other cases. */
+  if (check_waiting_frame(c, s, true) == COLL_OK)
     (void)update_interest(c, s, (s->events & EPOLLOUT) != 0);
 }
 
