@@ -210,7 +210,6 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
     if (st != COLL_OK) return st;
     comm->algo_check_pending = false;
   }
-  sched_params_t p = call_params(comm, call);
   call->algo = comm->algo;
   call->segment_bytes = comm->segment_bytes;
   /* The arena serves host all-reduces of a communicator that has one (all ranks on one
@@ -231,17 +230,19 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
    * serve, and barriers and small broadcasts of host buffers unless an algorithm is
    * forced. Asked before the cost model, as the cheaper question (its predictions were
    * 5 % of an 8-byte call). */
-  bool small = comm->arena != NULL && !pc->where.on_device && call->count > 0 &&
-               (call->kind == COLL_KIND_ALL_REDUCE ? arena_ok : comm->algo == COLL_ALGO_AUTO) &&
-               small_fits(comm->arena, call);
   if (call->algo == COLL_ALGO_AUTO) {
-    if (small)
+    bool small = comm->arena != NULL && !pc->where.on_device && call->count > 0 &&
+                 (call->kind == COLL_KIND_ALL_REDUCE ? arena_ok : comm->algo == COLL_ALGO_AUTO) &&
+                 small_fits(comm->arena, call);
+    if (small) {
       call->algo = COLL_ALGO_ARENA;
-    else if (comm->base.nranks > 1 && call->count > 0)
+    } else if (comm->base.nranks > 1 && call->count > 0) {
+      sched_params_t p = call_params(comm, call);
       call->algo = arena_ok && algo_arena_preferred(&p, &comm->cost) ? COLL_ALGO_ARENA
                                                                      : algo_select(&p, &comm->cost);
-    else
+    } else {
       call->algo = COLL_ALGO_RING;
+    }
   }
   /* Buffers in shared windows (coll_mem_alloc): the zero-copy all-reduce, unless
    * another algorithm is forced or the input is scaled first (premul_sum). */
