@@ -79,7 +79,8 @@ struct coll_comm {
   tagged_t *tagged;      /* tagged point to point (core/tagged.h); NULL for one rank */
 
   /* Progress thread and its FIFO (progress.c); mu guards everything below up to
-   * `epoch`. Other files use the queue through progress.h's functions. */
+   * `idle_long` except the two atomics, which the blocking fast path reads without it.
+   * Other files use the queue through progress.h's functions. */
   pthread_t thread;
   bool thread_started;
   pthread_mutex_t mu;
@@ -87,9 +88,14 @@ struct coll_comm {
   pthread_cond_t done_cv;  /* a request completed or the communicator aborted */
   coll_request_t *head;
   coll_request_t *tail;
-  bool busy; /* some thread is running the executor */
+  /* Some thread runs the executor: claimed by compare-and-swap, by the blocking fast
+   * path without the mutex, by the queue's runners under it (progress.c). */
+  _Atomic bool busy;
+  /* Requests linked into the queue and not yet taken off it (changed under mu). A queued
+   * request is counted until its runner has claimed `busy`, so while one is pending or
+   * running, queued > 0 or busy holds: the fast path's two loads see it. */
+  _Atomic int queued;
   bool stop;
-  uint64_t epoch;         /* completed operations */
   int64_t async_grace_ns; /* COLL_ASYNC_GRACE_US (comm.c); see progress_submit */
   bool idle_long;         /* the progress thread sleeps without looking at the queue */
   /* How many of the user's last _async calls in a row were waited for at once

@@ -1,8 +1,9 @@
 /* The request queue: the progress thread of a communicator and its FIFO of queued
  * calls, the blocking fast path (a blocking call with nothing queued runs on the
  * caller's thread, which saves the hand-off (two thread wake-ups) that dominates small
- * messages), the grace that gives a new asynchronous call to its waiter for the same
- * reason, and the two waits other files need (quiet, one request done). */
+ * messages, and takes no mutex: two atomics tell it the executor is free), the grace that gives a
+ * new asynchronous call to its waiter for the same reason, and the two waits other files need
+ * (quiet, one request done). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,7 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
   if (st != COLL_OK) snprintf(req->message, sizeof req->message, "%s", coll_last_error());
   pthread_mutex_lock(&comm->mu);
   req->status = st;
-  comm->busy = false;
-  comm->epoch++;
+  atomic_store(&comm->busy, false);
   bool queued = comm->head != NULL;
   pthread_mutex_unlock(&comm->mu);
   atomic_store(&req->done, 1); /* seq_cst: ordered before the load of done_waiters */
@@ -40,27 +40,41 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
   pthread_mutex_unlock(&comm->mu);
 }
 
-/* The queue's head runs when no other thread runs the executor (a waiter may be running
- * queued work itself, see progress_help), and once its grace has passed (progress_submit). */
+/* Under mu: claim the executor for the queue's head and take it off the queue; NULL
+ * when the queue is empty or another thread runs the executor (a waiter running queued
+ * work, progress_help, or a blocking call on the fast path, which signals queue_cv under
+ * mu after it lets go when work is queued, so a thread that then sleeps is woken). */
+static coll_request_t *take_head(coll_comm_t *comm) {
+  coll_request_t *req = comm->head;
+  bool free_executor = false;
+  if (req == NULL || !atomic_compare_exchange_strong(&comm->busy, &free_executor, true))
+    return NULL;
+  comm->head = req->next;
+  if (comm->head == NULL) comm->tail = NULL;
+  atomic_fetch_sub(&comm->queued, 1); /* after busy is claimed: see comm.h */
+  return req;
+}
+
+/* The queue's head runs when no other thread runs the executor, and once its grace has
+ * passed (progress_submit). */
 static void *progress_main(void *arg) {
   coll_comm_t *comm = arg;
   coll_log_set_rank(comm->base.rank);
   pthread_mutex_lock(&comm->mu);
   for (;;) {
-    if (comm->head != NULL && !comm->busy) {
-      coll_request_t *req = comm->head;
-      int64_t left_ns = req->run_after_ns - coll_now_ns();
-      if (req->run_after_ns != 0 && left_ns > 0 && !comm->stop) { /* a waiter may take it */
+    if (comm->head != NULL && !atomic_load(&comm->busy)) {
+      int64_t run_after_ns = comm->head->run_after_ns;
+      int64_t left_ns = run_after_ns - coll_now_ns();
+      if (run_after_ns != 0 && left_ns > 0 && !comm->stop) { /* a waiter may take it */
         struct timespec ts = coll_timespec_in_ns(left_ns);
         pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
         continue;
       }
+      coll_request_t *req = take_head(comm);
+      if (req == NULL) continue; /* a blocking call took the executor first */
       /* Its grace ran out with nobody waiting: the caller computes between its calls
        * and their waits, so it gets background progress again (comm.h soon_streak). */
-      if (req->run_after_ns != 0) atomic_store(&comm->soon_streak, 0);
-      comm->head = req->next;
-      if (comm->head == NULL) comm->tail = NULL;
-      comm->busy = true;
+      if (run_after_ns != 0) atomic_store(&comm->soon_streak, 0);
       pthread_mutex_unlock(&comm->mu);
       execute(comm, req);
       pthread_mutex_lock(&comm->mu);
@@ -108,12 +122,7 @@ void progress_wake_all(coll_comm_t *comm) {
 bool progress_help(coll_comm_t *comm) {
   coll_request_t *req = NULL;
   pthread_mutex_lock(&comm->mu);
-  if (!comm->busy && comm->head != NULL) {
-    req = comm->head;
-    comm->head = req->next;
-    if (comm->head == NULL) comm->tail = NULL;
-    comm->busy = true;
-  }
+  req = take_head(comm);
   pthread_mutex_unlock(&comm->mu);
   if (req == NULL) return false;
   execute(comm, req);
@@ -143,6 +152,7 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   else
     comm->head = req;
   comm->tail = req;
+  atomic_fetch_add(&comm->queued, 1);
   /* A graced call needs no wake-up unless the thread sleeps without looking. */
   if (req->run_after_ns == 0 || comm->idle_long) pthread_cond_signal(&comm->queue_cv);
   pthread_mutex_unlock(&comm->mu);
@@ -150,20 +160,22 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   return COLL_OK;
 }
 
+/* The fast path: nothing queued and the executor free (an earlier call of this thread is
+ * then queued or running: comm.h). The claim and the release order this call's work
+ * after the previous executor's and before the next one's, as the mutex did. */
 coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc) {
-  pthread_mutex_lock(&comm->mu);
-  if (comm->head == NULL && !comm->busy) {
-    comm->busy = true;
-    pthread_mutex_unlock(&comm->mu);
+  bool free_executor = false;
+  if (atomic_load(&comm->queued) == 0 &&
+      atomic_compare_exchange_strong(&comm->busy, &free_executor, true)) {
     coll_status_t st = dispatch_run(comm, pc);
-    pthread_mutex_lock(&comm->mu);
-    comm->busy = false;
-    comm->epoch++;
-    if (comm->head != NULL) pthread_cond_signal(&comm->queue_cv);
-    pthread_mutex_unlock(&comm->mu);
+    atomic_store(&comm->busy, false);     /* seq_cst: ordered before the load of queued */
+    if (atomic_load(&comm->queued) > 0) { /* queued meanwhile: its runner may sleep */
+      pthread_mutex_lock(&comm->mu);
+      pthread_cond_signal(&comm->queue_cv);
+      pthread_mutex_unlock(&comm->mu);
+    }
     return st;
   }
-  pthread_mutex_unlock(&comm->mu);
   /* Earlier asynchronous work is still running: keep FIFO order behind it. */
   coll_request_t *req;
   coll_status_t st = progress_submit(comm, pc, false, &req);
@@ -176,7 +188,7 @@ coll_status_t progress_quiet(coll_comm_t *comm, const char *what) {
   bool idle;
   atomic_fetch_add(&comm->done_waiters, 1);
   pthread_mutex_lock(&comm->mu);
-  while (!(idle = comm->head == NULL && !comm->busy) && coll_now_ns() < limit &&
+  while (!(idle = comm->head == NULL && !atomic_load(&comm->busy)) && coll_now_ns() < limit &&
          !base_aborted(&comm->base)) {
     struct timespec ts = coll_timespec_in_ms(20);
     pthread_cond_timedwait(&comm->done_cv, &comm->mu, &ts);

@@ -80,7 +80,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   atomic_fetch_add(&comm->done_waiters, 1); /* before the next look at done (progress.c) */
   pthread_mutex_lock(&comm->mu);
   while (!is_done(req)) {
-    if (!comm->busy && comm->head != NULL) {
+    if (!atomic_load(&comm->busy) && comm->head != NULL) {
       pthread_mutex_unlock(&comm->mu);
       progress_help(comm);
       pthread_mutex_lock(&comm->mu);
