@@ -44,6 +44,8 @@ static coll_status_t run_path(coll_comm_t *comm, const prepared_call_t *pc,
 coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
   coll_base_t *base = &comm->base;
+  if (call->algo == COLL_ALGO_ARENA && !pc->where.on_device) /* before the work below */
+    small_claim_lines(comm->arena, call->count * coll_dtype_size(call->dtype));
   coll_status_t st = base_check_usable(base, sched_kind_name(call->kind));
   if (st != COLL_OK || call->count == 0) return st;
   coll_call_t scaled = *call;

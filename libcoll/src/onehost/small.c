@@ -83,6 +83,20 @@ static coll_status_t digest_differs(const arena_t *a, int k) {
                     k);
 }
 
+void small_claim_lines(const arena_t *a, size_t bytes) {
+  if (a == NULL || a->small_lines == 0 || bytes > a->small_bytes) return;
+  const small_line_t *mine = lines_of(a, a->rank, a->small_round + 1);
+  size_t nl = bytes == 0 ? 1 : small_lines_for(bytes);
+  for (size_t l = 0; l < nl; l++) {
+#if defined(__x86_64__) || defined(__i386__)
+    /* PREFETCHW: GCC emits it for the builtin only with -mprfchw; older CPUs run a NOP. */
+    __asm__ volatile("prefetchw %0" : : "m"(mine[l]));
+#else
+    __builtin_prefetch(&mine[l], 1);
+#endif
+  }
+}
+
 /* Step 1: this rank's input into its lines. */
 static void write_lines(arena_t *a, const unsigned char *in, size_t bytes, uint32_t round,
                         uint32_t digest) {

@@ -37,6 +37,12 @@ static inline uint32_t small_lines_for(size_t max_bytes) {
 /* The call is a host all-reduce the arena's small path can carry (it has the region,
  * the message fits, the element size divides a line). */
 bool small_fits(const arena_t *a, const coll_call_t *call);
+/* Ask for this rank's lines of its next round in exclusive state, before the call's
+ * other work (the dispatch calls it first for an arena call of `bytes`): the peers hold
+ * those lines shared since they read them two rounds ago, and the fence after the lines
+ * are written waits for their copies to be invalidated; asked early, that overlaps the
+ * fingerprint's work. A hint only: nothing without an arena or when the call is larger. */
+void small_claim_lines(const arena_t *a, size_t bytes);
 /* Run it (the dispatch hands it over, fingerprint started and noted in the arena); AVG
  * is divided here. Errors mark the communicator failed, as the arena does. */
 coll_status_t small_run(arena_t *a, const coll_call_t *call);
