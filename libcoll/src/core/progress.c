@@ -1,9 +1,9 @@
 /* The request queue: the progress thread of a communicator and its FIFO of queued
  * calls, the blocking fast path (a blocking call with nothing queued runs on the
  * caller's thread, which saves the hand-off (two thread wake-ups) that dominates small
- * messages, and takes no mutex: two atomics tell it the executor is free), the grace that gives a
- * new asynchronous call to its waiter for the same reason, and the two waits other files need
- * (quiet, one request done). */
+ * messages; it takes no mutex: two atomics tell it the executor is free), the grace
+ * that gives a new asynchronous call to its waiter for the same reason, and the two
+ * waits other files need (quiet, one request done). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
