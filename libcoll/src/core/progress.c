@@ -40,15 +40,19 @@ static void execute(coll_comm_t *comm, coll_request_t *req) {
   pthread_mutex_unlock(&comm->mu);
 }
 
+/* Claim the executor if no thread runs it (the mutex need not be held). */
+static bool claim_executor(coll_comm_t *comm) {
+  bool free_executor = false;
+  return atomic_compare_exchange_strong(&comm->busy, &free_executor, true);
+}
+
 /* Under mu: claim the executor for the queue's head and take it off the queue; NULL
  * when the queue is empty or another thread runs the executor (a waiter running queued
  * work, progress_help, or a blocking call on the fast path, which signals queue_cv under
  * mu after it lets go when work is queued, so a thread that then sleeps is woken). */
 static coll_request_t *take_head(coll_comm_t *comm) {
   coll_request_t *req = comm->head;
-  bool free_executor = false;
-  if (req == NULL || !atomic_compare_exchange_strong(&comm->busy, &free_executor, true))
-    return NULL;
+  if (req == NULL || !claim_executor(comm)) return NULL;
   comm->head = req->next;
   if (comm->head == NULL) comm->tail = NULL;
   atomic_fetch_sub(&comm->queued, 1); /* after busy is claimed: see comm.h */
@@ -164,9 +168,7 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
  * then queued or running: comm.h). The claim and the release order this call's work
  * after the previous executor's and before the next one's, as the mutex did. */
 coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc) {
-  bool free_executor = false;
-  if (atomic_load(&comm->queued) == 0 &&
-      atomic_compare_exchange_strong(&comm->busy, &free_executor, true)) {
+  if (atomic_load(&comm->queued) == 0 && claim_executor(comm)) {
     coll_status_t st = dispatch_run(comm, pc);
     atomic_store(&comm->busy, false);     /* seq_cst: ordered before the load of queued */
     if (atomic_load(&comm->queued) > 0) { /* queued meanwhile: its runner may sleep */
