@@ -4,7 +4,9 @@
  *
  * Inbox of rank b:  [header: magic, pid, probe cookie, geometry, doorbell][FIFO a0 -> b]
  * [FIFO a1 -> b]...; each FIFO: [ctrl: head | tail | direct_ok][slot headers][slot data].
- * The sender a owns head, the receiver b owns tail; both ring the other's doorbell. */
+ * The sender a owns head, the receiver b owns tail; both ring the other's doorbell.
+ * Position p of the FIFO uses header p % nslots; the header names the data slot, which
+ * the sender chooses (the lowest-numbered free one, shm.c). */
 #ifndef COLL_TRANSPORT_SHM_H
 #define COLL_TRANSPORT_SHM_H
 
@@ -17,7 +19,7 @@
 #include "transport/transport.h"
 #include "transport/transport_kind.h"
 
-#define SHM_MAGIC 0x31764d4853434f43ull /* "COCSHMv1" */
+#define SHM_MAGIC 0x32764d4853434f43ull /* "COCSHMv2" */
 #define SHM_PAGE 4096u
 
 enum { SHM_SLOT_COPY = 1, SHM_SLOT_DIRECT = 2 };
@@ -28,7 +30,9 @@ typedef struct {
   uint64_t addr;      /* DIRECT: the message's address in the sender */
   uint32_t chunk_len; /* COPY: bytes in this slot */
   uint32_t kind;
-  uint64_t reserved[4]; /* one cache line per header */
+  uint32_t data_slot; /* COPY: the slot of the FIFO's data that holds the bytes */
+  uint32_t reserved32;
+  uint64_t reserved[3]; /* one cache line per header */
 } shm_slot_hdr_t;
 
 typedef struct {
@@ -91,6 +95,8 @@ typedef struct shm_conn {
   uint64_t send_cap, sends_posted, sends_written, sends_done;
   uint64_t out_head;      /* my copy of out.ctrl->head */
   uint64_t out_tail_seen; /* last tail read (refreshed when the FIFO looks full) */
+  uint32_t *out_slot_of;  /* data slot of position p, at p % nslots, for [tail_seen, head) */
+  bool *out_slot_busy;    /* by data slot: used by a position in [tail_seen, head) */
   /* receiver state */
   shm_recv_t *recvs;
   uint64_t recv_cap, recvs_posted, recvs_done;

@@ -220,10 +220,14 @@ static coll_status_t attach_peer(const transport_setup_t *setup, transport_group
   c->peer_map_len = (size_t)sb.st_size;
   shm_inbox_t *pin = c->peer_inbox;
   if (pin->magic != SHM_MAGIC || pin->owner_rank != peer || (uint32_t)index >= pin->nfifos ||
-      SHM_PAGE + (size_t)pin->nfifos * pin->fifo_stride > c->peer_map_len)
+      pin->nslots == 0 || SHM_PAGE + (size_t)pin->nfifos * pin->fifo_stride > c->peer_map_len)
     return coll_error(COLL_ERR_PROTOCOL, "shm segment %s of rank %d has a bad header", name, peer);
   c->peer_pid = pin->pid;
   c->out = fifo_at(pin, (uint32_t)index);
+  c->out_slot_of = calloc(c->out.nslots, sizeof *c->out_slot_of);
+  c->out_slot_busy = calloc(c->out.nslots, sizeof *c->out_slot_busy);
+  if (c->out_slot_of == NULL || c->out_slot_busy == NULL)
+    return coll_error(COLL_ERR_NO_MEMORY, "shm: out of memory for the FIFO to rank %d", peer);
   c->in = fifo_at(g->inbox, my_index_for_peer);
   /* Tell the sender (the peer) whether we can read its buffers directly. */
   if (g->direct_enabled && probe_direct(c)) atomic_store(&c->in.ctrl->direct_ok, 1);
