@@ -8,8 +8,8 @@
  * sends, per message it has a piece of, one tcp_frame_t then its pieces in order; the
  * receiver checks the frame's length against the posted receive (COLL_ERR_PROTOCOL on a
  * mismatch). Messages of at most TCP_SMALL_BYTES go whole on stream 0 instead: a call's
- * few small messages to a peer then leave in one segment (MSG_MORE) and arrive in one
- * read (the read-ahead, stream_readv).
+ * few small messages to a peer then leave in one write (send_small_batch) and arrive in
+ * one read (the read-ahead, stream_readv).
  *
  * Environment (read at connect, see tcp_setup.c for the rest):
  *   COLL_TCP_PIECE_BYTES    striping unit, power of two in [4 KiB, 64 MiB] (512 KiB)
@@ -62,15 +62,15 @@ static size_t npieces(const tcp_conn_t *c, size_t len) {
 
 /* First piece of message m (len bytes) that stream s carries (>= npieces: none). Small
  * messages all travel on stream 0, so a call's few small messages to one peer (the
- * fingerprint, then the data) leave in one TCP segment (MSG_MORE, stream_send). */
+ * fingerprint, then the data) leave in one write (send_small_batch). */
 static size_t first_piece(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m, size_t len) {
   if (len <= TCP_SMALL_BYTES) return s->index == 0 ? 0 : SIZE_MAX;
   uint64_t n = (uint64_t)c->nsocks;
   return (size_t)(((uint64_t)s->index + n - m % n) % n);
 }
 
-/* Whether message m + 1 is queued, small, and also on stream s: then the write that
- * ends message m may be held back for it (MSG_MORE) and both go out together. */
+/* Whether message m + 1 is queued, small, and also on stream s: then both go out in one
+ * write (send_small_batch). */
 static bool small_follows(const tcp_conn_t *c, const tcp_stream_t *s, uint64_t m) {
   if (s->index != 0 || m + 1 >= c->sends_posted) return false;
   return c->sends[(m + 1) & (c->send_cap - 1)].len <= TCP_SMALL_BYTES;
@@ -107,6 +107,77 @@ static coll_status_t tcp_post_recv(transport_conn_t *conn, const transport_recv_
   return COLL_OK;
 }
 
+/* How many small messages one sendmsg takes at most, frames and data together. */
+#define SMALL_BATCH 8
+
+/* Count w bytes written from stream s's small messages, starting with the one at its
+ * cursor: each message whose frame and data are all out is done. */
+static void account_small(tcp_conn_t *c, tcp_stream_t *s, size_t w) {
+  while (s->send_msg < c->sends_posted) {
+    tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
+    if (s->send_piece == NOT_STARTED) {
+      if (w == 0) return;
+      s->send_piece = 0;
+      s->hdr_out =
+          (tcp_frame_t){.magic = TCP_FRAME_MAGIC, .seq = (uint32_t)s->send_msg, .len = m->len};
+      s->hdr_sent = 0;
+      s->send_off = 0;
+    }
+    size_t h = sizeof s->hdr_out - s->hdr_sent, take = w < h ? w : h;
+    s->hdr_sent += take;
+    w -= take;
+    size_t d = m->len - s->send_off;
+    take = w < d ? w : d;
+    s->send_off += take;
+    w -= take;
+    if (s->hdr_sent < sizeof s->hdr_out || s->send_off < m->len) return;
+    m->streams_left--;
+    s->send_piece = NOT_STARTED;
+    s->send_msg++;
+  }
+}
+
+/* Stream 0 with a small message at its cursor and another small one behind it: the
+ * unsent rest of the first and up to SMALL_BATCH - 1 more go in one sendmsg, frames
+ * and data (a call's fingerprint and data message then cost one system call, not one
+ * each). Held back (MSG_MORE) only when yet another small message follows and the
+ * caller's loop is sure to write again (its budget not spent by this write). */
+static coll_status_t send_small_batch(tcp_conn_t *c, tcp_stream_t *s, size_t budget, size_t *moved,
+                                      bool *blocked) {
+  tcp_frame_t frames[SMALL_BATCH];
+  struct iovec iov[2 * SMALL_BATCH];
+  int n = 0, count = 0;
+  uint64_t k = s->send_msg;
+  for (; k < c->sends_posted && count < SMALL_BATCH; k++, count++) {
+    const tcp_send_t *m = &c->sends[k & (c->send_cap - 1)];
+    if (m->len > TCP_SMALL_BYTES) break;
+    bool started = k == s->send_msg && s->send_piece != NOT_STARTED;
+    size_t hdr_sent = started ? s->hdr_sent : 0, off = started ? s->send_off : 0;
+    frames[count] = (tcp_frame_t){.magic = TCP_FRAME_MAGIC, .seq = (uint32_t)k, .len = m->len};
+    if (hdr_sent < sizeof frames[count])
+      iov[n++] = (struct iovec){(char *)&frames[count] + hdr_sent, sizeof frames[count] - hdr_sent};
+    if (off < m->len) iov[n++] = (struct iovec){(char *)m->buf + off, m->len - off};
+  }
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += iov[i].iov_len;
+  int more = *moved + total < budget && small_follows(c, s, k - 1) ? MSG_MORE : 0;
+  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+  ssize_t w;
+  do {
+    w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+  } while (w < 0 && errno == EINTR);
+  if (w < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      *blocked = true;
+      return COLL_OK;
+    }
+    return io_error(c, s, errno, "send");
+  }
+  *moved += (size_t)w;
+  account_small(c, s, (size_t)w);
+  return COLL_OK;
+}
+
 /* Write what the socket takes. *blocked: stopped on a full socket buffer. */
 static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, size_t *moved,
                                  bool *blocked) {
@@ -114,6 +185,11 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
   *moved = 0;
   while (s->send_msg < c->sends_posted && *moved < budget) {
     tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
+    if (m->len <= TCP_SMALL_BYTES && small_follows(c, s, s->send_msg)) {
+      coll_status_t st = send_small_batch(c, s, budget, moved, blocked);
+      if (st != COLL_OK || *blocked) return st;
+      continue;
+    }
     size_t np = npieces(c, m->len);
     if (s->send_piece == NOT_STARTED) {
       s->send_piece = first_piece(c, s, s->send_msg, m->len);
@@ -137,13 +213,7 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
       iov[n++] = (struct iovec){(char *)m->buf + start + s->send_off, plen - s->send_off};
     if (n > 0) {
       struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-      /* Only a small message is held back, so the write after it is never far off; the
-       * loop ends on EAGAIN or the budget only after a write without the flag. */
-      int more =
-          m->len <= TCP_SMALL_BYTES && *moved < budget / 2 && small_follows(c, s, s->send_msg)
-              ? MSG_MORE
-              : 0;
-      ssize_t w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+      ssize_t w = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
