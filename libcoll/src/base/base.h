@@ -36,6 +36,7 @@ typedef struct coll_base {
   int nranks;
   int local_rank;
   int local_count; /* ranks on this host (from the host ids) */
+  int local_index; /* this rank's place among them, in rank order */
   int timeout_ms;  /* deadline of every wait without progress */
   char key_prefix[BASE_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */

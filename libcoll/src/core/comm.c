@@ -219,6 +219,8 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
     st = trace_open(&comm->base.trace, comm->base.rank, comm->base.nranks, comm->base.key_prefix);
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
+  /* After the last store round of init, before the threads start (placement.c). */
+  placement_spread_once(comm->base.local_index, comm->base.local_count);
   st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;

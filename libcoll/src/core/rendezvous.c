@@ -186,9 +186,12 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
   bool one_host = true;
   comm->base.local_count = 0;
+  comm->base.local_index = 0;
   for (int r = 0; r < n; r++) {
     one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
-    comm->base.local_count += strcmp(hosts[r], hosts[comm->base.rank]) == 0;
+    bool local = strcmp(hosts[r], hosts[comm->base.rank]) == 0;
+    comm->base.local_count += local;
+    comm->base.local_index += local && r < comm->base.rank;
   }
   bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
   comm->cost = tcp ? all[0].tcp : all[0].shm;
