@@ -220,8 +220,8 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
   /* After the last store round of init, before the threads start (placement.c). */
-  placement_spread_once(comm->base.local_index, comm->base.local_count);
-  st = failure_watch_start(&comm->base);
+  st = placement_spread_once(&comm->base, NULL);
+  if (st == COLL_OK) st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;
   *out = comm;

@@ -175,11 +175,13 @@ coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks, 
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */
 coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc);
 
-/* ---- progress.c: the request queue ---- */
+/* ---- placement.c: where unbound ranks start ---- */
 /* Unbound ranks of one host: start this thread on the (local_index mod n)-th CPU of its
- * mask, once per process, keeping the mask (placement.c; COLL_SPREAD=0: off). */
-void placement_spread_once(int local_index, int local_count);
+ * mask, once per process, keeping the mask. *cpu (may be NULL): that CPU, or -1 when
+ * the rank was left alone. COLL_SPREAD=0: off; a bad value is an error. */
+coll_status_t placement_spread_once(const coll_base_t *base, int *cpu);
 
+/* ---- progress.c: the request queue ---- */
 coll_status_t progress_start(coll_comm_t *comm);
 /* Drain the queue (aborted work completes at once) and join the thread. */
 void progress_stop(coll_comm_t *comm);

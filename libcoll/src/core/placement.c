@@ -1,9 +1,9 @@
 /* Where the unbound ranks of one host start running. The rendezvous wakes every rank
- * through the store's sockets, and the kernel moves a task woken that way onto the CPU
- * of the task that woke it: ranks whose CPU mask allows several CPUs often leave
- * coll_comm_init on one CPU, and stay there for 5-30 ms, because the load balancer does
- * not move a task that ran within the last half millisecond until its attempts have
- * failed a few times. Over that time every wait is a hand-over of that one CPU (2 ranks
+ * through the store's sockets, and the kernel may move a task woken that way onto the
+ * CPU of the task that woke it: ranks whose CPU mask allows several CPUs often leave
+ * coll_comm_init on one CPU and stay there for milliseconds (more than 6 in our runs),
+ * as the load balancer is slow to move a task that ran within the last half
+ * millisecond. Over that time every wait is a hand-over of that one CPU (2 ranks
  * over shm: the first 200 8-byte all-reduces took 6.5-9.2 us each instead of 0.4-0.6 in
  * 10 of 20 runs; bench/README.md, "Unbound ranks at start"). Open MPI's ranks never
  * sleep, so the balancer moves one at once.
@@ -14,35 +14,54 @@
  * only the starting CPU changes. Ranks bound to one CPU are left alone, and COLL_SPREAD=0
  * turns this off. Only the calling thread moves; threads created after start on its
  * CPU, as threads do. */
+#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "common/env.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
 
 static _Atomic bool placed;
 
-void placement_spread_once(int local_index, int local_count) {
-  if (local_count < 2 || local_index < 0 || atomic_exchange(&placed, true)) return;
-  int64_t enabled = 1;
-  if (coll_env_int("COLL_SPREAD", 0, 1, 1, &enabled) != COLL_OK || !enabled) return;
+/* The CPU this thread is moved to, or -1 when it is left alone. */
+static int spread(const coll_base_t *base) {
+  int index = base->local_index, count = base->local_count;
+  if (count < 2 || index < 0 || atomic_exchange(&placed, true)) return -1;
   cpu_set_t mask;
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return -1;
   int n = CPU_COUNT(&mask);
-  if (n < 2) return;
+  if (n < 2) return -1;
   int want = -1;
   for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && want < 0; cpu++)
-    if (CPU_ISSET(cpu, &mask) && seen++ == local_index % n) want = cpu;
+    if (CPU_ISSET(cpu, &mask) && seen++ == index % n) want = cpu;
   int now = sched_getcpu();
-  if (want < 0 || now == want) return;
+  if (want < 0 || now == want) return want;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(want, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return;
-  if (sched_setaffinity(0, sizeof mask, &mask) != 0)
-    coll_log(COLL_LOG_WARN, "could not restore the CPU mask after moving to CPU %d", want);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return -1;
+  if (sched_setaffinity(0, sizeof mask, &mask) != 0) {
+    coll_error_errno(COLL_ERR_SYSTEM, errno,
+                     "rank %d: could not restore the CPU mask after moving to CPU %d "
+                     "(COLL_SPREAD=0 leaves the mask alone)",
+                     base->rank, want);
+    return -2;
+  }
   coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
-           local_index, local_count, now, want);
+           index, count, now, want);
+  return want;
+}
+
+coll_status_t placement_spread_once(const coll_base_t *base, int *cpu) {
+  if (cpu != NULL) *cpu = -1;
+  int64_t enabled = 1;
+  coll_status_t st = coll_env_int("COLL_SPREAD", 0, 1, 1, &enabled);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", base->rank);
+  int where = enabled ? spread(base) : -1;
+  if (where == -2) return COLL_ERR_SYSTEM; /* the message is set */
+  if (cpu != NULL) *cpu = where;
+  return COLL_OK;
 }
