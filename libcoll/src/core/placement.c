@@ -26,42 +26,41 @@
 
 static _Atomic bool placed;
 
-/* The CPU this thread is moved to, or -1 when it is left alone. */
-static int spread(const coll_base_t *base) {
+/* Move this thread to its CPU: *cpu is that CPU, or -1 when it is left alone. */
+static coll_status_t spread(const coll_base_t *base, int *cpu) {
   int index = base->local_index, count = base->local_count;
-  if (count < 2 || index < 0 || atomic_exchange(&placed, true)) return -1;
+  if (count < 2 || index < 0 || atomic_exchange(&placed, true)) return COLL_OK;
   cpu_set_t mask;
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return -1;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return COLL_OK;
   int n = CPU_COUNT(&mask);
-  if (n < 2) return -1;
+  if (n < 2) return COLL_OK;
   int want = -1;
-  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && want < 0; cpu++)
-    if (CPU_ISSET(cpu, &mask) && seen++ == index % n) want = cpu;
+  for (int c = 0, seen = 0; c < CPU_SETSIZE && want < 0; c++)
+    if (CPU_ISSET(c, &mask) && seen++ == index % n) want = c;
   int now = sched_getcpu();
-  if (want < 0 || now == want) return want;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(want, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return -1;
-  if (sched_setaffinity(0, sizeof mask, &mask) != 0) {
-    coll_error_errno(COLL_ERR_SYSTEM, errno,
-                     "rank %d: could not restore the CPU mask after moving to CPU %d "
-                     "(COLL_SPREAD=0 leaves the mask alone)",
-                     base->rank, want);
-    return -2;
+  if (want >= 0 && now != want) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(want, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return COLL_OK;
+    if (sched_setaffinity(0, sizeof mask, &mask) != 0)
+      return coll_error_errno(COLL_ERR_SYSTEM, errno,
+                              "rank %d: could not restore the CPU mask after moving to CPU %d "
+                              "(COLL_SPREAD=0 leaves the mask alone)",
+                              base->rank, want);
+    coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
+             index, count, now, want);
   }
-  coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
-           index, count, now, want);
-  return want;
+  *cpu = want;
+  return COLL_OK;
 }
 
 coll_status_t placement_spread_once(const coll_base_t *base, int *cpu) {
-  if (cpu != NULL) *cpu = -1;
+  int where = -1;
   int64_t enabled = 1;
   coll_status_t st = coll_env_int("COLL_SPREAD", 0, 1, 1, &enabled);
-  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", base->rank);
-  int where = enabled ? spread(base) : -1;
-  if (where == -2) return COLL_ERR_SYSTEM; /* the message is set */
+  if (st != COLL_OK) st = coll_error_prefix(st, "rank %d: ", base->rank);
+  if (st == COLL_OK && enabled) st = spread(base, &where);
   if (cpu != NULL) *cpu = where;
-  return COLL_OK;
+  return st;
 }

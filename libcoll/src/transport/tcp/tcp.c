@@ -137,11 +137,11 @@ static void account_small(tcp_conn_t *c, tcp_stream_t *s, size_t w) {
   }
 }
 
-/* Stream 0 with a small message at its cursor and another small one behind it: the
- * unsent rest of the first and up to SMALL_BATCH - 1 more go in one sendmsg, frames
- * and data (a call's fingerprint and data message then cost one system call, not one
- * each). Held back (MSG_MORE) only when yet another small message follows and the
- * caller's loop is sure to write again (its budget not spent by this write). */
+/* Stream 0 with a small message at its cursor: the unsent rest of it and up to
+ * SMALL_BATCH - 1 small messages queued behind it go in one sendmsg, frames and data (a
+ * call's fingerprint and data message then cost one system call, not one each). Held
+ * back (MSG_MORE) only when yet another small message follows and the caller's loop is
+ * sure to write again (its budget not spent by this write). */
 static coll_status_t send_small_batch(tcp_conn_t *c, tcp_stream_t *s, size_t budget, size_t *moved,
                                       bool *blocked) {
   tcp_frame_t frames[SMALL_BATCH];
@@ -185,7 +185,7 @@ static coll_status_t stream_send(tcp_conn_t *c, tcp_stream_t *s, size_t budget, 
   *moved = 0;
   while (s->send_msg < c->sends_posted && *moved < budget) {
     tcp_send_t *m = &c->sends[s->send_msg & (c->send_cap - 1)];
-    if (m->len <= TCP_SMALL_BYTES && small_follows(c, s, s->send_msg)) {
+    if (m->len <= TCP_SMALL_BYTES && s->index == 0) { /* small messages: stream 0 only */
       coll_status_t st = send_small_batch(c, s, budget, moved, blocked);
       if (st != COLL_OK || *blocked) return st;
       continue;
