@@ -94,7 +94,8 @@ typedef struct shm_conn {
   shm_send_t *sends;
   uint64_t send_cap, sends_posted, sends_written, sends_done;
   uint64_t out_head;      /* my copy of out.ctrl->head */
-  uint64_t out_tail_seen; /* last tail read (refreshed when the FIFO looks full) */
+  uint64_t out_tail_seen; /* last tail read (when the FIFO looks full, and per chunk of a large
+                             message) */
   uint32_t *out_slot_of;  /* data slot of position p, at p % nslots, for [tail_seen, head) */
   bool *out_slot_busy;    /* by data slot: used by a position in [tail_seen, head) */
   /* receiver state */
