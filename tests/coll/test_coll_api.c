@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 
 #include "coll.h"
 #include "coll_test_util.h"
+#include "common/clock.h"
+#include "common/cpu_home.h"
+#include "common/wait.h"
 #include "core/comm.h"
 #include "multiproc.h"
 #include "tp_util.h"
@@ -578,6 +582,61 @@ START_TEST(ranks_that_disagree_on_the_count_get_a_mismatch_naming_both) {
 }
 END_TEST
 
+static void *home_of_other_thread(void *arg) {
+  int other_home = *(int *)arg;
+  bool moved = coll_cpu_home_return_at(other_home, coll_now_ns());
+  return (void *)(intptr_t)(coll_cpu_home() != -1 || moved);
+}
+
+/* After placement as local rank 1 of 2, home is the mask's second CPU: a waiter found on
+ * the first (rank 0's) goes back, at most once a millisecond, and keeps its mask; at home
+ * or on a CPU that is no rank's it stays; a thread placement did not place has no home.
+ * Each check sets its own bit of the failure code. */
+static int check_way_home(int home, const cpu_set_t *mask) {
+  int first = -1, third = -1;
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, mask)) {
+      if (seen == 0) first = c;
+      if (seen == 2) third = c;
+      seen++;
+    }
+  int bad = 0;
+  /* Through the waiter: a yield turn of coll_wait_spin on the first CPU moves home (the
+   * scheduler may move the thread between the push below and the turn: then again). */
+  bool through_waiter = false;
+  for (int attempt = 0; attempt < 200 && !through_waiter; attempt++) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof *mask, mask))
+      return 1;
+    if (sched_getcpu() != first) continue;
+    int64_t moves = coll_cpu_home_moves();
+    coll_wait_spin(2, 10, 1); /* waited 2 ns: past the pure spin (1), before blocking (10) */
+    through_waiter = coll_cpu_home_moves() == moves + 1;
+  }
+  bad |= !through_waiter << 9;
+  int64_t t = coll_now_ns() + 2000000, moves = coll_cpu_home_moves();
+  bad |= coll_cpu_home() != home;
+  bad |= coll_cpu_home_return_at(home, t) << 1;
+  bad |= (third >= 0 && coll_cpu_home_return_at(third, t)) << 2;
+  bad |= !coll_cpu_home_return_at(first, t) << 3;
+  bad |= coll_cpu_home_return_at(first, t + 500000) << 4;
+  bad |= !coll_cpu_home_return_at(first, t + 2000000) << 5;
+  bad |= (coll_cpu_home_moves() != moves + 2) << 6;
+  cpu_set_t after;
+  bad |= (sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(mask, &after)) << 7;
+  pthread_t thread;
+  void *other = NULL;
+  if (pthread_create(&thread, NULL, home_of_other_thread, &first) != 0 ||
+      pthread_join(thread, &other) != 0 || other != NULL)
+    bad |= 1 << 8;
+  if (bad)
+    fprintf(stderr, "way home: home %d, first CPU %d, third %d: failed checks 0x%x\n", home, first,
+            third, bad);
+  return bad != 0;
+}
+
 /* Unbound ranks of one host start on distinct CPUs (core/placement.c): called as init
  * calls it, for local rank 1 of 2, the thread goes to the second CPU of its mask and the
  * mask is the same after; only once per process. (Where the thread runs after that is
@@ -601,7 +660,7 @@ static int rank_place(int rank, int nranks, void *arg) {
             rank, cpu, want, again, CPU_EQUAL(&before, &after) ? "kept" : "changed");
     return 1;
   }
-  return 0;
+  return check_way_home(want, &before);
 }
 
 /* Through a real init of 2 ranks: the mask is the same after init, and the ranks work. */

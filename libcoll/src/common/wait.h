@@ -2,7 +2,8 @@
  * with the pause instruction for the first pure_spin_ns, then yield the core until
  * spin_ns (with more ranks than cores, the rank we wait for may need this one), then
  * block in the waiter's own way (transport_set_wait, a futex, a condition variable) in
- * short slices so that abort and deadlines are seen. The communicator chooses the two
+ * short slices so that abort and deadlines are seen. Each yield first checks that the
+ * thread is not on another local rank's CPU (cpu_home.h). The communicator chooses the two
  * times (COLL_SPIN_US, COLL_PURE_SPIN_US; core/comm.c). */
 #ifndef COLL_COMMON_WAIT_H
 #define COLL_COMMON_WAIT_H
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/cpu_home.h"
 #include "common/util.h"
 
 /* One turn of a waiter that has waited waited_ns without progress: pause or yield and
@@ -21,7 +23,7 @@ static inline bool coll_wait_spin(int64_t waited_ns, int64_t spin_ns, int64_t pu
     return true;
   }
   if (waited_ns < spin_ns) {
-    sched_yield();
+    if (!coll_cpu_home_return()) sched_yield();
     return true;
   }
   return false;

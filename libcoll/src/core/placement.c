@@ -11,14 +11,17 @@
  * So, once per process, at its first communicator's init: the rank moves to the
  * (local index mod n)-th CPU of its mask and sets the whole mask back. The mask is the
  * caller's again (this is not binding: the scheduler moves the rank as it likes after);
- * only the starting CPU changes. Ranks bound to one CPU are left alone, and COLL_SPREAD=0
- * turns this off. Only the calling thread moves; threads created after start on its
- * CPU, as threads do. */
+ * only the starting CPU changes. The same wake-ups can later pull a rank that slept onto
+ * its peer's CPU: the CPU chosen here becomes the thread's home (common/cpu_home.h), and
+ * a waiter found on another local rank's home goes back to its own. Ranks bound to one
+ * CPU are left alone, and COLL_SPREAD=0 turns both off. Only the calling thread moves; threads
+ * created after start on its CPU, as threads do. */
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "common/cpu_home.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -34,9 +37,20 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) return COLL_OK;
   int n = CPU_COUNT(&mask);
   if (n < 2) return COLL_OK;
+  /* The j-th local rank's CPU is the (j mod n)-th of the mask (the ranks of one launch
+   * share a mask); want is ours, others_homes the other ranks'. */
   int want = -1;
-  for (int c = 0, seen = 0; c < CPU_SETSIZE && want < 0; c++)
-    if (CPU_ISSET(c, &mask) && seen++ == index % n) want = c;
+  cpu_set_t others_homes;
+  CPU_ZERO(&others_homes);
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, &mask)) continue;
+    for (int j = seen; j < count; j += n)
+      if (j == index)
+        want = c;
+      else
+        CPU_SET(c, &others_homes);
+    seen++;
+  }
   int now = sched_getcpu();
   if (want >= 0 && now != want) {
     cpu_set_t one;
@@ -51,6 +65,7 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
     coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
              index, count, now, want);
   }
+  if (want >= 0) coll_cpu_home_set(want, &others_homes);
   *cpu = want;
   return COLL_OK;
 }
