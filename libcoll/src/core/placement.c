@@ -12,8 +12,9 @@
  * (local index mod n)-th CPU of its mask and sets the whole mask back. The mask is the
  * caller's again (this is not binding: the scheduler moves the rank as it likes after);
  * only the starting CPU changes. The same wake-ups can later pull a rank that slept onto
- * its peer's CPU: the CPU chosen here becomes the thread's home (common/cpu_home.h), and
- * a waiter found on another local rank's home goes back to its own. Ranks bound to one
+ * its peer's CPU: when every local rank has a CPU of its own, the CPU chosen here becomes
+ * the thread's home (common/cpu_home.h), and a waiter found on another local rank's home
+ * goes back to its own. Ranks bound to one
  * CPU are left alone, and COLL_SPREAD=0 turns both off. Only the calling thread moves; threads
  * created after start on its CPU, as threads do. */
 #include <errno.h>
@@ -65,7 +66,10 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
     coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
              index, count, now, want);
   }
-  if (want >= 0) coll_cpu_home_set(want, &others_homes);
+  /* A home only when every local rank has a CPU of its own: the harm it undoes is a CPU
+   * left idle while two ranks share another. With more ranks than CPUs none idles, and
+   * moving back would only fight the balancer's own sharing out. */
+  if (want >= 0 && count <= n) coll_cpu_home_set(want, &others_homes);
   *cpu = want;
   return COLL_OK;
 }
