@@ -14,9 +14,9 @@
  * only the starting CPU changes. The same wake-ups can later pull a rank that slept onto
  * its peer's CPU: when every local rank has a CPU of its own, the CPU chosen here becomes
  * the thread's home (common/cpu_home.h), and a waiter found on another local rank's home
- * goes back to its own. Ranks bound to one
- * CPU are left alone, and COLL_SPREAD=0 turns both off. Only the calling thread moves; threads
- * created after start on its CPU, as threads do. */
+ * goes back to its own. Ranks bound to one CPU are left alone, and COLL_SPREAD=0 turns
+ * both off. Only the calling thread moves; threads created after start on its CPU, as
+ * threads do. */
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
