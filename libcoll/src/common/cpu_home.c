@@ -19,11 +19,18 @@ static _Thread_local cpu_set_t others_homes;
 static _Thread_local int64_t last_move_ns;
 static _Thread_local int64_t moves;
 
+int coll_cpu_move_keep_mask(int cpu, const cpu_set_t *mask) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return -1;
+  return sched_setaffinity(0, sizeof *mask, mask) == 0 ? 0 : errno;
+}
+
 void coll_cpu_home_set(int home, const cpu_set_t *peer_homes) {
   home_cpu = home;
-  CPU_ZERO(&others_homes);
-  if (home >= 0 && peer_homes != NULL) others_homes = *peer_homes;
-  if (home >= 0 && home < CPU_SETSIZE) CPU_CLR(home, &others_homes);
+  others_homes = *peer_homes;
+  CPU_CLR(home, &others_homes);
   last_move_ns = 0;
   moves = 0;
 }
@@ -38,20 +45,19 @@ bool coll_cpu_home_return_at(int cpu, int64_t now_ns) {
     return false;
   if (last_move_ns != 0 && now_ns - last_move_ns < MOVE_INTERVAL_NS) return false;
   last_move_ns = now_ns;
-  cpu_set_t mask, one;
+  cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !CPU_ISSET(home_cpu, &mask) ||
       CPU_COUNT(&mask) < 2) {
     home_cpu = -1; /* the caller changed the mask since: its choice now */
     return false;
   }
-  CPU_ZERO(&one);
-  CPU_SET(home_cpu, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return false;
-  if (sched_setaffinity(0, sizeof mask, &mask) != 0) {
+  int failed = coll_cpu_move_keep_mask(home_cpu, &mask);
+  if (failed < 0) return false;
+  if (failed > 0) {
     coll_log(COLL_LOG_WARN,
              "could not restore the CPU mask after moving back to CPU %d (%s); this thread "
              "stays on that CPU (COLL_SPREAD=0 leaves the mask alone)",
-             home_cpu, strerror(errno));
+             home_cpu, strerror(failed));
     home_cpu = -1;
     return true;
   }

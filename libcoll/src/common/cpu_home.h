@@ -9,8 +9,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Gives the calling thread its own CPU home and the set of CPUs placement gave to the
- * other local ranks (home itself is not in it). home < 0 takes the home away. */
+/* Moves the calling thread to cpu and sets its mask back to mask (the thread's mask now):
+ * 0 when both worked, -1 when the move failed (nothing changed), or the errno of the
+ * failed restore (the thread is then held on cpu). */
+int coll_cpu_move_keep_mask(int cpu, const cpu_set_t *mask);
+
+/* Gives the calling thread its home CPU (>= 0) and the set of CPUs placement gave to the
+ * other local ranks (home itself is taken out of it). */
 void coll_cpu_home_set(int home, const cpu_set_t *peer_homes);
 
 /* The calling thread's home CPU, or -1. */

@@ -177,8 +177,9 @@ coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc);
 
 /* ---- placement.c: where unbound ranks start ---- */
 /* Unbound ranks of one host: start this thread on the (local_index mod n)-th CPU of its
- * mask, once per process, keeping the mask. *cpu (may be NULL): that CPU, or -1 when
- * the rank was left alone. COLL_SPREAD=0: off; a bad value is an error. */
+ * mask, once per process, keeping the mask; when each local rank has a CPU of its own,
+ * that CPU becomes the thread's home (common/cpu_home.h). *cpu (may be NULL): that CPU,
+ * or -1 when the rank was left alone. COLL_SPREAD=0: off; a bad value is an error. */
 coll_status_t placement_spread_once(const coll_base_t *base, int *cpu);
 
 /* ---- progress.c: the request queue ---- */

@@ -17,7 +17,6 @@
  * goes back to its own. Ranks bound to one CPU are left alone, and COLL_SPREAD=0 turns
  * both off. Only the calling thread moves; threads created after start on its CPU, as
  * threads do. */
-#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -54,12 +53,10 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
   }
   int now = sched_getcpu();
   if (want >= 0 && now != want) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(want, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0) return COLL_OK;
-    if (sched_setaffinity(0, sizeof mask, &mask) != 0)
-      return coll_error_errno(COLL_ERR_SYSTEM, errno,
+    int failed = coll_cpu_move_keep_mask(want, &mask);
+    if (failed < 0) return COLL_OK;
+    if (failed > 0)
+      return coll_error_errno(COLL_ERR_SYSTEM, failed,
                               "rank %d: could not restore the CPU mask after moving to CPU %d "
                               "(COLL_SPREAD=0 leaves the mask alone)",
                               base->rank, want);
