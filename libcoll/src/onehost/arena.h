@@ -40,8 +40,9 @@ typedef struct {
   char failure[256];                      /* its message, written before `failed` */
 } arena_hdr_t;
 
-/* Per rank, one cache line, after the header: the last round (a count that runs on
- * across calls, wrapping) whose phase this rank has finished. */
+/* Per rank, after the header: a cache line with the last round (a count that runs on
+ * across calls, wrapping) whose phase this rank has finished, then the lines of its
+ * call's fingerprint. */
 typedef struct {
   _Alignas(64) _Atomic uint32_t filled; /* its input is in its slot (A) */
   _Atomic uint32_t reduced;             /* its slice is reduced, in its slot (B) */
@@ -50,13 +51,16 @@ typedef struct {
   /* The zero-copy window all-reduce's rounds (window_run.c): input ready; own slice
    * written into every window (and done reading the others). */
   _Atomic uint32_t win_ready, win_done;
-  /* The collective this rank is in, arena or not (mismatch detection): fp is valid when
-   * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written). */
-  _Atomic uint64_t fp_stamp;
-  exec_fp_t fp;
   /* 1 + the CPU it ran on when it noted its last call (0: unknown): a waiter that finds
-   * the rank it waits for on its own CPU yields at once instead of spinning first. */
+   * the rank it waits for on its own CPU yields at once instead of spinning first. Read
+   * at every wait, so it is stored only when it changes and shares no line with fp:
+   * the line then stays in both caches, instead of moving at every call. */
   _Atomic int32_t cpu;
+  /* The collective this rank is in, arena or not (mismatch detection): fp is valid when
+   * fp_stamp is even and unchanged around the read (2 seq + 1 while it is written).
+   * Written at every call, read only by a waiter past its spin and by mismatch checks. */
+  _Alignas(64) _Atomic uint64_t fp_stamp;
+  exec_fp_t fp;
 } arena_rank_t;
 
 typedef struct arena {

@@ -44,10 +44,13 @@ bool small_fits(const arena_t *a, const coll_call_t *call) {
   if (call->kind != COLL_KIND_ALL_REDUCE && call->kind != COLL_KIND_BARRIER &&
       call->kind != COLL_KIND_BROADCAST)
     return false;
+  /* Sizes compared in bytes (count is at most small_bytes before it is multiplied), not
+   * counts: a 64-bit division here was a twentieth of an 8-byte call. */
   size_t esz = coll_dtype_size(call->dtype);
-  return esz != 0 && SMALL_LINE_DATA % esz == 0 && call->count <= (size_t)a->small_bytes / esz &&
-         (call->kind != COLL_KIND_BROADCAST ||
-          call->count <= algo_small_broadcast_max_bytes(a->nranks) / esz);
+  if (esz == 0 || SMALL_LINE_DATA % esz != 0 || call->count > a->small_bytes) return false;
+  size_t bytes = call->count * esz;
+  return bytes <= a->small_bytes &&
+         (call->kind != COLL_KIND_BROADCAST || bytes <= algo_small_broadcast_max_bytes(a->nranks));
 }
 
 static small_line_t *lines_of(const arena_t *a, int rank, uint32_t round) {
