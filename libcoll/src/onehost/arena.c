@@ -129,26 +129,24 @@ static _Atomic uint32_t *counter_at(arena_t *a, int rank, size_t offset) {
 void arena_note_call(arena_t *a, const exec_fp_t *fp) {
   if (a == NULL) return;
   arena_rank_t *me = &a->ranks[a->rank];
-  /* A seqlock's writer: the odd stamp is seen before any byte of the new fp, the even
-   * one after all of them (release order; plain stores on x86, where the locked
-   * exchanges of sequentially consistent stores were a tenth of an 8-byte call). */
-  atomic_store_explicit(&me->fp_stamp, 2 * fp->seq + 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
+  atomic_store(&me->fp_stamp, 2 * fp->seq + 1);
   me->fp = *fp;
-  atomic_store_explicit(&me->fp_stamp, 2 * fp->seq, memory_order_release);
+  atomic_store(&me->fp_stamp, 2 * fp->seq);
+  /* Stored only when it changed: a store at every call took the line from the peer that
+   * read it in its last wait, and gave it back at the peer's next wait (a tenth of an
+   * 8-byte call at 2 ranks, perf). */
   int32_t cpu = sched_getcpu() + 1;
   if (atomic_load_explicit(&me->cpu, memory_order_relaxed) != cpu)
     atomic_store_explicit(&me->cpu, cpu, memory_order_relaxed);
 }
 
-/* Rank k's fingerprint, when it can be read whole right now (the seqlock's reader). */
+/* Rank k's fingerprint, when it can be read whole right now. */
 static bool read_fp(const arena_t *a, int k, exec_fp_t *out) {
   arena_rank_t *r = &a->ranks[k];
-  uint64_t before = atomic_load_explicit(&r->fp_stamp, memory_order_acquire);
+  uint64_t before = atomic_load(&r->fp_stamp);
   if (before & 1) return false;
   *out = r->fp;
-  atomic_thread_fence(memory_order_acquire);
-  return atomic_load_explicit(&r->fp_stamp, memory_order_relaxed) == before;
+  return atomic_load(&r->fp_stamp) == before;
 }
 
 static coll_status_t mismatch(const arena_t *a, int k, const exec_fp_t *theirs) {
