@@ -3,7 +3,8 @@
 # to 4 MiB at 2 and 4 ranks over shm and 2 ranks over tcp, ours (blocking and async) beside
 # Open MPI and Gloo, bound and unbound, in alternating rounds (after one pass that is not
 # recorded; each round starts with the next program); prints median, min-max and spread
-# per cell, the ratio per size, which cells meet the issue's targets, and a plot.
+# per cell, the ratio per size (and its range over the rounds, each round's ratio taken
+# within that round), which cells meet the issue's targets, and a plot.
 #
 #   bench/compare_sweep.sh BUILD_DIR     (built already: bench/compare.sh builds, then calls it)
 # Environment: SWEEP_ITERS (timed iterations per size, default 300), SWEEP_WARMUP (20),
@@ -172,9 +173,35 @@ awk '
     }
   }' "$results" >"$summary"
 
+# The ratio within each round (the reference's time in that round over ours in it), per
+# cell: config bind bytes min max. The machine's state changes between runs seconds apart
+# and moves every program alike; a cell whose times spread widely while its ratio per round
+# stays put shows that state, not a program's own noise.
+round_ratios=$logs/sweep-round-ratios.tsv
+awk '
+  $6 == "FAIL" { next }
+  { cell = $2 " " $3 " " $5; r = $1
+    if (!(cell in seen)) { seen[cell] = 1; order[++nc] = cell }
+    if ($4 == "ours") ours[cell, r] = $6 + 0
+    else if ($4 != "ours_async" && ($2 ~ /^tcp/ || $4 == "mpi") &&
+             (!((cell, r) in ref) || $6 + 0 < ref[cell, r])) ref[cell, r] = $6 + 0
+    if (r > maxr) maxr = r }
+  END {
+    for (c = 1; c <= nc; c++) {
+      cell = order[c]; lo = hi = -1
+      for (r = 1; r <= maxr; r++) {
+        if (!((cell, r) in ours) || !((cell, r) in ref) || ours[cell, r] <= 0) continue
+        x = ref[cell, r] / ours[cell, r]
+        if (lo < 0 || x < lo) lo = x
+        if (hi < 0 || x > hi) hi = x
+      }
+      if (lo >= 0) printf "%s %.2f %.2f\n", cell, lo, hi
+    }
+  }' "$results" >"$round_ratios"
+
 # The issue's targets, per cell, from the summary: prints the tables and the verdicts.
 awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" \
-  -v verdicts="$logs/sweep-verdicts.txt" '
+  -v verdicts="$logs/sweep-verdicts.txt" -v round_ratios="$round_ratios" '
   function human(b) { return b >= 1048576 ? b / 1048576 "Mi" : b >= 1024 ? b / 1024 "Ki" : b }
   function cell(k) { # "1.54 (1.50-1.60, 6%)" or "FAIL" / "n/a"
     if (!(k in med)) return "n/a"
@@ -188,6 +215,9 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
     titles["tcp2"] = "tcp loopback, 2 ranks"
     btitles["core"] = "bound (collrun --bind core, mpirun --bind-to core)"
     btitles["none"] = "unbound (collrun --bind none, mpirun --bind-to none)"
+    while ((getline line < round_ratios) > 0) {
+      split(line, f, " "); per_round[f[1] " " f[2] " " f[3]] = f[4] "-" f[5]
+    }
   }
   { k = $1 " " $2 " " $3 " " $4; med[k] = $5; lo[k] = $6; hi[k] = $7; spread[k] = $8; fails[k] = $10 }
   END {
@@ -199,7 +229,7 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
       printf "\n%s, %s: time in us, median of the rounds (min-max, spread = (max-min)/median)\n", titles[cfg], btitles[bd]
       printf "%7s", "bytes"
       for (i = 1; i <= ni; i++) printf "  %-26s", names[I[i]]
-      printf "  %-9s %-9s %s\n", "ref/ours", "async/blk", "target: result"
+      printf "  %-9s %-10s %-9s %s\n", "ref/ours", "per round", "async/blk", "target: result"
       for (s = 1; s <= ns; s++) {
         sz = S[s]; pre = cfg " " bd " "
         printf "%7s", human(sz)
@@ -229,11 +259,13 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
         total++
         if (why == "") met++
         verdict = why == "" ? "PASS" : "FAIL:" why
-        printf "  %-9s %-9s %s\n", ratio < 0 ? "-" : sprintf("%.2f", ratio), ab < 0 ? "-" : sprintf("%.2f", ab), sprintf(">=%.1f %s: %s", want, refname, verdict)
+        pr = (cfg " " bd " " sz) in per_round ? per_round[cfg " " bd " " sz] : "-"
+        printf "  %-9s %-10s %-9s %s\n", ratio < 0 ? "-" : sprintf("%.2f", ratio), pr, ab < 0 ? "-" : sprintf("%.2f", ab), sprintf(">=%.1f %s: %s", want, refname, verdict)
         print cfg, bd, sz, verdict > verdicts
       }
     }
-    printf "\ntargets met in %d of %d cells (ratio: reference time / ours, > 1: ours is faster)\n", met, total
+    printf "\ntargets met in %d of %d cells (ratio: reference time / ours, > 1: ours is faster;\n", met, total
+    printf "per round: the lowest and highest of that ratio within one round)\n"
   }' "$summary"
 
 echo

@@ -33,7 +33,8 @@ for title in "shm, 2 ranks, bound" "shm, 2 ranks, unbound" \
   "tcp loopback, 2 ranks, bound" "tcp loopback, 2 ranks, unbound"; do
   grep -q "^$title " "$tmp/out" || fail "no table for '$title'"
 done
-# The data rows: size, ours "median (min-max, spread%)", ..., ratio, async/blk, verdict.
+# The data rows: size, ours "median (min-max, spread%)", ..., ratio, the ratio's range
+# per round, async/blk, verdict.
 rows=$(awk '$1 ~ /^(8|64|1Ki|8Ki)$/ && / (PASS|FAIL)/' "$tmp/out")
 [ "$(echo "$rows" | grep -c .)" -eq 24 ] || fail "expected 24 cells (6 cases x 4 sizes)"
 echo "$rows" | awk '
@@ -41,8 +42,9 @@ echo "$rows" | awk '
   END { exit bad }' || fail "a cell without our time"
 if [ -x "$build/bench/ref_mpi" ] && command -v mpirun >/dev/null; then
   echo "$rows" | grep -q "Open MPI: " || fail "no ratio against Open MPI"
-  echo "$rows" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^>=/) { r = $(i - 2); break }
-    if (r !~ /^[0-9.]+$/) { print "no ratio: " $0; bad = 1 } } END { exit bad }' ||
+  echo "$rows" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^>=/) { r = $(i - 3); pr = $(i - 2); break }
+    if (r !~ /^[0-9.]+$/) { print "no ratio: " $0; bad = 1 }
+    if (pr !~ /^[0-9.]+-[0-9.]+$/) { print "no ratio per round: " $0; bad = 1 } } END { exit bad }' ||
     fail "a cell without a ratio"
 fi
 grep -Eq "^targets met in [0-9]+ of 24 cells" "$tmp/out" || fail "no targets summary"
