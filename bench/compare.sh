@@ -42,7 +42,7 @@ elif [ ! -f "$build/build.ninja" ]; then
     exit 2
   }
 fi
-targets=(bench/allreduce_bench bench/tcp_ceiling tools/collrun)
+targets=(bench/allreduce_bench bench/tcp_ceiling bench/line_ceiling tools/collrun)
 for t in bench/ref_mpi bench/ref_gloo; do
   ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
 done

@@ -139,8 +139,18 @@ fi
 # Rounds outermost, programs innermost: each round runs every program on every case once,
 # taking turns, so a noisy spell of the machine falls on all of them alike. Round r starts
 # with the r-th program (r counted from 0, wrapping), so no program is always first.
+# Before each round, the machine's state: how long a cache line takes between the first
+# two CPUs (bench/line_ceiling), which moved 3.5x between runs minutes apart on the
+# development VM, and every program's small-message times with it.
+line_ceiling=$build/bench/line_ceiling
+line_states=$logs/line-rounds.txt
+: >"$line_states"
 read -r -a impl_list <<<"$impls"
 for round in $(seq "$rounds"); do
+  if [ -x "$line_ceiling" ]; then
+    state=$("$line_ceiling" -i 20000 -r 3 2>&1 | head -1)
+    echo "round $round: $state" >>"$line_states"
+  fi
   order=()
   for i in "${!impl_list[@]}"; do
     order+=("${impl_list[$(((i + round - 1) % ${#impl_list[@]}))]}")
@@ -307,6 +317,11 @@ if command -v gnuplot >/dev/null; then
 else
   echo "compare_sweep: gnuplot missing (apt-get install gnuplot-nox): no plot; data in" \
     "$logs/sweep-*.dat" >&2
+fi
+if [ -s "$line_states" ]; then
+  echo "cache line between two CPUs before each round (bench/line_ceiling; an 8-byte"
+  echo "all-reduce at 2 ranks takes at least the exchange):"
+  sed 's/^/  /' "$line_states"
 fi
 echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null);" \
   "$(($(date +%s) - started)) s; every round's figure: $results"

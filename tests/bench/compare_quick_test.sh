@@ -48,6 +48,9 @@ if [ -x "$build/bench/ref_mpi" ] && command -v mpirun >/dev/null; then
     fail "a cell without a ratio"
 fi
 grep -Eq "^targets met in [0-9]+ of 24 cells" "$tmp/out" || fail "no targets summary"
+# The machine's state before each of the 2 rounds: the cache line's trip between two CPUs.
+[ "$(grep -Ec "^  round [12]: cpus [0-9]+,[0-9]+  exchange [1-9][0-9]* ns" "$tmp/out")" -eq 2 ] ||
+  fail "no cache-line figure before each round"
 [ "$(grep -c "^  [a-z0-9]* bind=[a-z]*: meet: " "$tmp/out")" -eq 6 ] || fail "no per-case verdicts"
 # A missed target must show in the status, and a met one must not.
 if grep -q "FAIL:" "$tmp/out"; then [ "$rc" -eq 1 ] || fail "targets missed but status $rc"; fi
