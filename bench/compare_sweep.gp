@@ -21,7 +21,7 @@ set grid xtics ytics mxtics mytics lc rgb '#e0e0e0'
 set xlabel 'message size (bytes)'
 set ylabel 'time (us, median of rounds)'
 set xtics ('8' 8, '64' 64, '1Ki' 1024, '8Ki' 8192, '64Ki' 65536, '512Ki' 524288, \
-  '1Mi' 1048576, '4Mi' 4194304)
+  '1Mi' 1048576, '4Mi' 4194304) rotate by 45 right font ',9'
 set format y '%g'
 set multiplot layout nb, nc title 'all-reduce time against size: ours against Open MPI and Gloo' font ',13'
 
