@@ -192,11 +192,19 @@ int main(int argc, char **argv) {
 
   double times[PATTERNS][MAX_REPEATS];
   uint64_t base = 0;
-  int ok = 1;
+  int ok = 1, status = 0;
   if (me == 0) {
     double start = now_s();
-    while (!atomic_load(&s->child_ready) && ok)
-      if (now_s() - start > TIMEOUT_S) ok = 0;
+    while (!atomic_load(&s->child_ready)) {
+      if (waitpid(child, &status, WNOHANG) == child) {
+        fprintf(stderr, "line_ceiling: the process for CPU %d ended before it started\n", cpus[1]);
+        return 1;
+      }
+      if (now_s() - start > TIMEOUT_S) {
+        ok = 0;
+        break;
+      }
+    }
   }
   for (int p = 0; p < PATTERNS && ok; p++) {
     for (long r = 0; r < repeats && ok; r++) {
@@ -216,7 +224,6 @@ int main(int argc, char **argv) {
   }
   if (me == 1) _exit(ok ? 0 : 1);
 
-  int status = 0;
   if (!ok) kill(child, SIGKILL);
   waitpid(child, &status, 0);
   if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
