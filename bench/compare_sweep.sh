@@ -40,8 +40,18 @@ for p in "$bench" "$collrun"; do
   [ -x "$p" ] || { echo "compare_sweep: $p is not built" >&2; exit 2; }
 done
 impls="ours ours_async"
-[ -x "$ref_mpi" ] && command -v mpirun >/dev/null && impls+=" mpi"
-[ -x "$ref_gloo" ] && impls+=" gloo_ring gloo_hd"
+if [ -x "$ref_mpi" ] && command -v mpirun >/dev/null; then
+  impls+=" mpi"
+else
+  echo "compare_sweep: no Open MPI reference ($ref_mpi and mpirun: Debian's openmpi-bin and" \
+    "libopenmpi-dev, which ./dev test installs; then meson setup --reconfigure): every" \
+    "shm cell will say 'no ratio'" >&2
+fi
+if [ -x "$ref_gloo" ]; then
+  impls+=" gloo_ring gloo_hd"
+else
+  echo "compare_sweep: no Gloo reference ($ref_gloo: Debian's libgloo-dev)" >&2
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-120000}
 
