@@ -146,15 +146,15 @@ if [ "${QUICK:-0}" != 1 ]; then
   done
   : >"$results"
 fi
-# Rounds outermost, programs innermost: each round runs every program on every case once,
-# taking turns, so a noisy spell of the machine falls on all of them alike. Round r starts
-# with the r-th program (r counted from 0, wrapping), so no program is always first.
 # Before each round, the machine's state: how long a cache line takes between the first
 # two CPUs (bench/line_ceiling), which moved 3.5x between runs minutes apart on the
 # development VM, and every program's small-message times with it.
 line_ceiling=$build/bench/line_ceiling
 line_states=$logs/line-rounds.txt
 : >"$line_states"
+# Rounds outermost, programs innermost: each round runs every program on every case once,
+# taking turns, so a noisy spell of the machine falls on all of them alike. Round r starts
+# with the r-th program (r counted from 0, wrapping), so no program is always first.
 read -r -a impl_list <<<"$impls"
 for round in $(seq "$rounds"); do
   if [ -x "$line_ceiling" ]; then
@@ -193,36 +193,26 @@ awk '
     }
   }' "$results" >"$summary"
 
-# The ratio within each round (the reference's time in that round over ours in it), per
-# cell: config bind bytes min max. The machine's state changes between runs seconds apart
-# and moves every program alike; a cell whose times spread widely while its ratio per round
-# stays put shows that state, not a program's own noise.
-round_ratios=$logs/sweep-round-ratios.tsv
-awk '
-  $6 == "FAIL" { next }
-  { cell = $2 " " $3 " " $5; r = $1
-    if (!(cell in seen)) { seen[cell] = 1; order[++nc] = cell }
-    if ($4 == "ours") ours[cell, r] = $6 + 0
-    else if ($4 != "ours_async" && ($2 ~ /^tcp/ || $4 == "mpi") &&
-             (!((cell, r) in ref) || $6 + 0 < ref[cell, r])) ref[cell, r] = $6 + 0
-    if (r > maxr) maxr = r }
-  END {
-    for (c = 1; c <= nc; c++) {
-      cell = order[c]; lo = hi = -1
-      for (r = 1; r <= maxr; r++) {
-        if (!((cell, r) in ours) || !((cell, r) in ref) || ours[cell, r] <= 0) continue
-        x = ref[cell, r] / ours[cell, r]
-        if (lo < 0 || x < lo) lo = x
-        if (hi < 0 || x > hi) hi = x
-      }
-      if (lo >= 0) printf "%s %.2f %.2f\n", cell, lo, hi
-    }
-  }' "$results" >"$round_ratios"
-
 # The issue's targets, per cell, from the summary: prints the tables and the verdicts.
+# Each round's figures are read first, for the ratio within each round (the reference's
+# time in that round over ours in it): the machine's state changes between runs seconds
+# apart and moves every program alike, so a cell whose times spread widely while its
+# ratio per round stays put shows that state, not a program's own noise.
 awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" \
-  -v verdicts="$logs/sweep-verdicts.txt" -v round_ratios="$round_ratios" '
+  -v verdicts="$logs/sweep-verdicts.txt" -v rounds_file="$results" '
   function human(b) { return b >= 1048576 ? b / 1048576 "Mi" : b >= 1024 ? b / 1024 "Ki" : b }
+  # The reference: Open MPI on shm; the best of Open MPI and Gloo on tcp.
+  function is_ref(cfg, im) { return im != "ours" && im != "ours_async" && (cfg ~ /^tcp/ || im == "mpi") }
+  function round_range(c,   r, x, lo, hi) { # "lo-hi" of the ratio within each round, or "-"
+    lo = hi = -1
+    for (r = 1; r <= max_round; r++) {
+      if (!((c, r) in r_ours) || !((c, r) in r_ref) || r_ours[c, r] <= 0) continue
+      x = r_ref[c, r] / r_ours[c, r]
+      if (lo < 0 || x < lo) lo = x
+      if (hi < 0 || x > hi) hi = x
+    }
+    return lo < 0 ? "-" : sprintf("%.2f-%.2f", lo, hi)
+  }
   function cell(k) { # "1.54 (1.50-1.60, 6%)" or "FAIL" / "n/a"
     if (!(k in med)) return "n/a"
     if (med[k] == "-") return "FAIL(" fails[k] ")"
@@ -235,9 +225,14 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
     titles["tcp2"] = "tcp loopback, 2 ranks"
     btitles["core"] = "bound (collrun --bind core, mpirun --bind-to core)"
     btitles["none"] = "unbound (collrun --bind none, mpirun --bind-to none)"
-    while ((getline line < round_ratios) > 0) {
-      split(line, f, " "); per_round[f[1] " " f[2] " " f[3]] = f[4] "-" f[5]
-    }
+  }
+  FILENAME == rounds_file { # round config bind impl bytes time|FAIL
+    if ($6 == "FAIL") next
+    c = $2 " " $3 " " $5
+    if ($4 == "ours") r_ours[c, $1] = $6 + 0
+    else if (is_ref($2, $4) && (!((c, $1) in r_ref) || $6 + 0 < r_ref[c, $1])) r_ref[c, $1] = $6 + 0
+    if ($1 > max_round) max_round = $1
+    next
   }
   { k = $1 " " $2 " " $3 " " $4; med[k] = $5; lo[k] = $6; hi[k] = $7; spread[k] = $8; fails[k] = $10 }
   END {
@@ -255,11 +250,9 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
         printf "%7s", human(sz)
         for (i = 1; i <= ni; i++) printf "  %-26s", cell(pre I[i] " " sz)
         ours = (pre "ours " sz) in med ? med[pre "ours " sz] : "-"
-        # The reference: Open MPI on shm; the best of Open MPI and Gloo on tcp.
         ref = "-"; refname = ""
         for (i = 1; i <= ni; i++) {
-          im = I[i]; if (im == "ours" || im == "ours_async") continue
-          if (cfg !~ /^tcp/ && im != "mpi") continue
+          im = I[i]; if (!is_ref(cfg, im)) continue
           k = pre im " " sz
           if ((k in med) && med[k] != "-" && (ref == "-" || med[k] + 0 < ref + 0)) { ref = med[k]; refname = names[im] }
         }
@@ -279,14 +272,14 @@ awk -v configs="$configs" -v binds="$binds" -v impls="$impls" -v sizes="$sizes" 
         total++
         if (why == "") met++
         verdict = why == "" ? "PASS" : "FAIL:" why
-        pr = (cfg " " bd " " sz) in per_round ? per_round[cfg " " bd " " sz] : "-"
+        pr = round_range(cfg " " bd " " sz)
         printf "  %-9s %-10s %-9s %s\n", ratio < 0 ? "-" : sprintf("%.2f", ratio), pr, ab < 0 ? "-" : sprintf("%.2f", ab), sprintf(">=%.1f %s: %s", want, refname, verdict)
         print cfg, bd, sz, verdict > verdicts
       }
     }
     printf "\ntargets met in %d of %d cells (ratio: reference time / ours, > 1: ours is faster;\n", met, total
     printf "per round: the lowest and highest of that ratio within one round)\n"
-  }' "$summary"
+  }' "$results" "$summary"
 
 echo
 echo "cells that meet the targets, per case (sizes in bytes):"
