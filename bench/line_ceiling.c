@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_report.h"
+
 enum { MAX_REPEATS = 101, SPIN_CHECK = 1 << 16 };
 static const double TIMEOUT_S = 10.0; /* a peer that stops answering: give up, say so */
 
@@ -86,11 +88,6 @@ static int ping_pong(shared_t *s, int me, uint64_t base, long rounds) {
     }
   }
   return 1;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 static void usage(FILE *to) {
@@ -231,10 +228,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   double median[PATTERNS];
-  for (int p = 0; p < PATTERNS; p++) {
-    qsort(times[p], (size_t)repeats, sizeof times[p][0], cmp_double);
-    median[p] = times[p][repeats / 2] / (double)rounds * 1e9;
-  }
+  for (int p = 0; p < PATTERNS; p++)
+    median[p] = bench_median(times[p], (int)repeats) / (double)rounds * 1e9;
   printf("cpus %d,%d  exchange %.0f ns  one way %.0f ns  (median of %ld timings of %ld rounds)\n",
          cpus[0], cpus[1], median[0], median[1] / 2, repeats, rounds);
   return 0;
