@@ -4,7 +4,8 @@
 # Open MPI and Gloo, bound and unbound, in alternating rounds (after one pass that is not
 # recorded; each round starts with the next program); prints median, min-max and spread
 # per cell, the ratio per size (and its range over the rounds, each round's ratio taken
-# within that round), which cells meet the targets, and a plot.
+# within that round), which cells meet the targets, a plot, and before each round
+# the machine's state (bench/line_ceiling: a cache line's time between two CPUs).
 #
 #   bench/compare_sweep.sh BUILD_DIR     (built already: bench/compare.sh builds, then calls it)
 # Environment: SWEEP_ITERS (timed iterations per size, default 300), SWEEP_WARMUP (20),
