@@ -12,7 +12,9 @@
 #   SWEEP_ROUNDS (3), SIZES (bytes, default "8 64 1024 8192 65536 524288 1048576 4194304";
 #   each the smallest times a power of 2), SWEEP_CONFIGS ("shm2 shm4 tcp2"), SWEEP_BINDS
 #   ("core none"), QUICK=1 (2 rounds of 5 iterations at 8 B - 8 KiB: the test's mode),
-#   LOG_DIR (every program's output, the results, the plot; default a new temporary dir).
+#   LOG_DIR (every program's output, the results, the plot; default a new temporary dir),
+#   SWEEP_LOAD (0: busy loops run beside the programs for the whole sweep, unbound, at
+#   normal priority: the issue's "otherwise busy" machine; 1 on 2 cores keeps one busy).
 # Plot: Debian's gnuplot-nox (apt-get install gnuplot-nox); without it no PNG, said so.
 # Exit status: 0 every target met, 1 some target missed or a run failed, 2 cannot start.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -69,6 +71,10 @@ for s in "${size_list[@]}"; do
   [ $((q * min)) -eq "$s" ] && [ $((q & (q - 1))) -eq 0 ] ||
     { echo "compare_sweep: size $s is not $min times a power of 2" >&2; exit 2; }
 done
+
+load=${SWEEP_LOAD:-0}
+[[ "$load" =~ ^[0-9]+$ ]] && [ "$load" -le 64 ] ||
+  { echo "compare_sweep: SWEEP_LOAD is '$load', not a number of busy loops from 0 to 64" >&2; exit 2; }
 
 nranks_of() { echo "${1#???}"; }   # shm2 -> 2
 transport_of() { echo "${1:0:3}"; } # shm2 -> shm
@@ -135,6 +141,23 @@ echo "compare_sweep: logs in $logs ($rounds rounds of $iters iterations after $w
   "sizes $sizes; programs: $impls)" >&2
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 started=$(date +%s)
+# SWEEP_LOAD busy loops (plain subshells spinning in user space), stopped however the
+# sweep ends.
+load_pids=()
+stop_load() {
+  [ "${#load_pids[@]}" -gt 0 ] || return 0
+  kill "${load_pids[@]}" 2>/dev/null
+  wait "${load_pids[@]}" 2>/dev/null
+  load_pids=()
+}
+trap stop_load EXIT
+trap 'exit 130' INT TERM
+for ((i = 0; i < load; i++)); do
+  (while :; do :; done) &
+  load_pids+=("$!")
+done
+[ "$load" -eq 0 ] || echo "compare_sweep: $load busy loops beside the programs (SWEEP_LOAD)," \
+  "pids ${load_pids[*]}" >&2
 # A first pass, not recorded: every program once on the first case. The first program
 # of a sweep on a machine that was idle ran slower than the same program a second later
 # (ours, shm 2 ranks bound, round 1 of three sweeps in six: 64 KiB at 14-39 us against
@@ -328,5 +351,6 @@ if [ -s "$line_states" ]; then
   sed 's/^/  /' "$line_states"
 fi
 echo "load average before: ${load_before:-?}, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null);" \
+  "busy loops beside the programs: $load (SWEEP_LOAD);" \
   "$(($(date +%s) - started)) s; every round's figure: $results"
 [ "$failed_any" -eq 0 ]

@@ -2,7 +2,8 @@
 # Runs bench/compare.sh in its quick mode (the size sweep, 2 short rounds) on the built tree
 # and checks what it prints: every case and size has a cell, ours measured in each, ratios
 # and verdicts, the targets summary, and the plot when gnuplot is there; then that a bad
-# SIZES is refused. Real programs (collrun, allreduce_bench, mpirun, Gloo), nothing faked.
+# SIZES is refused, and that SWEEP_LOAD's busy loops run and stop. Real programs (collrun,
+# allreduce_bench, mpirun, Gloo), nothing faked.
 #   compare_quick_test.sh COMPARE_SH BUILD_DIR
 set -u
 compare=$1
@@ -63,4 +64,25 @@ SIZES="8 24" QUICK=1 NO_BUILD=1 LOG_DIR="$tmp/bad" "$compare" "$build" >"$tmp/ou
 rc=$?
 [ "$rc" -eq 2 ] || fail "SIZES '8 24' exited $rc, expected 2"
 grep -q "size 24 is not 8 times a power of 2" "$tmp/out" || fail "no message for a bad size"
+# SWEEP_LOAD: a bad count is refused; one busy loop runs beside a tiny sweep, the output
+# names it, and the loop is gone once the sweep has ended.
+sweep=$(dirname "$compare")/compare_sweep.sh
+SWEEP_LOAD=lots QUICK=1 LOG_DIR="$tmp/bad" "$sweep" "$build" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "SWEEP_LOAD 'lots' exited $rc, expected 2"
+grep -q "SWEEP_LOAD is 'lots', not a number of busy loops from 0 to 64" "$tmp/out" ||
+  fail "no message for a bad SWEEP_LOAD"
+SWEEP_LOAD=1 SWEEP_CONFIGS=shm2 SWEEP_BINDS=core SIZES=8 QUICK=1 LOG_DIR="$tmp/load" \
+  timeout 300 "$sweep" "$build" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" -le 1 ] || fail "the sweep with SWEEP_LOAD=1 exited $rc"
+grep -q "busy loops beside the programs: 1 (SWEEP_LOAD)" "$tmp/out" || fail "the load is not named"
+pids=$(sed -n 's/.*(SWEEP_LOAD), pids //p' "$tmp/out")
+[ "$(echo "$pids" | wc -w)" -eq 1 ] || fail "no pid listed for the busy loop"
+for pid in $pids; do
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    fail "busy loop $pid still runs after the sweep"
+  fi
+done
 echo "PASS"
