@@ -55,7 +55,7 @@ static void usage(FILE *out) {
           "(the store's address is then derived: see docs/cluster.md). With none of\n"
           "WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE set, it runs as a single rank.\n"
           "When every rank of the host has a core (ranks on the host <= CPUs), waiting ranks\n"
-          "poll for up to 2 ms before sleeping (COLL_SPIN_US, when set, wins).\n"
+          "poll for up to 10 ms before sleeping (libcoll's default; COLL_SPIN_US changes it).\n"
           "At the end rank 0 prints samples/s and its step time by phase.\n");
 }
 

@@ -477,10 +477,11 @@ COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
  * COLL_ERR_TIMEOUT naming the awaited peer (and a hang report, see docs). Local. */
 COLL_API coll_status_t coll_comm_set_timeout(coll_comm_t *comm, int timeout_ms);
 /* How long a waiting call polls before it sleeps, when every rank of this host has a
- * CPU of its own (default 50 us; a program that waits for its peers every few hundred
- * microseconds, like a DDP step, may prefer milliseconds). With more ranks than CPUs the
- * short spin stays, so that a waiting rank gives its CPU to the rank it waits for, and
- * COLL_SPIN_US, when set, wins. Local; call it with no collective in flight. */
+ * CPU of its own (default 10000 us, longer than a scheduler tick, so that a peer
+ * delayed by other work on its CPU does not find this rank asleep). With more ranks
+ * than CPUs the short spin stays, so that a waiting rank gives its CPU to the rank it
+ * waits for, and COLL_SPIN_US, when set, wins. Local; call it with no collective in
+ * flight. */
 COLL_API coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us);
 /* The error that made comm unusable (a dead peer, a timeout, a mismatch), or COLL_OK;
  * with an error, coll_last_error() holds its message. Safe from any thread, like

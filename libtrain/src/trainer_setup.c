@@ -62,12 +62,11 @@ static train_status_t setup_comm(trainer_run_t *r) {
     if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
     r->own_comm = true;
     /* A DDP rank waits for the others once per step, for as long as the slowest one's
-     * backward runs late: often hundreds of microseconds. When every rank of this host
-     * has a CPU of its own, the waiting one has nothing else to do, while going to sleep
-     * puts a wake-up (in a VM, a halted virtual CPU) on every step's critical path: poll
-     * for up to 2 ms (libcoll keeps its short spin when ranks outnumber CPUs). */
-    cs = coll_comm_set_poll_us(r->comm, 2000);
-    if (cs != COLL_OK) return train_comm_error(cs, "coll_comm_set_poll_us");
+     * backward runs late: often hundreds of microseconds. libcoll's default poll (10 ms
+     * when every rank of this host has a CPU of its own) covers that without a sleep,
+     * which would put a wake-up (in a VM, a halted virtual CPU) on every step's critical
+     * path; this trainer asked for 2 ms with coll_comm_set_poll_us while the default
+     * was 50 us. */
   }
   if (r->comm != NULL) {
     coll_status_t cs = coll_comm_rank(r->comm, &r->rank);

@@ -60,7 +60,7 @@ static coll_comm_t *single_comm(void) {
  * rank here), and leaves the user's COLL_SPIN_US alone. */
 START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
   coll_comm_t *comm = single_comm();
-  ck_assert_int_eq(comm->base.spin_ns, 50 * 1000);
+  ck_assert_int_eq(comm->base.spin_ns, 10000 * 1000);
   ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
   ck_assert_int_eq(comm->base.spin_ns, 2000 * 1000);
   float v = 1;

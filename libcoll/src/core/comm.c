@@ -8,8 +8,8 @@
  *   COLL_TRANSPORT     shm|tcp forces the transport; must be equal on every rank (unset)
  *   COLL_CHUNK_SIZE    bytes per pipelined segment, 0 = the algorithm's; rank 0's wins (0)
  *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)
- *   COLL_SPIN_US       how long the executor polls before sleeping (50, or 5 when this
- *                      host has more ranks than usable CPUs)
+ *   COLL_SPIN_US       how long the executor polls before sleeping (10000, or 5 when
+ *                      this host has more ranks than usable CPUs)
  *   COLL_PURE_SPIN_US  of which without sched_yield (5, or 1 when oversubscribed)
  *   COLL_ASYNC_GRACE_US  how long the progress thread leaves a new asynchronous call to
  *                      a coll_request_wait that runs it on its own thread, while the
@@ -105,13 +105,20 @@ static void comm_free(coll_comm_t *comm) {
 
 /* Spinning pays when every rank of this host has a core to itself: the peer answers
  * within microseconds. With more ranks than cores it steals the core the peer needs,
- * so wait mostly by sleeping then. COLL_SPIN_US / COLL_PURE_SPIN_US override. */
+ * so wait mostly by sleeping then. Otherwise poll for 10 ms, longer than a scheduler
+ * tick (4 ms at HZ=250): with other work on the machine, a peer that lost its core for a
+ * tick would find this rank asleep, its core taken by that work and the wake-up left to
+ * the next tick, on every call (2 ranks over shm with one busy loop beside them, 8-byte
+ * all-reduces at 3.99 ms in 14 of 40 cells after a 50 us poll, 7 of 30 after 2 ms, none
+ * of 70 after 5, 10 or 20 ms; Open MPI, which never sleeps, stays at 0.3 us). Only a
+ * call's waits poll; between calls nothing runs. COLL_SPIN_US / COLL_PURE_SPIN_US
+ * override. */
 static coll_status_t choose_spin(coll_comm_t *comm) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   bool crowded = comm->base.local_count > cpus;
   int64_t spin_us, pure_us;
-  coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 50, &spin_us);
+  coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 10000, &spin_us);
   if (st == COLL_OK) st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, crowded ? 1 : 5, &pure_us);
   if (st != COLL_OK) return st;
   comm->base.spin_ns = spin_us * 1000;
