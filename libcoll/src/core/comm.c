@@ -110,7 +110,8 @@ static void comm_free(coll_comm_t *comm) {
  * tick would find this rank asleep, its core taken by that work and the wake-up left to
  * the next tick, on every call (2 ranks over shm with one busy loop beside them, 8-byte
  * all-reduces at 3.99 ms in 14 of 40 cells after a 50 us poll, 7 of 30 after 2 ms, none
- * of 70 after 5, 10 or 20 ms; Open MPI, which never sleeps, stays at 0.3 us). Only a
+ * of 100 after 5, 10 or 20 ms; Open MPI, which never sleeps, stays at 0.3 us; in the
+ * loaded sweep bound ranks still lose rounds to the tick: bench/README.md). Only a
  * call's waits poll; between calls nothing runs. COLL_SPIN_US / COLL_PURE_SPIN_US
  * override. */
 static coll_status_t choose_spin(coll_comm_t *comm) {
