@@ -699,6 +699,58 @@ START_TEST(unbound_ranks_start_on_distinct_cpus_and_keep_their_mask) {
 }
 END_TEST
 
+/* The poll follows where the local ranks may run (core/comm.c choose_spin): ranks bound
+ * to CPUs of their own, or one bound beside one unbound, are not crowded and poll for
+ * 10 ms; two bound to one CPU are crowded and poll for 5 us. */
+enum { OWN_CPUS, ONE_CPU, ONE_BOUND_ONE_FREE };
+typedef struct {
+  ct_job_t job;
+  int layout;
+} bind_job_t;
+
+static int rank_bound_poll(int rank, int nranks, void *arg) {
+  bind_job_t *bj = arg;
+  cpu_set_t mask, one;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return 1;
+  int want = bj->layout == ONE_CPU ? 0 : rank, cpu = -1;
+  for (int c = 0, seen = 0; c < CPU_SETSIZE && cpu < 0; c++)
+    if (CPU_ISSET(c, &mask) && seen++ == want) cpu = c;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  bool free_rank = bj->layout == ONE_BOUND_ONE_FREE && rank == 1;
+  if (!free_rank && sched_setaffinity(0, sizeof one, &one) != 0) return 1;
+  coll_comm_t *comm;
+  if (ct_init(&bj->job, rank, nranks, &comm) != 0) return 1;
+  bool crowded = bj->layout == ONE_CPU;
+  int64_t spin = crowded ? 5 * 1000 : 10000 * 1000;
+  /* Bound to a CPU of its own, a rank never yields; unbound, it yields after 5 us. */
+  int64_t pure = crowded ? 1000 : free_rank ? 5000 : spin;
+  int bad = comm->base.spin_crowded != crowded || comm->base.spin_ns != spin ||
+            comm->base.pure_spin_ns != pure;
+  if (bad)
+    fprintf(stderr,
+            "rank %d (layout %d): crowded %d, poll %lld ns (%lld pure); expected %d, %lld (%lld)\n",
+            rank, bj->layout, comm->base.spin_crowded, (long long)comm->base.spin_ns,
+            (long long)comm->base.pure_spin_ns, crowded, (long long)spin, (long long)pure);
+  float v = 1;
+  bad |= ct_ok(rank, "all_reduce", coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm));
+  bad |= v != 2.0f;
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly) {
+  cpu_set_t mask;
+  ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+  if (CPU_COUNT(&mask) < 2) {
+    fprintf(stderr, "skipped: this process may run on %d CPU only\n", CPU_COUNT(&mask));
+    return;
+  }
+  bind_job_t bj = {.job = {.port = mp_free_port()}, .layout = _i};
+  ck_assert_int_eq(mp_run(2, 30000, rank_bound_poll, &bj), 0);
+}
+END_TEST
+
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
@@ -719,6 +771,8 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
   tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
   tcase_add_test(tc, unbound_ranks_start_on_distinct_cpus_and_keep_their_mask);
+  tcase_add_loop_test(tc, bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly, 0,
+                      3);
   suite_add_tcase(s, tc);
   return s;
 }

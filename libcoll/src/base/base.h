@@ -35,9 +35,11 @@ typedef struct coll_base {
   int rank;
   int nranks;
   int local_rank;
-  int local_count; /* ranks on this host (from the host ids) */
-  int local_index; /* this rank's place among them, in rank order */
-  int timeout_ms;  /* deadline of every wait without progress */
+  int local_count;  /* ranks on this host (from the host ids) */
+  int local_index;  /* this rank's place among them, in rank order */
+  int local_within; /* those of them (this one too) whose CPU masks lie within this
+                     * rank's at init: more of them than its CPUs is a crowded host */
+  int timeout_ms;   /* deadline of every wait without progress */
   char key_prefix[BASE_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */
   store_client_t *store;
@@ -48,7 +50,7 @@ typedef struct coll_base {
   /* Waiting: spin this long before blocking, of which this long without yielding. */
   int64_t spin_ns;
   int64_t pure_spin_ns;
-  bool spin_crowded;  /* local_count exceeds the usable CPUs: waits spin briefly */
+  bool spin_crowded;  /* local_within exceeds this rank's CPUs: waits spin briefly */
   bool spin_from_env; /* COLL_SPIN_US was set: coll_comm_set_poll_us leaves it */
 
   /* Health. The first failure, this rank's or (from the failure watcher) another's,

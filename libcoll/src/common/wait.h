@@ -1,6 +1,6 @@
 /* How every waiter of libcoll waits (the executor, the arena, coll_request_wait): spin
- * with the pause instruction for the first pure_spin_ns, then yield the core until
- * spin_ns (with more ranks than cores, the rank we wait for may need this one), then
+ * with the pause instruction for the first pure_spin_ns (at most spin_ns), then yield the
+ * core until spin_ns (with more ranks than cores, the rank we wait for may need this one), then
  * block in the waiter's own way (transport_set_wait, a futex, a condition variable) in
  * short slices so that abort and deadlines are seen. Each yield first checks that the
  * thread is not on another local rank's CPU (cpu_home.h). The communicator chooses the two
@@ -15,10 +15,19 @@
 #include "common/cpu_home.h"
 #include "common/util.h"
 
+/* The pure spin of a thread that shares its CPU with the caller's thread: the progress
+ * thread, which works while the caller computes, yields after this long even where the
+ * rank's own waits never yield (a rank bound to a CPU of its own, core/comm.c). */
+enum { COLL_WAIT_BACKGROUND_PURE_NS = 5000 };
+
+/* The calling thread's cap on pure_spin_ns (INT64_MAX: none; the progress thread sets
+ * COLL_WAIT_BACKGROUND_PURE_NS). */
+extern _Thread_local int64_t coll_wait_pure_cap_ns;
+
 /* One turn of a waiter that has waited waited_ns without progress: pause or yield and
  * return true (look again), or return false: time to block. */
 static inline bool coll_wait_spin(int64_t waited_ns, int64_t spin_ns, int64_t pure_spin_ns) {
-  if (waited_ns < pure_spin_ns) {
+  if (waited_ns < pure_spin_ns && waited_ns < spin_ns && waited_ns < coll_wait_pure_cap_ns) {
     coll_cpu_relax();
     return true;
   }

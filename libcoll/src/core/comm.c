@@ -9,8 +9,9 @@
  *   COLL_CHUNK_SIZE    bytes per pipelined segment, 0 = the algorithm's; rank 0's wins (0)
  *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)
  *   COLL_SPIN_US       how long the executor polls before sleeping (10000, or 5 when
- *                      this host has more ranks than usable CPUs)
- *   COLL_PURE_SPIN_US  of which without sched_yield (5, or 1 when oversubscribed)
+ *                      more local ranks than this rank's CPUs may run only on them)
+ *   COLL_PURE_SPIN_US  of which without sched_yield (5; 1 when crowded; all of it when the
+ *                      rank is bound to a CPU of its own)
  *   COLL_ASYNC_GRACE_US  how long the progress thread leaves a new asynchronous call to
  *                      a coll_request_wait that runs it on its own thread, while the
  *                      caller waits for its calls at once (1000: progress.c)
@@ -105,27 +106,49 @@ static void comm_free(coll_comm_t *comm) {
 
 /* Spinning pays when every rank of this host has a core to itself: the peer answers
  * within microseconds. With more ranks than cores it steals the core the peer needs,
- * so wait mostly by sleeping then. Otherwise poll for 10 ms, longer than a scheduler
+ * so wait mostly by sleeping then. Crowded is counted against this rank's CPU mask:
+ * the local ranks whose masks lie within it (rendezvous.c) outnumber its CPUs. Ranks
+ * bound to CPUs of their own are not crowded, ranks bound two to a CPU are (counting
+ * only the local ranks against this rank's one bound CPU, as before 2026-12-04, gave
+ * bound ranks the 5 us poll, and with one busy loop beside 2 bound ranks whole rounds
+ * of 8-byte all-reduces took a tick each, 3.99 ms, where the 10 ms poll took 0.24 us;
+ * bench/README.md). Otherwise poll for 10 ms, longer than a scheduler
  * tick (4 ms at HZ=250): with other work on the machine, a peer that lost its core for a
  * tick would find this rank asleep, its core taken by that work and the wake-up left to
  * the next tick, on every call (2 ranks over shm with one busy loop beside them, 8-byte
  * all-reduces at 3.99 ms in 14 of 40 cells after a 50 us poll, 7 of 30 after 2 ms, none
- * of 100 after 5, 10 or 20 ms; Open MPI, which never sleeps, stays at 0.3 us; in the
- * loaded sweep bound ranks still lose rounds to the tick: bench/README.md). Only a
+ * of 100 after 5, 10 or 20 ms; Open MPI, which never sleeps, stays at 0.3 us). Only a
  * call's waits poll; between calls nothing runs. COLL_SPIN_US / COLL_PURE_SPIN_US
  * override. */
 static coll_status_t choose_spin(coll_comm_t *comm) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  bool crowded = comm->base.local_count > cpus;
+  bool crowded = comm->base.local_within > cpus;
+  /* A rank bound to a CPU of its own never yields: nothing of this job needs its CPU, and
+   * a yield hands it to whatever else shares it (with one busy loop beside 2 bound ranks
+   * over shm, 4 MiB all-reduces took a tick, 3.96-3.99 ms, in every round with the yield
+   * after 5 us and 350-520 us without). Unbound ranks keep the yield: they may meet their
+   * peer on one CPU, and their way home (cpu_home.h) runs in that stage. The progress
+   * thread, which shares the caller's CPU, yields after 5 us all the same (wait.h). */
+  bool own_cpu = !crowded && cpus == 1;
   int64_t spin_us, pure_us;
   coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 10000, &spin_us);
-  if (st == COLL_OK) st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, crowded ? 1 : 5, &pure_us);
+  if (st == COLL_OK)
+    st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000,
+                      crowded   ? 1
+                      : own_cpu ? spin_us
+                                : 5,
+                      &pure_us);
   if (st != COLL_OK) return st;
   comm->base.spin_ns = spin_us * 1000;
   comm->base.pure_spin_ns = pure_us * 1000;
   comm->base.spin_crowded = crowded;
   comm->base.spin_from_env = coll_env_str("COLL_SPIN_US") != NULL;
+  coll_log(COLL_LOG_INFO,
+           "waits poll %lld us (%lld without yielding): %d local ranks may run only on this "
+           "rank's %d CPUs%s",
+           (long long)spin_us, (long long)pure_us, comm->base.local_within, cpus,
+           crowded ? " (crowded)" : "");
   /* Handing a call to the progress thread costs a thread wake-up each way: bound to one
    * CPU, a context switch on the caller's core (8-byte async all-reduce 11-18 us against
    * 0.6 blocking; with the grace 0.8); unbound, on 2 busy CPUs, 17-22 us over shm and
@@ -193,6 +216,7 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   comm->base.nranks = config->size;
   comm->base.local_rank = config->local_rank;
   comm->base.local_count = 1;
+  comm->base.local_within = 1;
   comm->base.timeout_ms = (int)timeout;
   comm->algo = env_algo;
   comm->cost = algo_cost_shm_default;

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/wait.h"
 #include "core/comm.h"
 #include "trace/trace.h"
 
@@ -64,6 +65,7 @@ static coll_request_t *take_head(coll_comm_t *comm) {
 static void *progress_main(void *arg) {
   coll_comm_t *comm = arg;
   coll_log_set_rank(comm->base.rank);
+  coll_wait_pure_cap_ns = COLL_WAIT_BACKGROUND_PURE_NS; /* it shares the caller's CPU */
   pthread_mutex_lock(&comm->mu);
   for (;;) {
     if (comm->head != NULL && !atomic_load(&comm->busy)) {

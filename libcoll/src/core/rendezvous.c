@@ -1,6 +1,8 @@
-/* Rendezvous through the store: a key prefix per communicator, each rank's host id and
- * forced choices (COLL_ALGO, COLL_TRANSPORT) and rank 0's tuning constants, then the
- * transports; also the set_algo agreement and the final barrier of destroy. */
+/* Rendezvous through the store: a key prefix per communicator, each rank's host id, CPU
+ * mask and forced choices (COLL_ALGO, COLL_TRANSPORT) and rank 0's tuning constants, then
+ * the transports; also the set_algo agreement and the final barrier of destroy. */
+#include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 #include "common/log.h"
 #include "core/comm.h"
 
-enum { HOST_ID_MAX = 256, INFO_MAX = 1024, KEY_MAX = 160 };
+enum { HOST_ID_MAX = 256, INFO_MAX = 2048, KEY_MAX = 160, MASK_WORDS = CPU_SETSIZE / 64 };
 
 /* What one rank publishes at init. */
 typedef struct {
@@ -24,12 +26,46 @@ typedef struct {
   size_t chunk;
   algo_cost_t shm;
   algo_cost_t tcp;
+  cpu_set_t cpus; /* where the rank may run at init (empty: unknown) */
 } rank_info_t;
 
+/* A CPU mask as hex 64-bit words, the lowest CPUs first, without the empty words at the
+ * end ("3" is CPUs 0 and 1; "" an empty mask). */
+static void format_mask(const cpu_set_t *mask, char *out, size_t cap) {
+  int last = -1;
+  uint64_t words[MASK_WORDS] = {0};
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, mask)) {
+      words[c / 64] |= (uint64_t)1 << (c % 64);
+      last = c / 64;
+    }
+  size_t used = 0;
+  out[0] = '\0';
+  for (int w = 0; w <= last && used < cap; w++)
+    used += (size_t)snprintf(out + used, cap - used, "%s%" PRIx64, w ? "," : "", words[w]);
+}
+
+static bool parse_mask(const char *text, cpu_set_t *mask) {
+  CPU_ZERO(mask);
+  for (int w = 0; *text != '\0'; w++) {
+    if (w >= MASK_WORDS) return false;
+    char *end;
+    uint64_t bits = strtoull(text, &end, 16);
+    if (end == text || (*end != ',' && *end != '\0')) return false;
+    for (int b = 0; b < 64; b++)
+      if (bits & ((uint64_t)1 << b)) CPU_SET(w * 64 + b, mask);
+    text = *end == ',' ? end + 1 : end;
+  }
+  return true;
+}
+
 static void format_info(const rank_info_t *in, char *out, size_t cap) {
-  snprintf(out, cap, "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\n",
+  char cpus[MASK_WORDS * 17 + 1];
+  format_mask(&in->cpus, cpus, sizeof cpus);
+  snprintf(out, cap,
+           "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\ncpus=%s\n",
            in->host, in->algo, in->transport, in->chunk, in->shm.alpha, in->shm.beta, in->shm.gamma,
-           in->tcp.alpha, in->tcp.beta, in->tcp.gamma);
+           in->tcp.alpha, in->tcp.beta, in->tcp.gamma, cpus);
 }
 
 static bool parse_cost(const char *text, algo_cost_t *c) {
@@ -71,9 +107,12 @@ static bool parse_info(char *text, rank_info_t *out) {
     } else if (strcmp(line, "tcp") == 0) {
       if (!parse_cost(v, &out->tcp)) return false;
       seen |= 32;
+    } else if (strcmp(line, "cpus") == 0) {
+      if (!parse_mask(v, &out->cpus)) return false;
+      seen |= 64;
     }
   }
-  return seen == 63;
+  return seen == 127;
 }
 
 static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) {
@@ -145,6 +184,7 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   mine.chunk = (size_t)chunk;
   mine.shm = algo_cost_shm_default;
   mine.tcp = algo_cost_tcp_default;
+  if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_ZERO(&mine.cpus);
 
   char text[INFO_MAX], key[KEY_MAX];
   format_info(&mine, text, sizeof text);
@@ -187,11 +227,17 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   bool one_host = true;
   comm->base.local_count = 0;
   comm->base.local_index = 0;
+  comm->base.local_within = 0;
   for (int r = 0; r < n; r++) {
     one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
     bool local = strcmp(hosts[r], hosts[comm->base.rank]) == 0;
     comm->base.local_count += local;
     comm->base.local_index += local && r < comm->base.rank;
+    /* A rank whose mask lies within ours (an unknown, empty one too) competes for our
+     * CPUs; bound ranks on CPUs of their own do not. */
+    cpu_set_t common;
+    CPU_AND(&common, &all[r].cpus, &mine.cpus);
+    comm->base.local_within += local && CPU_EQUAL(&common, &all[r].cpus);
   }
   bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
   comm->cost = tcp ? all[0].tcp : all[0].shm;
