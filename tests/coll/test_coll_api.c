@@ -663,6 +663,24 @@ static int rank_place(int rank, int nranks, void *arg) {
   return check_way_home(want, &before);
 }
 
+/* A 2-rank all-reduce that must give 2, then destroy: non-zero when it did not. */
+static int sum_of_two_then_destroy(int rank, coll_comm_t *comm) {
+  float v = 1;
+  int bad = ct_ok(rank, "all_reduce", coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm));
+  bad |= v != 2.0f;
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+/* Whether this process may run on 2 CPUs; says why the test skips when not. */
+static bool two_cpus_or_skip(void) {
+  cpu_set_t mask;
+  ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+  if (CPU_COUNT(&mask) >= 2) return true;
+  fprintf(stderr, "skipped: this process may run on %d CPU only\n", CPU_COUNT(&mask));
+  return false;
+}
+
 /* Through a real init of 2 ranks: the mask is the same after init, and the ranks work. */
 static int rank_init_keeps_mask(int rank, int nranks, void *arg) {
   cpu_set_t before, after;
@@ -671,20 +689,11 @@ static int rank_init_keeps_mask(int rank, int nranks, void *arg) {
   if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
   int bad = sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(&before, &after);
   if (bad) fprintf(stderr, "rank %d: the CPU mask changed across init\n", rank);
-  float v = 1;
-  bad |= ct_ok(rank, "all_reduce", coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm));
-  bad |= v != 2.0f;
-  coll_comm_destroy(comm);
-  return bad;
+  return bad | sum_of_two_then_destroy(rank, comm);
 }
 
 START_TEST(unbound_ranks_start_on_distinct_cpus_and_keep_their_mask) {
-  cpu_set_t mask;
-  ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
-  if (CPU_COUNT(&mask) < 2) {
-    fprintf(stderr, "skipped: this process may run on %d CPU only\n", CPU_COUNT(&mask));
-    return;
-  }
+  if (!two_cpus_or_skip()) return;
   ck_assert_int_eq(mp_run(1, 30000, rank_place, NULL), 0);
   ct_job_t job = {.port = mp_free_port()};
   ck_assert_int_eq(mp_run(2, 30000, rank_init_keeps_mask, &job), 0);
@@ -732,20 +741,11 @@ static int rank_bound_poll(int rank, int nranks, void *arg) {
             "rank %d (layout %d): crowded %d, poll %lld ns (%lld pure); expected %d, %lld (%lld)\n",
             rank, bj->layout, comm->base.spin_crowded, (long long)comm->base.spin_ns,
             (long long)comm->base.pure_spin_ns, crowded, (long long)spin, (long long)pure);
-  float v = 1;
-  bad |= ct_ok(rank, "all_reduce", coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm));
-  bad |= v != 2.0f;
-  coll_comm_destroy(comm);
-  return bad;
+  return bad | sum_of_two_then_destroy(rank, comm);
 }
 
 START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly) {
-  cpu_set_t mask;
-  ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
-  if (CPU_COUNT(&mask) < 2) {
-    fprintf(stderr, "skipped: this process may run on %d CPU only\n", CPU_COUNT(&mask));
-    return;
-  }
+  if (!two_cpus_or_skip()) return;
   bind_job_t bj = {.job = {.port = mp_free_port()}, .layout = _i};
   ck_assert_int_eq(mp_run(2, 30000, rank_bound_poll, &bj), 0);
 }
