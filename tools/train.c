@@ -54,8 +54,9 @@ static void usage(FILE *out) {
           "MASTER_PORT (collrun, torchrun), or srun's SLURM_* and mpirun's OMPI_COMM_WORLD_*\n"
           "(the store's address is then derived: see docs/cluster.md). With none of\n"
           "WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE set, it runs as a single rank.\n"
-          "When every rank of the host has a core (ranks on the host <= CPUs), waiting ranks\n"
-          "poll for up to 10 ms before sleeping (libcoll's default; COLL_SPIN_US changes it).\n"
+          "When every rank of the host has a core (collrun's one core per rank, or unbound\n"
+          "ranks on at least as many CPUs), waiting ranks poll for up to 10 ms before\n"
+          "sleeping (libcoll's default; COLL_SPIN_US changes it).\n"
           "At the end rank 0 prints samples/s and its step time by phase.\n");
 }
 
