@@ -104,6 +104,10 @@ struct coll_comm {
    * the caller submits and waits. One late wait a step (the trainer's first bucket,
    * submitted in the middle of backward) keeps it below. */
   _Atomic int soon_streak;
+  /* How long the last _async call of each size ran, in ns (0: none yet), indexed by the
+   * bit length of its bytes. The next call of a size that ran a tenth of the grace or
+   * longer gets no grace (progress_submit). */
+  _Atomic int64_t async_run_ns[65];
   /* Threads inside a done_cv wait loop (counted in before their first look at what they
    * wait for): a finishing request takes the mutex again to wake them only when there
    * are some (progress.c, execute). */

@@ -17,6 +17,23 @@
 
 enum { IDLE_WAIT_MS = 1000 };
 
+/* The index of a call's size in async_run_ns: the bit length of its bytes. */
+static int size_class(const coll_call_t *call) {
+  uint64_t bytes = (uint64_t)call->count * coll_dtype_size(call->dtype);
+  return bytes == 0 ? 0 : 64 - __builtin_clzll(bytes);
+}
+
+/* A call whose size ran a tenth of the grace or longer last time gets no grace: its
+ * waiter would run it while the progress thread's looks, one each grace, wake on the same
+ * CPU (bound), and under load each of those wakes may hand the CPU to the other program
+ * until the next tick (a 4 MiB shm all-reduce, bound, one busy loop: 934-1530 us with the
+ * grace, 427-444 without, 500-695 blocking). Run by the progress thread, such a call
+ * costs a hand-off of 10-20 us, a tenth of its time or less. */
+static bool runs_long(coll_comm_t *comm, const coll_call_t *call) {
+  int64_t last = atomic_load_explicit(&comm->async_run_ns[size_class(call)], memory_order_relaxed);
+  return last >= comm->async_grace_ns / 10;
+}
+
 /* Run a queued request and publish its result. The request may be freed by its waiter
  * as soon as `done` is set, so that is the last thing touched. `done` is set after the
  * mutex is released: a waiter that spins on it and then makes its next call must not
@@ -25,8 +42,12 @@ enum { IDLE_WAIT_MS = 1000 };
  * sleeps on done_cv or work is queued; a sleeper counts itself in done_waiters before it
  * looks at `done`, so either it sees `done` or this thread sees it counted. */
 static void execute(coll_comm_t *comm, coll_request_t *req) {
-  base_heartbeat(&comm->base, coll_now_ns());
+  int64_t start_ns = coll_now_ns();
+  base_heartbeat(&comm->base, start_ns);
   coll_status_t st = dispatch_run(comm, &req->call);
+  if (req->submitted_ns != 0)
+    atomic_store_explicit(&comm->async_run_ns[size_class(&req->call.call)],
+                          coll_now_ns() - start_ns, memory_order_relaxed);
   if (st != COLL_OK) snprintf(req->message, sizeof req->message, "%s", coll_last_error());
   pthread_mutex_lock(&comm->mu);
   req->status = st;
@@ -150,7 +171,8 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   req->message[0] = '\0';
   req->tagged = NULL;
   if (grace) req->submitted_ns = coll_now_ns();
-  if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->soon_streak) >= GRACE_STREAK)
+  if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->soon_streak) >= GRACE_STREAK &&
+      !runs_long(comm, &pc->call))
     req->run_after_ns = req->submitted_ns + comm->async_grace_ns;
   pthread_mutex_lock(&comm->mu);
   if (comm->tail != NULL)
