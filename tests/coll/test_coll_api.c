@@ -732,8 +732,8 @@ static int rank_bound_poll(int rank, int nranks, void *arg) {
   if (ct_init(&bj->job, rank, nranks, &comm) != 0) return 1;
   bool crowded = bj->layout == ONE_CPU;
   int64_t spin = crowded ? 5 * 1000 : 10000 * 1000;
-  /* Bound to a CPU of its own, a rank never yields; unbound, it yields after 5 us. */
-  int64_t pure = crowded ? 1000 : free_rank ? 5000 : spin;
+  /* Not crowded, bound or not, a rank never yields. */
+  int64_t pure = crowded ? 1000 : spin;
   int bad = comm->base.spin_crowded != crowded || comm->base.spin_ns != spin ||
             comm->base.pure_spin_ns != pure;
   if (bad)

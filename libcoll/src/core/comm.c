@@ -10,8 +10,7 @@
  *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)
  *   COLL_SPIN_US       how long the executor polls before sleeping (10000, or 5 when
  *                      more local ranks than this rank's CPUs may run only on them)
- *   COLL_PURE_SPIN_US  of which without sched_yield (5; 1 when crowded; all of it when the
- *                      rank is bound to a CPU of its own)
+ *   COLL_PURE_SPIN_US  of which without sched_yield (all of it; 1 when crowded)
  *   COLL_ASYNC_GRACE_US  how long the progress thread leaves a new asynchronous call to
  *                      a coll_request_wait that runs it on its own thread, while the
  *                      caller waits for its calls at once (1000: progress.c)
@@ -124,21 +123,18 @@ static coll_status_t choose_spin(coll_comm_t *comm) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   bool crowded = comm->base.local_within > cpus;
-  /* A rank bound to a CPU of its own never yields: nothing of this job needs its CPU, and
-   * a yield hands it to whatever else shares it (with one busy loop beside 2 bound ranks
-   * over shm, 4 MiB all-reduces took a tick, 3.96-3.99 ms, in every round with the yield
-   * after 5 us and 350-520 us without). Unbound ranks keep the yield: they may meet their
-   * peer on one CPU, and their way home (cpu_home.h) runs in that stage. The progress
-   * thread, which shares the caller's CPU, yields after 5 us all the same (wait.h). */
-  bool own_cpu = !crowded && cpus == 1;
+  /* A rank that is not crowded never yields: nothing of this job needs its CPU, and a
+   * yield hands the CPU to whatever else shares it, until the next tick (with one busy
+   * loop beside 2 ranks over shm, 4 MiB all-reduces took 3.96-3.99 ms in every round
+   * bound, and 3.2-4.0 ms unbound, with a yield after 5 us; 350-520 us bound and 283-302
+   * unbound without). An unbound rank that finds itself on another local rank's CPU goes
+   * home from its pure spin as well (wait.h), and the arena's waits yield at once when
+   * the peer shares the CPU (arena.c). The progress thread, which shares the caller's
+   * CPU, yields after 5 us all the same (wait.h). */
   int64_t spin_us, pure_us;
   coll_status_t st = coll_env_int("COLL_SPIN_US", 0, 1000000, crowded ? 5 : 10000, &spin_us);
   if (st == COLL_OK)
-    st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000,
-                      crowded   ? 1
-                      : own_cpu ? spin_us
-                                : 5,
-                      &pure_us);
+    st = coll_env_int("COLL_PURE_SPIN_US", 0, 1000000, crowded ? 1 : spin_us, &pure_us);
   if (st != COLL_OK) return st;
   comm->base.spin_ns = spin_us * 1000;
   comm->base.pure_spin_ns = pure_us * 1000;
