@@ -588,6 +588,25 @@ static void *home_of_other_thread(void *arg) {
   return (void *)(intptr_t)(coll_cpu_home() != -1 || moved);
 }
 
+/* Puts the thread on CPU first (its mask kept) and takes one turn of coll_wait_spin: true
+ * when the turn moved it home (the scheduler may move the thread between the push and the
+ * turn: then it tries again, up to 200 times). */
+static bool waiter_turn_moves_home(int first, const cpu_set_t *mask, int64_t waited_ns,
+                                   int64_t spin_ns, int64_t pure_spin_ns) {
+  for (int attempt = 0; attempt < 200; attempt++) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof *mask, mask))
+      return false;
+    if (sched_getcpu() != first) continue;
+    int64_t moves = coll_cpu_home_moves();
+    coll_wait_spin(waited_ns, spin_ns, pure_spin_ns);
+    if (coll_cpu_home_moves() == moves + 1) return true;
+  }
+  return false;
+}
+
 /* After placement as local rank 1 of 2, home is the mask's second CPU: a waiter found on
  * the first (rank 0's) goes back, at most once a millisecond, and keeps its mask; at home
  * or on a CPU that is no rank's it stays; a thread placement did not place has no home.
@@ -601,21 +620,13 @@ static int check_way_home(int home, const cpu_set_t *mask) {
       seen++;
     }
   int bad = 0;
-  /* Through the waiter: a yield turn of coll_wait_spin on the first CPU moves home (the
-   * scheduler may move the thread between the push below and the turn: then again). */
-  bool through_waiter = false;
-  for (int attempt = 0; attempt < 200 && !through_waiter; attempt++) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof *mask, mask))
-      return 1;
-    if (sched_getcpu() != first) continue;
-    int64_t moves = coll_cpu_home_moves();
-    coll_wait_spin(2, 10, 1); /* waited 2 ns: past the pure spin (1), before blocking (10) */
-    through_waiter = coll_cpu_home_moves() == moves + 1;
-  }
-  bad |= !through_waiter << 9;
+  /* Through the waiter: a yield turn of coll_wait_spin on the first CPU moves home (waited
+   * 2 ns: past the pure spin (1), before blocking (10)); then, a move interval later, a
+   * turn of a pure spin that never yields, past its first COLL_WAIT_HOME_AFTER_NS. */
+  bad |= !waiter_turn_moves_home(first, mask, 2, 10, 1) << 9;
+  sleep_ms(2);
+  int64_t long_spin = 100 * (int64_t)COLL_WAIT_HOME_AFTER_NS;
+  bad |= !waiter_turn_moves_home(first, mask, COLL_WAIT_HOME_AFTER_NS, long_spin, long_spin) << 10;
   int64_t t = coll_now_ns() + 2000000, moves = coll_cpu_home_moves();
   bad |= coll_cpu_home() != home;
   bad |= coll_cpu_home_return_at(home, t) << 1;
