@@ -13,7 +13,8 @@
  *   COLL_PURE_SPIN_US  of which without sched_yield (all of it; 1 when crowded)
  *   COLL_ASYNC_GRACE_US  how long the progress thread leaves a new asynchronous call to
  *                      a coll_request_wait that runs it on its own thread, while the
- *                      caller waits for its calls at once (1000: progress.c)
+ *                      caller waits for its calls at once; none for sizes that last ran
+ *                      a tenth of it or longer (1000: progress.c)
  *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
  *   COLL_JOB_TOKEN     the store's job token (none)
  *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
