@@ -1,13 +1,18 @@
 /* The request queue's grace over real forked ranks (core/progress.c): while a caller
  * waits for its asynchronous calls at once, a new call is left to its waiter for the
  * grace, unless a call of its size ran a tenth of the grace or longer last time; that
- * one goes to the progress thread at once. Results are checked as well. */
+ * one goes to the progress thread at once. Results are checked as well. And the cheap
+ * clock those decisions read (common/cheap_clock.h), calibrated during a communicator's
+ * set-up. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "coll.h"
 #include "coll_test_util.h"
+#include "common/cheap_clock.h"
+#include "common/clock.h"
 #include "core/comm.h"
 #include "multiproc.h"
 
@@ -80,6 +85,58 @@ START_TEST(calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_ke
 }
 END_TEST
 
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* After a communicator's set-up and the calibration span (2 ms), the cheap clock reads
+ * the counter (where it can), never steps back, and measures 20 ms sleeps as
+ * coll_now_ns does, within 0.1 % (its calibration is good to about 0.02 %). */
+static int rank_cheap_clock(int rank, int nranks, void *arg) {
+  coll_comm_t *comm;
+  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  sleep_ms(3);
+  int64_t prev = coll_cheap_now_ns();
+  if (coll_cheap_clock_uses_counter() && atomic_load(&coll_cheap_clock.ready) != 1) {
+    fprintf(stderr, "rank %d: the counter is invariant but not calibrated 3 ms after init\n", rank);
+    bad = 1;
+  }
+  if (rank == 0 && !coll_cheap_clock_uses_counter())
+    fprintf(stderr,
+            "note: no invariant time-stamp counter here; the cheap clock is "
+            "coll_now_ns, and only its pace is checked\n");
+  for (int i = 0; i < 1000000 && !bad; i++) {
+    int64_t now = coll_cheap_now_ns();
+    if (now < prev) {
+      fprintf(stderr, "rank %d: reading %d went back %lld ns\n", rank, i, (long long)(prev - now));
+      bad = 1;
+    }
+    prev = now;
+  }
+  for (int i = 0; i < 5 && !bad; i++) {
+    int64_t cheap0 = coll_cheap_now_ns(), mono0 = coll_now_ns();
+    sleep_ms(20);
+    int64_t cheap = coll_cheap_now_ns() - cheap0, mono = coll_now_ns() - mono0;
+    int64_t off = cheap > mono ? cheap - mono : mono - cheap;
+    if (off > mono / 1000 + 20000) {
+      fprintf(stderr, "rank %d: a sleep took %lld ns on the cheap clock, %lld on coll_now_ns\n",
+              rank, (long long)cheap, (long long)mono);
+      bad = 1;
+    }
+  }
+  if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
+  return bad;
+}
+
+START_TEST(the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace) {
+  ct_job_t job = {.port = mp_free_port(), .transport = "shm"};
+  ck_assert_int_eq(mp_run(2, 60000, rank_cheap_clock, &job), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coll queue");
   TCase *tc = tcase_create("grace");
@@ -87,6 +144,10 @@ int main(void) {
   tcase_add_test(tc,
                  calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace);
   suite_add_tcase(s, tc);
+  TCase *clock = tcase_create("cheap clock");
+  tcase_set_timeout(clock, 60);
+  tcase_add_test(clock, the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace);
+  suite_add_tcase(s, clock);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

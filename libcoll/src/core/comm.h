@@ -49,8 +49,9 @@ struct coll_request {
   struct coll_request *next;
   prepared_call_t call;
   atomic_int done;
-  int64_t run_after_ns; /* the progress thread leaves it to a waiter until then */
-  int64_t submitted_ns; /* a user's _async call (progress_submit with grace): when */
+  int64_t run_after_ns; /* the progress thread leaves it to a waiter until then (cheap clock) */
+  int64_t submitted_ns; /* a user's _async call (progress_submit with grace): when, on
+                         * coll_cheap_now_ns's clock (common/cheap_clock.h) */
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
   tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cheap_clock.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -42,12 +43,13 @@ static bool runs_long(coll_comm_t *comm, const coll_call_t *call) {
  * sleeps on done_cv or work is queued; a sleeper counts itself in done_waiters before it
  * looks at `done`, so either it sees `done` or this thread sees it counted. */
 static void execute(coll_comm_t *comm, coll_request_t *req) {
-  int64_t start_ns = coll_now_ns();
-  base_heartbeat(&comm->base, start_ns);
+  base_heartbeat(&comm->base, coll_coarse_now_ns()); /* compared on a scale of seconds */
+  bool timed = req->submitted_ns != 0;               /* an _async call: runs_long's record */
+  int64_t start_ns = timed ? coll_cheap_now_ns() : 0;
   coll_status_t st = dispatch_run(comm, &req->call);
-  if (req->submitted_ns != 0)
+  if (timed)
     atomic_store_explicit(&comm->async_run_ns[size_class(&req->call.call)],
-                          coll_now_ns() - start_ns, memory_order_relaxed);
+                          coll_cheap_now_ns() - start_ns, memory_order_relaxed);
   if (st != COLL_OK) snprintf(req->message, sizeof req->message, "%s", coll_last_error());
   pthread_mutex_lock(&comm->mu);
   req->status = st;
@@ -91,7 +93,7 @@ static void *progress_main(void *arg) {
   for (;;) {
     if (comm->head != NULL && !atomic_load(&comm->busy)) {
       int64_t run_after_ns = comm->head->run_after_ns;
-      int64_t left_ns = run_after_ns - coll_now_ns();
+      int64_t left_ns = run_after_ns - coll_cheap_now_ns();  /* submitted_ns's clock */
       if (run_after_ns != 0 && left_ns > 0 && !comm->stop) { /* a waiter may take it */
         struct timespec ts = coll_timespec_in_ns(left_ns);
         pthread_cond_timedwait(&comm->queue_cv, &comm->mu, &ts);
@@ -170,7 +172,7 @@ coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool
   req->status = COLL_OK;
   req->message[0] = '\0';
   req->tagged = NULL;
-  if (grace) req->submitted_ns = coll_now_ns();
+  if (grace) req->submitted_ns = coll_cheap_now_ns();
   if (grace && comm->async_grace_ns > 0 && atomic_load(&comm->soon_streak) >= GRACE_STREAK &&
       !runs_long(comm, &pc->call))
     req->run_after_ns = req->submitted_ns + comm->async_grace_ns;

@@ -3,6 +3,7 @@
  * the waiter keeps its own as a backstop, from the executor's last sign of life. */
 #include <stdlib.h>
 
+#include "common/cheap_clock.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/wait.h"
@@ -57,7 +58,7 @@ coll_status_t coll_request_wait(coll_request_t **request) {
   coll_comm_t *comm = req->comm;
   if (req->tagged != NULL) return finish_tagged(request, tagged_wait(comm->tagged, req->tagged));
   if (req->submitted_ns != 0) {
-    bool soon = coll_now_ns() - req->submitted_ns < WAITED_SOON_NS;
+    bool soon = coll_cheap_now_ns() - req->submitted_ns < WAITED_SOON_NS;
     int streak = atomic_load(&comm->soon_streak);
     atomic_store(&comm->soon_streak, !soon ? 0 : streak < GRACE_STREAK ? streak + 1 : streak);
   }
