@@ -266,10 +266,14 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
     if (p < best_t) best_t = p, best = (coll_algo_t)a;
   }
   fprintf(out, "\n  cheapest here: %s\n", trace_algo_name(t->req.collective, best));
-  if (t->req.collective == COLL_KIND_ALL_REDUCE)
+  size_t arena_min = algo_arena_min_bytes(t->req.nranks);
+  if (t->req.collective == COLL_KIND_ALL_REDUCE && arena_min > 0)
     fprintf(out,
-            "  (not simulated: arena, the single-host shared-memory all-reduce that the "
-            "library picks for large buffers when all ranks share one host)\n");
+            "  (not simulated: arena, the single-host shared-memory all-reduce; on one host "
+            "over shm the library takes it instead of the cheapest schedule from %zu bytes at "
+            "%d ranks, a measured rule (algo_arena_preferred): S = %zu %s)\n",
+            arena_min, t->req.nranks, t->req.bytes,
+            t->req.bytes >= arena_min ? "meets it" : "is below it");
   size_t small_max = algo_small_max_bytes(t->req.nranks);
   if (t->req.collective == COLL_KIND_ALL_REDUCE && small_max > 0)
     fprintf(out,

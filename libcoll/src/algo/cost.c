@@ -69,8 +69,8 @@ const algo_cost_t algo_cost_tcp_default = {
 /* The arena's default slot (onehost/arena_setup.c), and the smallest all-reduce it takes
  * with two ranks and with more (measured, see algo_arena_preferred). */
 #define ARENA_MODEL_SLOT_BYTES (1024.0 * 1024.0)
-#define ARENA_MIN_BYTES_2 (16.0 * 1024.0 * 1024.0)
-#define ARENA_MIN_BYTES_3 (64.0 * 1024.0)
+#define ARENA_MIN_BYTES_2 ((size_t)16 << 20)
+#define ARENA_MIN_BYTES_3 ((size_t)64 << 10)
 
 static double log2_ceil(int n) {
   int k = 0;
@@ -233,11 +233,15 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
  * 64 KiB with 3 or more ranks (1.1-2.5x the cost model's other choice at 64 KiB-64 MiB
  * on 3 and 4 ranks), from 16 MiB with 2 (even with the ring at 16 MiB, about 1.1x at
  * 64 MiB; from 64 KiB to 4 MiB halving-doubling or the ring is as fast or faster). */
+size_t algo_arena_min_bytes(int nranks) {
+  return nranks < 2 ? 0 : nranks == 2 ? ARENA_MIN_BYTES_2 : ARENA_MIN_BYTES_3;
+}
+
 bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c) {
   (void)c;
   if (p == NULL || p->collective != COLL_KIND_ALL_REDUCE || p->nranks < 2) return false;
   double bytes = (double)p->count * (double)algo_elem_size(p->dtype);
-  return bytes >= (p->nranks == 2 ? ARENA_MIN_BYTES_2 : ARENA_MIN_BYTES_3);
+  return bytes >= (double)algo_arena_min_bytes(p->nranks);
 }
 
 /* The small-message path reads (n-1) S per rank where the ring moves 2 (n-1)/n S, but

@@ -204,6 +204,9 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c);
  * choice for p, for a communicator that has an arena; algo_select never returns it,
  * since only the layers above know whether the ranks share one host. */
 bool algo_arena_preferred(const sched_params_t *p, const algo_cost_t *c);
+/* The smallest all-reduce (bytes) for which algo_arena_preferred says yes at nranks
+ * ranks (a measured rule; 0 below 2 ranks: never). */
+size_t algo_arena_min_bytes(int nranks);
 /* The largest all-reduce (bytes) that the arena's small-message path (onehost/small.c:
  * one step, every rank reads every other's lines) should take at nranks ranks: the
  * default of COLL_SMALL_BYTES, measured (cost.c). */

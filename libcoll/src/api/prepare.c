@@ -35,13 +35,42 @@ static const char *transport_name(const coll_comm_t *comm) {
   return c != NULL ? c->ops->name : "none";
 }
 
+/* Why the call runs where it runs, for the INFO line. The order is dispatch's and
+ * api_prepare's: windows, then the small-message lines (which serve a forced arena too),
+ * a forced algorithm, the arena's measured rule, the cost model. arena_ok: the arena could
+ * run this call (api_prepare). */
+static void choice_reason(const coll_comm_t *comm, const prepared_call_t *pc, bool arena_ok,
+                          char *out, size_t cap) {
+  const coll_call_t *call = &pc->call;
+  size_t bytes = call->count * coll_dtype_size(call->dtype);
+  size_t arena_min = algo_arena_min_bytes(comm->base.nranks);
+  bool forced = comm->algo == call->algo;
+  if (pc->windows.send != NULL)
+    snprintf(out, cap, "zero-copy window: buffers from coll_mem_alloc");
+  else if (call->algo == COLL_ALGO_ARENA && small_fits(comm->arena, call))
+    snprintf(out, cap, "%ssmall-message lines: %zu B <= %u B, measured threshold",
+             forced ? "forced; " : "", bytes, (unsigned)comm->arena->small_bytes);
+  else if (forced)
+    snprintf(out, cap, "forced");
+  else if (call->algo == COLL_ALGO_ARENA)
+    snprintf(out, cap, "measured rule: arena from %zu B at %d ranks", arena_min, comm->base.nranks);
+  else if (arena_ok)
+    snprintf(out, cap, "cost model; arena only from %zu B at %d ranks, measured", arena_min,
+             comm->base.nranks);
+  else
+    snprintf(out, cap, "cost model");
+}
+
 void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
+  /* The arena is estimated only where it could run (api_prepare's arena_ok). */
+  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
   char alts[256] = "";
   size_t len = 0;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
+    if (a == COLL_ALGO_ARENA && !arena_ok) continue;
     double t = algo_predict((coll_algo_t)a, p, &comm->cost);
     if (!isfinite(t) || t <= 0) continue;
     int n = snprintf(alts + len, sizeof alts - len, "%s%s %.1f us", len ? ", " : "",
@@ -49,6 +78,8 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
     if (n < 0) break;
     len += (size_t)n;
   }
+  char reason[160];
+  choice_reason(comm, pc, arena_ok, reason, sizeof reason);
   bool reduces = coll_kind_reduces(call->kind);
   const char *op = !reduces ? "" : call->premul ? "premul_sum" : coll_op_name(call->op);
   size_t shown = call->count; /* all_to_allv's count is nranks: show the elements it sends */
@@ -58,11 +89,8 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
       shown += sched_v(call->vcounts, comm->base.nranks, SCHED_V_SENDCOUNTS, q);
   }
   coll_log(
-      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s%s, transport %s (estimates: %s)", what, shown,
-      coll_dtype_name(call->dtype), reduces ? " " : "", op, coll_algo_name(call->algo),
-      pc->windows.send != NULL   ? " (zero-copy window: buffers from coll_mem_alloc)"
-      : comm->algo == call->algo ? " (forced)"
-                                 : " (cost model)",
+      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s (%s), transport %s (estimates: %s)", what, shown,
+      coll_dtype_name(call->dtype), reduces ? " " : "", op, coll_algo_name(call->algo), reason,
       pc->where.on_device ? cuda_path_name(comm->cuda, comm->base.nranks) : transport_name(comm),
       alts[0] ? alts : "none");
 }
