@@ -265,7 +265,20 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
             trace_algo_name(t->req.collective, (coll_algo_t)a), pt);
     if (p < best_t) best_t = p, best = (coll_algo_t)a;
   }
-  fprintf(out, "\n  cheapest here: %s\n", trace_algo_name(t->req.collective, best));
+  fprintf(out, "\n  cheapest here: %s", trace_algo_name(t->req.collective, best));
+  /* The library chooses among fewer (algo_select: master, a teaching baseline, never). */
+  sched_params_t p = {.collective = t->req.collective,
+                      .count = t->req.count,
+                      .dtype = t->req.dtype,
+                      .nranks = t->req.nranks,
+                      .root = t->req.root,
+                      .segment_bytes = t->req.segment_bytes};
+  coll_algo_t chosen =
+      t->req.collective == COLL_KIND_ALL_TO_ALLV ? COLL_ALGO_RING : algo_select(&p, &t->req.cost);
+  if (chosen != best)
+    fprintf(out, "; the library's cost model picks %s (algo_select, whose candidates leave %s out)",
+            trace_algo_name(t->req.collective, chosen), trace_algo_name(t->req.collective, best));
+  fputc('\n', out);
   size_t arena_min = algo_arena_min_bytes(t->req.nranks);
   if (t->req.collective == COLL_KIND_ALL_REDUCE && arena_min > 0)
     fprintf(out,
