@@ -49,25 +49,22 @@
 
 #include "algo/algo_internal.h"
 
-/* Defaults for this machine kind (2 vCPUs; AMD EPYC, family 26, since 2026-12), measured
- * with bench/calibrate.sh (bench/calibrate under collrun -n 2, median of 5 runs per
- * transport, each run after waiting for a mostly idle machine):
+/* Defaults for this machine kind (2 vCPU Zen 2), measured with bench/calibrate.sh
+ * (bench/calibrate under collrun -n 2, median of 3 runs per transport, each run after
+ * waiting for a mostly idle machine) during a quiet spell of the shared machine (load
+ * average below 1; under load 5-9 single runs came out up to 2x slower, the ratios
+ * between the constants about the same; see bench/calibrate.md):
  *  - alpha: ring all-reduce of one float per rank (2 steps), median of 201 calls, / 2
  *  - gamma: dst[i] = a[i] + b[i] over 16 MiB float buffers, seconds per byte of dst
  *  - beta: 64 MiB ring all-reduce, t = steps alpha + S beta + S/2 gamma solved for beta
  *    (S bytes sent per rank; for shm that is the sender's copy into the FIFO and the
  *    receiver's copy out, for tcp the kernel's two copies)
- * Runs (alpha us, 1/beta GB/s, 1/gamma GB/s), 2026-12-06: shm 1.33 10.65 13.22, 1.32
- * 10.86 12.03, 1.50 11.87 9.54, 1.58 11.40 9.73, 1.46 11.00 10.57; tcp 15.35 2.84 9.84,
- * 15.13 2.57 10.78, 14.64 2.97 13.55, 11.76 3.00 13.70, 14.70 2.98 12.59. The machine
- * before (Zen 2: shm 0.91 us, 4.78, 4.24 GB/s; tcp 10.7 us, 2.21, 4.03 GB/s) made every
- * estimate 2-4x too long here (bench/calibrate.md). The 64 MiB ring's prediction now
- * matches its time; 8 KiB - 4 MiB, which stay in cache, run 1.5-2x faster than
- * predicted. */
+ * Runs (alpha us, 1/beta GB/s, 1/gamma GB/s): shm 0.91 4.63 4.38, 0.97 4.79 3.96,
+ * 0.64 4.96 4.24; tcp 10.4 1.96 4.04, 10.7 2.58 4.43, 11.1 2.21 3.92. */
 const algo_cost_t algo_cost_shm_default = {
-    .alpha = 1.46e-6, .beta = 1.0 / 11.00e9, .gamma = 1.0 / 10.57e9};
+    .alpha = 0.91e-6, .beta = 1.0 / 4.78e9, .gamma = 1.0 / 4.24e9};
 const algo_cost_t algo_cost_tcp_default = {
-    .alpha = 14.7e-6, .beta = 1.0 / 2.97e9, .gamma = 1.0 / 12.59e9};
+    .alpha = 10.7e-6, .beta = 1.0 / 2.21e9, .gamma = 1.0 / 4.03e9};
 
 /* The arena's default slot (onehost/arena_setup.c), and the smallest all-reduce it takes
  * with two ranks and with more (measured, see algo_arena_preferred). */
