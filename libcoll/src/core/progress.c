@@ -29,8 +29,14 @@ static int size_class(const coll_call_t *call) {
  * CPU (bound), and under load each of those wakes may hand the CPU to the other program
  * until the next tick (a 4 MiB shm all-reduce, bound, one busy loop: 934-1530 us with the
  * grace, 427-444 without, 500-695 blocking). Run by the progress thread, such a call
- * costs a hand-off of 10-20 us, a tenth of its time or less. */
+ * costs a hand-off of 10-20 us, a tenth of its time or less.
+ * Not where the host is crowded (more local ranks than CPUs): there the hand-off is a
+ * context switch on a CPU that other ranks wait for, and it costs more than the looks
+ * (4 ranks on 2 CPUs, unbound, shm: 64 KiB async 51-191 us against 34-40 blocking, a
+ * call that once ran long sending the next ones to the thread; 512 KiB 176-299 against
+ * 123-170; with the rule off, 30-38 and 128-138). */
 static bool runs_long(coll_comm_t *comm, const coll_call_t *call) {
+  if (comm->base.spin_crowded) return false;
   int64_t last = atomic_load_explicit(&comm->async_run_ns[size_class(call)], memory_order_relaxed);
   return last >= comm->async_grace_ns / 10;
 }
