@@ -200,7 +200,8 @@ coll_status_t progress_run_blocking(coll_comm_t *comm, const prepared_call_t *pc
  * right after it was made crosses no thread (bound, the progress thread shares the
  * rank's core and its taking the call costs a context switch each way). A caller that
  * computes between the call and the wait keeps the thread's background progress. A
- * call of a size that last ran a tenth of the grace or longer gets no grace (progress.c).
+ * call of a size that last ran a tenth of the grace or longer gets no grace, unless the
+ * host is crowded (progress.c).
  * Stream calls and the queue's own uses pass false. */
 coll_status_t progress_submit(coll_comm_t *comm, const prepared_call_t *pc, bool grace,
                               coll_request_t **request);
