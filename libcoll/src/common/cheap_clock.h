@@ -1,6 +1,6 @@
 /* A clock for the hot path's short intervals (was this call waited for within 50 us, did
  * that one run 100 us or longer): the CPU's invariant time-stamp counter scaled to ns,
- * about 10 ns a reading where clock_gettime costs 25-50 ns (kvm-clock). Three readings
+ * about 11 ns a reading where clock_gettime costs 25-50 ns (kvm-clock). Three readings
  * of clock_gettime were 0.14 us of an asynchronous 8-byte all-reduce's 0.70 (2 ranks,
  * shm). Its readings compare only with each other: its rate differs from coll_now_ns's
  * by the calibration's error (measured 1-2 parts in 10^4 with its 2 ms span: 20 ns on a

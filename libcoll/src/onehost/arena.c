@@ -217,7 +217,7 @@ coll_status_t arena_wait(arena_waiter_t *w, int peer, _Atomic uint32_t *counter,
   coll_base_t *base = a->base;
   arena_hdr_t *h = a->hdr;
   if (reached(atomic_load(counter), target)) return COLL_OK;
-  /* The spin measures itself on the cheap clock (about 10 ns a reading against 25-50 for
+  /* The spin measures itself on the cheap clock (about 11 ns a reading against 25-50 for
    * clock_gettime in this VM: a shorter turn sees the peer's line sooner); the deadline's
    * clock is read once the spin is over. */
   int64_t spin_start = coll_cheap_now_ns();
