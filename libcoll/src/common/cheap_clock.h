@@ -5,9 +5,9 @@
  * shm). Its readings compare only with each other: its rate differs from coll_now_ns's
  * by the calibration's error (measured 1-2 parts in 10^4 with its 2 ms span: 20 ns on a
  * 100 us interval) and by NTP's slewing of CLOCK_MONOTONIC (up to 5 in 10^4), so over
- * hours the two drift apart by seconds; deadlines and heartbeats stay on coll_now_ns. Where the
- * counter is not invariant (or not x86-64), and until its calibration span (2 ms, from the first
- * reading) has passed, it reads coll_now_ns. */
+ * hours the two drift apart by seconds; deadlines and heartbeats stay on coll_now_ns.
+ * Where the counter is not invariant (or not x86-64), and until its calibration span
+ * (2 ms from the first reading) has passed, it reads coll_now_ns. */
 #ifndef COLL_COMMON_CHEAP_CLOCK_H
 #define COLL_COMMON_CHEAP_CLOCK_H
 
