@@ -9,13 +9,18 @@
 #include "info.h"
 #include "writers.h"
 
+/* What the cost model needs of the simulated request. */
+static sched_params_t request_params(const trace_t *t) {
+  return (sched_params_t){.collective = t->req.collective,
+                          .count = t->req.count,
+                          .dtype = t->req.dtype,
+                          .nranks = t->req.nranks,
+                          .root = t->req.root,
+                          .segment_bytes = t->req.segment_bytes};
+}
+
 double report_predict(const trace_t *t, coll_algo_t algo) {
-  sched_params_t p = {.collective = t->req.collective,
-                      .count = t->req.count,
-                      .dtype = t->req.dtype,
-                      .nranks = t->req.nranks,
-                      .root = t->req.root,
-                      .segment_bytes = t->req.segment_bytes};
+  sched_params_t p = request_params(t);
   if (t->req.collective != COLL_KIND_ALL_TO_ALLV) return algo_predict(algo, &p, &t->req.cost);
   /* all_to_allv: the busiest rank's prediction (each rank's own layout). */
   size_t *v = malloc(4 * (size_t)p.nranks * sizeof *v);
@@ -267,12 +272,7 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
   }
   fprintf(out, "\n  cheapest here: %s", trace_algo_name(t->req.collective, best));
   /* The library chooses among fewer (algo_select: master, a teaching baseline, never). */
-  sched_params_t p = {.collective = t->req.collective,
-                      .count = t->req.count,
-                      .dtype = t->req.dtype,
-                      .nranks = t->req.nranks,
-                      .root = t->req.root,
-                      .segment_bytes = t->req.segment_bytes};
+  sched_params_t p = request_params(t);
   coll_algo_t chosen =
       t->req.collective == COLL_KIND_ALL_TO_ALLV ? COLL_ALGO_RING : algo_select(&p, &t->req.cost);
   if (chosen != best)
