@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mem/memops.h"
 
@@ -316,6 +317,12 @@ int ct_check_bytes(const unsigned char *b, size_t n, unsigned seed, int rank, co
       return 1;
     }
   return 0;
+}
+
+void ct_sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 int ct_ok(int rank, const char *what, coll_status_t st) {

@@ -53,6 +53,8 @@ void ct_fill_bytes(unsigned char *b, size_t n, unsigned seed);
 int ct_check_bytes(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what);
 /* 0 on COLL_OK; else prints the status and coll_last_error() and returns 1. */
 int ct_ok(int rank, const char *what, coll_status_t st);
+/* Sleep ms milliseconds (the rest of it too, when a signal cuts it short). */
+void ct_sleep_ms(int ms);
 /* 0 when every rank holds the same bytes (hash agreed with MIN and MAX all-reduces). */
 int ct_agree(coll_comm_t *comm, const void *buf, size_t bytes, const char *what);
 

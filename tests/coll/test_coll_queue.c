@@ -8,7 +8,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "coll.h"
 #include "coll_test_util.h"
@@ -43,6 +42,12 @@ static int sum_async(coll_comm_t *comm, float *buf, size_t count, int nranks, bo
   return 0;
 }
 
+/* How long the last _async call of count floats' size ran (progress.c's record). */
+static long long last_run_ns(coll_comm_t *comm, size_t count) {
+  int size_class = 64 - __builtin_clzll((unsigned long long)(count * sizeof(float)));
+  return (long long)atomic_load(&comm->async_run_ns[size_class]);
+}
+
 /* Small calls waited for at once get the grace (in at least one of SMALL_CALLS: the
  * streak needs GRACE_STREAK of them, and a rank descheduled past the grace starts it
  * again). A 16 MiB call takes far more than a tenth of the grace (100 us) on any host, so
@@ -61,9 +66,8 @@ static int rank_grace_by_size(int rank, int nranks, void *arg) {
   for (int i = 0; i < LONG_CALLS && !bad; i++) {
     bad |= sum_async(comm, buf, LONG_COUNT, nranks, &graced);
     if (i > 0 && graced) {
-      int size_class = 64 - __builtin_clzll((unsigned long long)LONG_COUNT * sizeof *buf);
       fprintf(stderr, "rank %d: long call %d got the grace; its size last ran %lld ns\n", rank, i,
-              (long long)atomic_load(&comm->async_run_ns[size_class]));
+              last_run_ns(comm, LONG_COUNT));
       bad = 1;
     }
   }
@@ -109,10 +113,9 @@ static int rank_grace_crowded(int rank, int nranks, void *arg) {
     long_graced += i > 0 && graced;
   }
   if (!bad && long_graced == 0) {
-    int size_class = 64 - __builtin_clzll((unsigned long long)CROWDED_LONG_COUNT * sizeof *buf);
     fprintf(stderr,
             "rank %d: crowded, no long call after the first got the grace (last ran %lld ns)\n",
-            rank, (long long)atomic_load(&comm->async_run_ns[size_class]));
+            rank, last_run_ns(comm, CROWDED_LONG_COUNT));
     bad = 1;
   }
   free(buf);
@@ -132,12 +135,6 @@ START_TEST(calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_ke
 }
 END_TEST
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* After a communicator's set-up and the calibration span (2 ms), the cheap clock reads
  * the counter (where it can), never steps back, and measures 20 ms sleeps as
  * coll_now_ns does, within 0.1 % (its calibration is good to about 0.02 %). */
@@ -145,7 +142,7 @@ static int rank_cheap_clock(int rank, int nranks, void *arg) {
   coll_comm_t *comm;
   if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
   int bad = 0;
-  sleep_ms(3);
+  ct_sleep_ms(3);
   int64_t prev = coll_cheap_now_ns();
   if (coll_cheap_clock_uses_counter() && atomic_load(&coll_cheap_clock.ready) != 1) {
     fprintf(stderr, "rank %d: the counter is invariant but not calibrated 3 ms after init\n", rank);
@@ -165,7 +162,7 @@ static int rank_cheap_clock(int rank, int nranks, void *arg) {
   }
   for (int i = 0; i < 5 && !bad; i++) {
     int64_t cheap0 = coll_cheap_now_ns(), mono0 = coll_now_ns();
-    sleep_ms(20);
+    ct_sleep_ms(20);
     int64_t cheap = coll_cheap_now_ns() - cheap0, mono = coll_now_ns() - mono0;
     int64_t off = cheap > mono ? cheap - mono : mono - cheap;
     if (off > mono / 1000 + 20000) {
