@@ -1,11 +1,10 @@
 /* The public API's contract: names, argument checks with messages, init from every
  * launcher's environment, agreement on COLL_ALGO and set_algo, non-blocking requests,
- * abort, timeouts naming the silent peer, memory statistics, the INFO log and where
- * unbound ranks start. */
+ * abort, timeouts naming the silent peer, memory statistics and the INFO log. Where
+ * ranks run and how they poll: test_coll_placement.c. */
 #include <check.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +14,6 @@
 
 #include "coll.h"
 #include "coll_test_util.h"
-#include "common/clock.h"
-#include "common/cpu_home.h"
-#include "common/wait.h"
 #include "core/comm.h"
 #include "multiproc.h"
 #include "tp_util.h"
@@ -38,11 +34,6 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* A one-rank communicator needs no store (its port is checked, never opened). */
 static coll_comm_t *single_comm(void) {
   ct_clean_env();
@@ -55,27 +46,6 @@ static coll_comm_t *single_comm(void) {
   ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
   return comm;
 }
-
-/* coll_comm_set_poll_us sets the wait's polling time of a rank with a CPU of its own (one
- * rank here), and leaves the user's COLL_SPIN_US alone. */
-START_TEST(set_poll_us_applies_unless_coll_spin_us_is_set) {
-  coll_comm_t *comm = single_comm();
-  ck_assert_int_eq(comm->base.spin_ns, 10000 * 1000);
-  ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
-  ck_assert_int_eq(comm->base.spin_ns, 2000 * 1000);
-  float v = 1;
-  ck_assert_int_eq(coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm), COLL_OK);
-  coll_comm_destroy(comm);
-  ct_clean_env();
-  setenv("COLL_SPIN_US", "7", 1);
-  coll_config_t cfg = {.size = 1, .local_rank = -1, .master_port = 29500, .host_store = -1};
-  ck_assert_int_eq(coll_comm_init_config(&cfg, &comm), COLL_OK);
-  ck_assert_int_eq(coll_comm_set_poll_us(comm, 2000), COLL_OK);
-  ck_assert_int_eq(comm->base.spin_ns, 7 * 1000);
-  unsetenv("COLL_SPIN_US");
-  coll_comm_destroy(comm);
-}
-END_TEST
 
 START_TEST(names_and_sizes_cover_every_enum_value) {
   ck_assert_uint_eq(coll_dtype_size(COLL_INT8), 1);
@@ -341,7 +311,7 @@ static int rank_async(int rank, int nranks, void *arg) {
       bad = 1;
     if (round != 2) {
       /* Poll the last one with test, wait for the others in reverse order. */
-      while (coll_request_test(&reqs[NREQ - 1]) == COLL_IN_PROGRESS) sleep_ms(1);
+      while (coll_request_test(&reqs[NREQ - 1]) == COLL_IN_PROGRESS) ct_sleep_ms(1);
       if (reqs[NREQ - 1] != NULL) bad = 1;
       for (int k = NREQ - 2; k >= 0; k--)
         if (coll_request_wait(&reqs[k]) != COLL_OK || reqs[k] != NULL) bad = 1;
@@ -374,7 +344,7 @@ typedef struct {
 
 static void *abort_later(void *arg) {
   aborter_t *a = arg;
-  sleep_ms(a->delay_ms);
+  ct_sleep_ms(a->delay_ms);
   coll_comm_abort(a->comm);
   return NULL;
 }
@@ -416,7 +386,7 @@ static int rank_abort(int rank, int nranks, void *arg) {
     }
     if (coll_all_reduce(x, y, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_ERR_ABORTED) bad = 1;
   } else {
-    sleep_ms(1500);
+    ct_sleep_ms(1500);
     coll_comm_abort(comm);
   }
   if (coll_comm_destroy(comm) != COLL_OK) bad = 1;
@@ -437,7 +407,7 @@ static int rank_silent_peer(int rank, int nranks, void *arg) {
   if (ct_init(job, rank, nranks, &comm) != 0) return 1;
   if (rank == 1) {
     if (job->transport != NULL && strcmp(job->transport, "tcp") == 0) _exit(0);
-    sleep_ms(3000);
+    ct_sleep_ms(3000);
     coll_comm_abort(comm);
     coll_comm_destroy(comm);
     return 0;
@@ -590,193 +560,12 @@ START_TEST(ranks_that_disagree_on_the_count_get_a_mismatch_naming_both) {
 }
 END_TEST
 
-static void *home_of_other_thread(void *arg) {
-  int other_home = *(int *)arg;
-  bool moved = coll_cpu_home_return_at(other_home, coll_now_ns());
-  return (void *)(intptr_t)(coll_cpu_home() != -1 || moved);
-}
-
-/* Puts the thread on CPU first (its mask kept) and takes one turn of coll_wait_spin: true
- * when the turn moved it home (the scheduler may move the thread between the push and the
- * turn: then it tries again, up to 200 times). */
-static bool waiter_turn_moves_home(int first, const cpu_set_t *mask, int64_t waited_ns,
-                                   int64_t spin_ns, int64_t pure_spin_ns) {
-  for (int attempt = 0; attempt < 200; attempt++) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof *mask, mask))
-      return false;
-    if (sched_getcpu() != first) continue;
-    int64_t moves = coll_cpu_home_moves();
-    coll_wait_spin(waited_ns, spin_ns, pure_spin_ns);
-    if (coll_cpu_home_moves() == moves + 1) return true;
-  }
-  return false;
-}
-
-/* After placement as local rank 1 of 2, home is the mask's second CPU: a waiter found on
- * the first (rank 0's) goes back, at most once a millisecond, and keeps its mask; at home
- * or on a CPU that is no rank's it stays; a thread placement did not place has no home.
- * Each check sets its own bit of the failure code. */
-static int check_way_home(int home, const cpu_set_t *mask) {
-  int first = -1, third = -1;
-  for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
-    if (CPU_ISSET(c, mask)) {
-      if (seen == 0) first = c;
-      if (seen == 2) third = c;
-      seen++;
-    }
-  int bad = 0;
-  /* Through the waiter: a yield turn of coll_wait_spin on the first CPU moves home (waited
-   * 2 ns: past the pure spin (1), before blocking (10)); then, a move interval later, a
-   * turn of a pure spin that never yields, past its first COLL_WAIT_HOME_AFTER_NS. */
-  bad |= !waiter_turn_moves_home(first, mask, 2, 10, 1) << 9;
-  sleep_ms(2);
-  int64_t long_spin = 100 * (int64_t)COLL_WAIT_HOME_AFTER_NS;
-  bad |= !waiter_turn_moves_home(first, mask, COLL_WAIT_HOME_AFTER_NS, long_spin, long_spin) << 10;
-  int64_t t = coll_now_ns() + 2000000, moves = coll_cpu_home_moves();
-  bad |= coll_cpu_home() != home;
-  bad |= coll_cpu_home_return_at(home, t) << 1;
-  bad |= (third >= 0 && coll_cpu_home_return_at(third, t)) << 2;
-  bad |= !coll_cpu_home_return_at(first, t) << 3;
-  bad |= coll_cpu_home_return_at(first, t + 500000) << 4;
-  bad |= !coll_cpu_home_return_at(first, t + 2000000) << 5;
-  bad |= (coll_cpu_home_moves() != moves + 2) << 6;
-  cpu_set_t after;
-  bad |= (sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(mask, &after)) << 7;
-  pthread_t thread;
-  void *other = NULL;
-  if (pthread_create(&thread, NULL, home_of_other_thread, &first) != 0 ||
-      pthread_join(thread, &other) != 0 || other != NULL)
-    bad |= 1 << 8;
-  if (bad)
-    fprintf(stderr, "way home: home %d, first CPU %d, third %d: failed checks 0x%x\n", home, first,
-            third, bad);
-  return bad != 0;
-}
-
-/* Unbound ranks of one host start on distinct CPUs (core/placement.c): called as init
- * calls it, for local rank 1 of 2, the thread goes to the second CPU of its mask and the
- * mask is the same after; only once per process. (Where the thread runs after that is
- * the scheduler's business: under load it may move it again at once.) */
-static int rank_place(int rank, int nranks, void *arg) {
-  (void)nranks;
-  (void)arg;
-  ct_clean_env();
-  cpu_set_t before, after;
-  if (sched_getaffinity(0, sizeof before, &before) != 0) return 1;
-  int want = -1;
-  for (int c = 0, seen = 0; c < CPU_SETSIZE && want < 0; c++)
-    if (CPU_ISSET(c, &before) && seen++ == 1) want = c;
-  coll_base_t base = {.rank = rank, .local_index = 1, .local_count = 2};
-  int cpu = -3, again = -3;
-  int bad = ct_ok(rank, "placement", placement_spread_once(&base, &cpu));
-  bad |= sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(&before, &after);
-  bad |= ct_ok(rank, "placement again", placement_spread_once(&base, &again));
-  if (bad || cpu != want || again != -1) {
-    fprintf(stderr, "rank %d: moved to CPU %d (expected %d), then %d (expected -1); mask %s\n",
-            rank, cpu, want, again, CPU_EQUAL(&before, &after) ? "kept" : "changed");
-    return 1;
-  }
-  return check_way_home(want, &before);
-}
-
-/* A 2-rank all-reduce that must give 2, then destroy: non-zero when it did not. */
-static int sum_of_two_then_destroy(int rank, coll_comm_t *comm) {
-  float v = 1;
-  int bad = ct_ok(rank, "all_reduce", coll_all_reduce(&v, &v, 1, COLL_FLOAT32, COLL_SUM, comm));
-  bad |= v != 2.0f;
-  coll_comm_destroy(comm);
-  return bad;
-}
-
-/* Whether this process may run on 2 CPUs; says why the test skips when not. */
-static bool two_cpus_or_skip(void) {
-  cpu_set_t mask;
-  ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
-  if (CPU_COUNT(&mask) >= 2) return true;
-  fprintf(stderr, "skipped: this process may run on %d CPU only\n", CPU_COUNT(&mask));
-  return false;
-}
-
-/* Through a real init of 2 ranks: the mask is the same after init, and the ranks work. */
-static int rank_init_keeps_mask(int rank, int nranks, void *arg) {
-  cpu_set_t before, after;
-  if (sched_getaffinity(0, sizeof before, &before) != 0) return 1;
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
-  int bad = sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(&before, &after);
-  if (bad) fprintf(stderr, "rank %d: the CPU mask changed across init\n", rank);
-  return bad | sum_of_two_then_destroy(rank, comm);
-}
-
-START_TEST(unbound_ranks_start_on_distinct_cpus_and_keep_their_mask) {
-  if (!two_cpus_or_skip()) return;
-  ck_assert_int_eq(mp_run(1, 30000, rank_place, NULL), 0);
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 30000, rank_init_keeps_mask, &job), 0);
-  /* A value other than 0 or 1 fails init, naming the variable. */
-  ct_clean_env();
-  setenv("COLL_SPREAD", "2", 1);
-  coll_config_t cfg = {.size = 1, .local_rank = -1, .master_port = 29500, .host_store = -1};
-  coll_comm_t *comm = NULL;
-  EXPECT_INVALID(coll_comm_init_config(&cfg, &comm), "COLL_SPREAD");
-  ck_assert_ptr_null(comm);
-  unsetenv("COLL_SPREAD");
-}
-END_TEST
-
-/* The poll follows where the local ranks may run (core/comm.c choose_spin): ranks bound
- * to CPUs of their own, or one bound beside one unbound, are not crowded and poll for
- * 10 ms; two bound to one CPU are crowded and poll for 5 us. */
-enum { OWN_CPUS, ONE_CPU, ONE_BOUND_ONE_FREE };
-typedef struct {
-  ct_job_t job;
-  int layout;
-} bind_job_t;
-
-static int rank_bound_poll(int rank, int nranks, void *arg) {
-  bind_job_t *bj = arg;
-  cpu_set_t mask, one;
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return 1;
-  int want = bj->layout == ONE_CPU ? 0 : rank, cpu = -1;
-  for (int c = 0, seen = 0; c < CPU_SETSIZE && cpu < 0; c++)
-    if (CPU_ISSET(c, &mask) && seen++ == want) cpu = c;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  bool free_rank = bj->layout == ONE_BOUND_ONE_FREE && rank == 1;
-  if (!free_rank && sched_setaffinity(0, sizeof one, &one) != 0) return 1;
-  coll_comm_t *comm;
-  if (ct_init(&bj->job, rank, nranks, &comm) != 0) return 1;
-  bool crowded = bj->layout == ONE_CPU;
-  int64_t spin = crowded ? 5 * 1000 : 10000 * 1000;
-  /* Not crowded, bound or not, a rank never yields. */
-  int64_t pure = crowded ? 1000 : spin;
-  int bad = comm->base.spin_crowded != crowded || comm->base.spin_ns != spin ||
-            comm->base.pure_spin_ns != pure;
-  if (bad)
-    fprintf(stderr,
-            "rank %d (layout %d): crowded %d, poll %lld ns (%lld pure); expected %d, %lld (%lld)\n",
-            rank, bj->layout, comm->base.spin_crowded, (long long)comm->base.spin_ns,
-            (long long)comm->base.pure_spin_ns, crowded, (long long)spin, (long long)pure);
-  return bad | sum_of_two_then_destroy(rank, comm);
-}
-
-START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly) {
-  if (!two_cpus_or_skip()) return;
-  bind_job_t bj = {.job = {.port = mp_free_port()}, .layout = _i};
-  ck_assert_int_eq(mp_run(2, 30000, rank_bound_poll, &bj), 0);
-}
-END_TEST
-
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
   TCase *tc = tcase_create("api");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, names_and_sizes_cover_every_enum_value);
   tcase_add_test(tc, bad_arguments_return_invalid_argument_with_a_message);
-  tcase_add_test(tc, set_poll_us_applies_unless_coll_spin_us_is_set);
   tcase_add_loop_test(tc, missing_or_malformed_launcher_variables_are_named, 0,
                       (int)(sizeof env_cases / sizeof env_cases[0]));
   tcase_add_test(tc, one_rank_from_the_environment_needs_no_store);
@@ -789,9 +578,6 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, info_log_names_algorithm_why_and_transport_and_staging_is_reported);
   tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
   tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
-  tcase_add_test(tc, unbound_ranks_start_on_distinct_cpus_and_keep_their_mask);
-  tcase_add_loop_test(tc, bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly, 0,
-                      3);
   suite_add_tcase(s, tc);
   return s;
 }
