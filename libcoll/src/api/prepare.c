@@ -35,6 +35,12 @@ static const char *transport_name(const coll_comm_t *comm) {
   return c != NULL ? c->ops->name : "none";
 }
 
+/* The arena serves host all-reduces of a communicator that has one (all ranks on one
+ * host over shm, arena.h). */
+static bool arena_can_run(const coll_comm_t *comm, const prepared_call_t *pc) {
+  return comm->arena != NULL && pc->call.kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
+}
+
 /* Why the call runs where it runs, for the INFO line. The order is dispatch's and
  * api_prepare's: windows, then the small-message lines (which serve a forced arena too),
  * a forced algorithm, the arena's measured rule, the cost model. arena_ok: the arena could
@@ -65,8 +71,7 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
   const coll_call_t *call = &pc->call;
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
-  /* The arena is estimated only where it could run (api_prepare's arena_ok). */
-  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
+  bool arena_ok = arena_can_run(comm, pc); /* estimated only where it could run */
   char alts[256] = "";
   size_t len = 0;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
@@ -243,10 +248,9 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   }
   call->algo = comm->algo;
   call->segment_bytes = comm->segment_bytes;
-  /* The arena serves host all-reduces of a communicator that has one (all ranks on one
-   * host over shm, arena.h): forced elsewhere, the cost model chooses instead. The facts
-   * are the same on every rank, so is the choice. */
-  bool arena_ok = comm->arena != NULL && call->kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
+  /* Forced where the arena cannot run, the cost model chooses instead. The facts are the
+   * same on every rank, so is the choice. */
+  bool arena_ok = arena_can_run(comm, pc);
   if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
     if (call->kind == COLL_KIND_ALL_REDUCE)
       coll_log(COLL_LOG_INFO,
