@@ -86,6 +86,17 @@ bool bitwise(c10d::ReduceOp::RedOpType op) {
   return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
 }
 
+// The tensor factor of a PREMUL_SUM (undefined for a Python float): one tensor from
+// torch 2.x's PreMulSumSupplement::tensor_factor, a list of one per device before.
+template <typename Supplement>
+auto tensor_factor(const Supplement &s, int) -> decltype(s.tensor_factor, at::Tensor()) {
+  return s.tensor_factor;
+}
+template <typename Supplement>
+auto tensor_factor(const Supplement &s, long) -> decltype(s.tensor_factors, at::Tensor()) {
+  return s.tensor_factors.empty() ? at::Tensor() : s.tensor_factors.front();
+}
+
 [[noreturn]] void refuse(int rank, const char *call, const std::string &what) {
   TORCH_CHECK(false, "coll: rank ", rank, ": ", call, ": ", what);
 }
@@ -184,10 +195,18 @@ ReducePlan plan_reduction(int rank, const char *call, at::ScalarType type,
   if (kind == c10d::ReduceOp::PREMUL_SUM) {
 #if TORCH_COLL_HAVE_PREMUL
     auto *factor = dynamic_cast<c10d::NCCLPreMulSumSupplement *>(op.supplement_.get());
-    if (factor == nullptr || !factor->tensor_factors.empty())
-      refuse(rank, call, "ReduceOp.PREMUL_SUM takes a Python float factor here");
+    if (factor == nullptr) refuse(rank, call, "ReduceOp.PREMUL_SUM without its factor");
+    const at::Tensor tensor = tensor_factor(*factor, 0);
+    if (tensor.defined()) {
+      if (tensor.numel() != 1)
+        refuse(rank, call,
+               "ReduceOp.PREMUL_SUM takes a factor of one element (got " +
+                   std::to_string(tensor.numel()) + ")");
+      plan.premul_factor = tensor.item<double>();  // a device factor: after its stream's work
+    } else {
+      plan.premul_factor = factor->double_factor;
+    }
     plan.premul = true;
-    plan.premul_factor = factor->double_factor;
     return plan;
 #else
     refuse(rank, call, "ReduceOp.PREMUL_SUM needs coll_op_create_premul_sum, not in this libcoll");

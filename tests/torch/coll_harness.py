@@ -124,3 +124,28 @@ def expect_raises(fn, *needles):
             assert n in text, "error %r lacks %r" % (text, n)
         return text
     raise AssertionError("no error raised; expected one with %r" % (needles,))
+
+
+def raises_like_gloo(ctx, call, *needles):
+    """call(group) must raise for gloo's group and for coll's (the default group). Where
+    PyTorch refuses the arguments before any backend sees them (torch 2.x checks more in
+    Python than 1.13), coll must give the very same exception; where the backend refuses,
+    coll's message must hold every needle. Returns coll's message."""
+    errors = []
+    for group in (ctx.gloo, None):
+        try:
+            call(group)
+        except (RuntimeError, ValueError) as e:
+            errors.append(e)
+        else:
+            errors.append(None)
+    want, got = errors
+    assert want is not None, "gloo accepted the call; the case is wrong"
+    assert got is not None, "coll accepted what gloo refused: %r" % (want,)
+    text = str(got)
+    if "coll: rank" in text:  # refused by the backend: our message
+        for n in needles:
+            assert n in text, "error %r lacks %r" % (text, n)
+    else:  # refused by PyTorch itself: the same for both
+        assert (type(got), str(got)) == (type(want), str(want)), (got, want)
+    return text
