@@ -5,6 +5,7 @@
 
 #include "torch_coll_config.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 
@@ -13,6 +14,11 @@ namespace torch_coll {
 namespace {
 // How long the worker sleeps between polls of running requests when no new job arrives.
 constexpr auto kPollInterval = std::chrono::microseconds(50);
+// How long shutdown() (destroy_process_group) lets calls still running finish before it
+// aborts them (an irecv nobody matches, a collective a peer never joins): at most the
+// group's timeout, and no more than this, so that tearing a group down never waits for
+// torch's 30-minute default.
+constexpr auto kShutdownGrace = std::chrono::milliseconds(5000);
 
 bool is_point_to_point(c10d::OpType type) {
   return type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
@@ -30,18 +36,46 @@ std::string coll_failure_text(int rank, const char *call, coll_status_t status) 
 }
 
 CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout)
-    : comm_(comm), rank_(rank), timeout_(timeout), thread_([this] { run(); }) {}
+    : comm_(comm),
+      rank_(rank),
+      timeout_(timeout),
+      completer_(std::make_unique<Completer>([this](JobList &ended) { complete(ended); })),
+      thread_([this] { run(); }) {}
 
 CommWorker::~CommWorker() {
+  shutdown();
+  completer_.reset();  // the last completions, before the communicator goes
+  coll_comm_destroy(comm_);
+  comm_ = nullptr;
+}
+
+void CommWorker::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_one();
-  thread_.join();
+  std::call_once(joined_, [this] { thread_.join(); });
+}
+
+void CommWorker::abort() { coll_comm_abort(comm_); }
+
+// A job submitted after shutdown() fails at once.
+void CommWorker::refuse_stopped(std::unique_ptr<Job> job) {
+  job->status = COLL_ERR_ABORTED;
+  job->error = "coll: rank " + std::to_string(rank_) + ": " + job->call +
+               ": the process group was shut down or aborted";
+  JobList ended;
+  ended.push_back(std::move(job));
+  complete(ended);
 }
 
 void CommWorker::submit(std::unique_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) job->status = COLL_ERR_ABORTED;
+  }
+  if (job->status == COLL_ERR_ABORTED) return refuse_stopped(std::move(job));
 #if TORCH_COLL_HAVE_TAGGED
   if (is_point_to_point(job->work->retrieveOpType())) {
     // Posted now, even while another thread is in a collective on comm_ (coll.h rule 4's
@@ -60,8 +94,9 @@ void CommWorker::submit(std::unique_ptr<Job> job) {
 #endif
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(job));
+    if (!stopping_) queue_.push_back(std::move(job));
   }
+  if (job) return refuse_stopped(std::move(job));  // shut down in the meantime
   wake_.notify_one();
 }
 
@@ -69,6 +104,7 @@ namespace {
 // The request ended (or never started): release what start made, keep the outcome.
 void end_job(coll_comm_t *comm, std::unique_ptr<Job> job, coll_status_t status, std::string error,
              JobList &ended) {
+  job->ran = std::chrono::steady_clock::now() - job->started;
   if (job->cleanup) job->cleanup(comm);
   job->status = status;
   job->error = std::move(error);
@@ -89,7 +125,7 @@ void CommWorker::complete(JobList &ended) {
                                 ": copying the result out failed: " + e.what());
       continue;
     }
-    job->work->complete_ok(job->source);
+    job->work->complete_ok(job->source, job->ran);
   }
   ended.clear();  // the jobs' tensors are released here, outside drive_mutex_
 }
@@ -97,6 +133,7 @@ void CommWorker::complete(JobList &ended) {
 // Calls job.start; a failure's text goes to `error`.
 coll_status_t CommWorker::call_start(Job &job, std::string &error) {
   coll_status_t status = COLL_ERR_INTERNAL;
+  job.started = std::chrono::steady_clock::now();
   try {
     status = job.start(comm_, &job.request, &job.source);
     if (status != COLL_OK) error = coll_failure_text(rank_, job.call, status);
@@ -222,7 +259,8 @@ void CommWorker::run() {
           wake_.wait_for(lock, kPollInterval);
       }
       if (stopping_ && stop_deadline == std::chrono::steady_clock::time_point{})
-        stop_deadline = std::chrono::steady_clock::now() + timeout_;
+        stop_deadline = std::chrono::steady_clock::now() +
+                        (timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace);
     }
     JobList ended;
     {
@@ -238,11 +276,8 @@ void CommWorker::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       in_flight_count_ = in_flight_.size();
     }
-    complete(ended);
+    if (!ended.empty()) completer_->post(std::move(ended));
   }
-  std::lock_guard<std::mutex> drive(drive_mutex_);
-  coll_comm_destroy(comm_);
-  comm_ = nullptr;
 }
 
 }  // namespace torch_coll

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "completer.hpp"
 #include "work_coll.hpp"
 
 namespace torch_coll {
@@ -44,19 +45,26 @@ struct Job {
   bool posted = false;                      // a point-to-point call submit started already
   coll_status_t status = COLL_IN_PROGRESS;  // how it ended, and the message when it failed
   std::string error;
+  std::chrono::steady_clock::time_point started{};  // when start was called
+  std::chrono::nanoseconds ran{0};                   // from started to the end of the call
 };
-
-using JobList = std::vector<std::unique_ptr<Job>>;
 
 class CommWorker {
  public:
-  // Takes over comm: the worker destroys it when it stops.
+  // Takes over comm: the worker destroys it when it is destroyed itself.
   CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout);
-  // Finishes the queued and running jobs (aborting those still running after the timeout),
-  // then destroys the communicator.
+  // shutdown(), then destroys the communicator.
   ~CommWorker();
   CommWorker(const CommWorker &) = delete;
   CommWorker &operator=(const CommWorker &) = delete;
+
+  // Finishes the queued and running jobs (aborting those still running after the group's
+  // timeout or 5 s, whichever is shorter) and stops the thread; later jobs fail at once
+  // ("the group was shut down"). Idempotent.
+  void shutdown();
+  // coll_comm_abort: every running and later call fails with COLL_ERR_ABORTED, at once.
+  // Any thread; idempotent.
+  void abort();
 
   void submit(std::unique_ptr<Job> job);
   // On a thread waiting for `work`: starts the queued jobs and polls the running ones in
@@ -70,6 +78,7 @@ class CommWorker {
 
  private:
   void run();
+  void refuse_stopped(std::unique_ptr<Job> job);
   // These call libcoll: only with drive_mutex_ held. Jobs that ended go to `ended`.
   void start(std::unique_ptr<Job> job, JobList &ended);
   void post_now(std::unique_ptr<Job> &job, JobList &ended);
@@ -88,11 +97,14 @@ class CommWorker {
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stopping_ = false;
+  std::once_flag joined_;
   size_t in_flight_count_ = 0;
   std::mutex post_mutex_;  // point-to-point posts, in submission order
   // Held by whichever thread calls libcoll on comm_: the worker, or a waiter driving.
   std::mutex drive_mutex_;
   JobList in_flight_;  // guarded by drive_mutex_
+  // Completes what the worker thread saw end (never on the worker thread itself).
+  std::unique_ptr<Completer> completer_;
   std::thread thread_;
 };
 

@@ -191,17 +191,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::scatter(
 #endif
 }
 
-namespace {
-
-ReducePlan plan_scatter(int rank, const char *call, const at::Tensor &t, const c10d::ReduceOp &op) {
-  ReducePlan plan = plan_reduction(rank, call, t.scalar_type(), op);
-  TORCH_COLL_CHECK(!plan.premul, rank, call,
-                   "ReduceOp.PREMUL_SUM is only for all_reduce and reduce");
-  return plan;
-}
-
-}  // namespace
-
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::reduce_scatter(
     std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
     const c10d::ReduceScatterOptions &opts) {
@@ -210,18 +199,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::reduce_scatter(
   TORCH_COLL_CHECK(inputs.size() == 1, getRank(), call, "takes one input list (got ", inputs.size(),
                    ")");
   check_list(getRank(), call, inputs[0], output, static_cast<size_t>(getSize()), "input");
-  const ReducePlan plan = plan_scatter(getRank(), call, output, opts.reduceOp);
   std::vector<at::Tensor> parts;
   for (const at::Tensor &t : inputs[0]) parts.push_back(t.reshape({-1}));
   at::Tensor flat = at::cat(parts);
   Staged out(output);
-  const size_t count = static_cast<size_t>(output.numel() * plan.reals_per_element);
-  StartFn start = [flat, out, count, plan](coll_comm_t *comm, coll_request_t **request, int *) {
-    return coll_reduce_scatter_async(flat.data_ptr(), out.data(), count, plan.dtype, plan.op, comm,
-                                     request);
-  };
-  return enqueue(c10d::OpType::REDUCE_SCATTER, call, outputs, std::move(start),
-                 [out] { out.copy_back(); });
+  return reduce_scatter_buffers(c10d::OpType::REDUCE_SCATTER, call, flat, out.buffer,
+                                opts.reduceOp, outputs, [out] { out.copy_back(); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::_reduce_scatter_base(
@@ -234,16 +217,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::_reduce_scatter_base(
   TORCH_COLL_CHECK(input.numel() == output.numel() * getSize(), getRank(), call, "input has ",
                    input.numel(), " elements, expected ", output.numel() * getSize(),
                    " (output size times group size)");
-  const ReducePlan plan = plan_scatter(getRank(), call, output, opts.reduceOp);
   Staged in(input);
   Staged out(output);
-  const size_t count = static_cast<size_t>(output.numel() * plan.reals_per_element);
-  StartFn start = [in, out, count, plan](coll_comm_t *comm, coll_request_t **request, int *) {
-    return coll_reduce_scatter_async(in.data(), out.data(), count, plan.dtype, plan.op, comm,
-                                     request);
-  };
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, call, {output}, std::move(start),
-                 [out] { out.copy_back(); });
+  return reduce_scatter_buffers(c10d::OpType::_REDUCE_SCATTER_BASE, call, in.buffer, out.buffer,
+                                opts.reduceOp, {output}, [out] { out.copy_back(); });
 }
 
 }  // namespace torch_coll

@@ -17,10 +17,12 @@ void register_backend(py::object create) {
   py::dict plugins = backend.attr("_plugins");
   if (plugins.contains("COLL")) return;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-  // 2.1 and later ask which devices the backend serves.
+  // 2.1 and later ask which devices the backend serves: "cpu", and "cuda" where libcoll
+  // was built with its device path, so that "coll" alone, "cpu:coll" and
+  // "cpu:gloo,cuda:coll" all name it.
   py::list devices;
   devices.append("cpu");
-  devices.append("cuda");
+  if (TORCH_COLL_HAVE_CUDA) devices.append("cuda");
   backend.attr("register_backend")("coll", create, py::arg("devices") = devices);
 #else
   backend.attr("register_backend")("coll", create);
@@ -54,6 +56,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         f["scatter"] = static_cast<bool>(TORCH_COLL_HAVE_SCATTER);
         f["all_to_allv"] = static_cast<bool>(TORCH_COLL_HAVE_ALL_TO_ALLV);
         f["tagged_p2p"] = static_cast<bool>(TORCH_COLL_HAVE_TAGGED);
+        f["cuda"] = static_cast<bool>(TORCH_COLL_HAVE_CUDA);
         return f;
       },
       "Which optional libcoll calls this build found in coll.h (the rest raise RuntimeError).");

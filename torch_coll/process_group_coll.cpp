@@ -137,14 +137,50 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const 
                                                        std::function<void(coll_comm_t *)> cleanup) {
   auto job = std::make_unique<Job>();
   job->call = call;
-  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs), worker_);
+  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs), worker_, ++seq_);
   job->start = std::move(start);
   job->finish = std::move(finish);
   job->blocking = blocking;
   job->cleanup = std::move(cleanup);
   c10::intrusive_ptr<WorkColl> work = job->work;
+  {
+    std::lock_guard<std::mutex> lock(coalescing_mutex_);
+    if (coalescing_) coalescing_->add_member(work);
+  }
   worker_->submit(std::move(job));
   return work;
+}
+
+c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue_reduction(
+    c10d::OpType type, const char *call, const ReducePlan &plan, ReduceStart start,
+    std::vector<at::Tensor> outputs, std::function<void()> finish) {
+  if (!plan.premul) {
+    const coll_op_t op = plan.op;
+    StartFn run = [start = std::move(start), op](coll_comm_t *comm, coll_request_t **request,
+                                                 int *) { return start(comm, op, request); };
+    return enqueue(type, call, std::move(outputs), std::move(run), std::move(finish));
+  }
+#if TORCH_COLL_HAVE_PREMUL
+  // The op libcoll makes for this call, released after it.
+  auto made = std::make_shared<std::pair<bool, coll_op_t>>(false, plan.op);
+  StartFn run = [start = std::move(start), plan, made](coll_comm_t *comm,
+                                                       coll_request_t **request, int *) {
+    Scalar factor = scalar_in(plan.dtype, plan.premul_factor);
+    coll_op_t op = plan.op;
+    coll_status_t status = coll_op_create_premul_sum(comm, factor.bytes, plan.dtype, &op);
+    if (status != COLL_OK) return status;
+    *made = {true, op};
+    return start(comm, op, request);
+  };
+  auto cleanup = [made](coll_comm_t *comm) {
+    if (made->first) coll_op_destroy(comm, made->second);
+  };
+  return enqueue(type, call, std::move(outputs), std::move(run), std::move(finish), false,
+                 std::move(cleanup));
+#else
+  TORCH_CHECK(false, "coll: rank ", getRank(), ": ", call,
+              ": ReduceOp.PREMUL_SUM needs coll_op_create_premul_sum, not in this libcoll");
+#endif
 }
 
 // root < 0: all-reduce; otherwise reduce to root.
@@ -155,32 +191,28 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::reduce_buffer(c10d::OpType type, 
                                                              std::function<void()> finish) {
   const ReducePlan plan = plan_reduction(getRank(), call, buffer.scalar_type(), op);
   const size_t count = static_cast<size_t>(buffer.numel() * plan.reals_per_element);
-  // The PREMUL_SUM op libcoll makes for this call, released after it.
-  auto made = std::make_shared<std::pair<bool, coll_op_t>>(false, plan.op);
-  StartFn start = [buffer, count, plan, root, made](coll_comm_t *comm, coll_request_t **request,
-                                                    int *) {
-    coll_op_t op = plan.op;
-#if TORCH_COLL_HAVE_PREMUL
-    if (plan.premul) {
-      Scalar factor = scalar_in(plan.dtype, plan.premul_factor);
-      coll_status_t status = coll_op_create_premul_sum(comm, factor.bytes, plan.dtype, &op);
-      if (status != COLL_OK) return status;
-      *made = {true, op};
-    }
-#endif
+  ReduceStart start = [buffer, count, plan, root](coll_comm_t *comm, coll_op_t op,
+                                                  coll_request_t **request) {
     void *data = buffer.data_ptr();
     if (root < 0) return coll_all_reduce_async(data, data, count, plan.dtype, op, comm, request);
     return coll_reduce_async(data, data, count, plan.dtype, op, root, comm, request);
   };
-  std::function<void(coll_comm_t *)> cleanup;
-#if TORCH_COLL_HAVE_PREMUL
-  if (plan.premul)
-    cleanup = [made](coll_comm_t *comm) {
-      if (made->first) coll_op_destroy(comm, made->second);
-    };
-#endif
-  return enqueue(type, call, std::move(outputs), std::move(start), std::move(finish), false,
-                 std::move(cleanup));
+  return enqueue_reduction(type, call, plan, std::move(start), std::move(outputs),
+                           std::move(finish));
+}
+
+c10::intrusive_ptr<WorkColl> ProcessGroupColl::reduce_scatter_buffers(
+    c10d::OpType type, const char *call, at::Tensor input, at::Tensor output,
+    const c10d::ReduceOp &op, std::vector<at::Tensor> outputs, std::function<void()> finish) {
+  const ReducePlan plan = plan_reduction(getRank(), call, output.scalar_type(), op);
+  const size_t count = static_cast<size_t>(output.numel() * plan.reals_per_element);
+  ReduceStart start = [input, output, count, plan](coll_comm_t *comm, coll_op_t op,
+                                                   coll_request_t **request) {
+    return coll_reduce_scatter_async(input.data_ptr(), output.data_ptr(), count, plan.dtype, op,
+                                     comm, request);
+  };
+  return enqueue_reduction(type, call, plan, std::move(start), std::move(outputs),
+                           std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::allreduce(std::vector<at::Tensor> &tensors,

@@ -9,6 +9,8 @@
 # trainer was built (OpenBLAS, zlib), libtrain's CUDA backend against its CPU backend and,
 # when data is found, one epoch of 2-rank training with --device cuda. Logs go to $OUT
 # (or gpu-logs/); the summary table is printed last.
+# Then the torch.distributed backend coll, built against the machine's PyTorch, on CUDA
+# tensors (DDP and FSDP2, against PyTorch's nccl: tests/gpu/torch_coll_cuda.py).
 # Last, libnccl.so.2: nccl-tests built against it and run on 2 ranks sharing the GPU
 # (tests/gpu/nccl_check.sh), and PyTorch's NCCL backend over it when PyTorch has CUDA.
 # Usage: tests/gpu/run.sh            (from the repository root; about 8 minutes)
@@ -47,8 +49,15 @@ step() { # name, timeout seconds, log file, command...
 nvidia-smi -L >"$logs/gpus.log" 2>&1 || true
 cat "$logs/gpus.log"
 echo "---- configure + build ($build)"
+# The machine's own PyTorch (python3 there holds it): torch_coll is built against it too.
+torch_py=$(command -v python3 || true)
+torch_args=()
+if [ -n "$torch_py" ] && "$torch_py" -c 'import torch' 2>/dev/null; then
+  torch_args=("-Dtorch2_python=$torch_py")
+fi
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$root" --buildtype=release -Dtests=disabled -Dcuda=enabled \
+    "${torch_args[@]}" \
     >"$logs/configure.log" 2>&1 || { tail -n 30 "$logs/configure.log"; record build "FAIL (configure)"; exit 1; }
 fi
 if ninja -C "$build" >"$logs/build.log" 2>&1; then record build PASS
@@ -87,6 +96,19 @@ if [ -x "$build/tools/train" ] && [ -x "$build/tools/collrun" ] && [ -d "$data" 
     "$build/tools/collrun" -n 2 "$build/tools/train" --device cuda --epochs 1 --data "$data" --quiet
 else
   record "train 2 ranks --device cuda" "SKIP (train not built or no data at $data)"
+fi
+
+# The torch.distributed backend "coll" on CUDA tensors: DDP and FSDP2 through
+# cpu:gloo,cuda:coll and through PyTorch's nccl, 2 ranks on GPU 0 (tests/gpu/torch_coll_cuda.py).
+if [ ${#torch_args[@]} -gt 0 ] && [ -d "$build/torch_coll/torch2" ]; then
+  step "torch_coll cuda:coll DDP+FSDP2" 600 "$logs/torch_coll_cuda.log" \
+    env PYTHONPATH="$build/torch_coll/torch2" PYTHONUNBUFFERED=1 "$torch_py" \
+    "$root/tests/gpu/torch_coll_cuda.py"
+  while read -r what kind name verdict rest; do
+    record "  torch_coll $kind $name" "$verdict $rest"
+  done < <(grep -E "^TORCH-COLL-CUDA " "$logs/torch_coll_cuda.log")
+else
+  record "torch_coll cuda:coll" "SKIP (python3 here has no torch)"
 fi
 
 # libnccl.so.2 (issue 16): nccl-tests over it with results checked, and PyTorch's NCCL

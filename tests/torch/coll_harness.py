@@ -89,16 +89,15 @@ def rank_process(cases, argv):
     sys.exit(1 if failed else 0)
 
 
-def main(cases, worlds=(2, 3, 4), script=None):
-    """In the parent: every case at every world size; prints a summary, exits 1 on a failure."""
-    if "--rank-process" in sys.argv:
-        rank_process(cases, sys.argv[sys.argv.index("--rank-process") + 1:])
-        return
-    script = script or os.path.abspath(sys.argv[0])
+def run_worlds(worlds, script, timeout_s=None):
+    """In the parent: every case at every world size (or, where worlds is a dict, the cases
+    it names for each world size), each world within timeout_s (DEADLINE_S when None);
+    prints a summary; returns the number of ranks that failed."""
     bad = 0
-    for world in worlds:
+    plan = worlds if isinstance(worlds, dict) else {w: [] for w in worlds}
+    for world, names in plan.items():
         start = time.monotonic()
-        results = launch(script, world, [])
+        results = launch(script, world, list(names), timeout_s=timeout_s or DEADLINE_S)
         took = time.monotonic() - start
         for rank, (rc, out) in enumerate(results):
             if rc != 0:
@@ -111,6 +110,15 @@ def main(cases, worlds=(2, 3, 4), script=None):
               (world, len(lines), took, "ok" if all(r[0] == 0 for r in results) else "FAILED"))
         for l in lines:
             print("  " + l.splitlines()[0])
+    return bad
+
+
+def main(cases, worlds=(2, 3, 4), script=None, timeout_s=None):
+    """In the parent: run_worlds, then exit 1 on a failure. In a rank process: the cases."""
+    if "--rank-process" in sys.argv:
+        rank_process(cases, sys.argv[sys.argv.index("--rank-process") + 1:])
+        return
+    bad = run_worlds(worlds, script or os.path.abspath(sys.argv[0]), timeout_s)
     sys.exit(1 if bad else 0)
 
 
