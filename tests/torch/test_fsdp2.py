@@ -17,7 +17,9 @@ the same seed and the same per-rank data for both backends, 20 SGD steps (moment
 Then this rank's shards and the full parameters (DTensor.full_tensor(), gathered over each
 backend) of the coll run must equal gloo's, and every parameter must have moved. Variants:
 reshard_after_forward True and False, MixedPrecisionPolicy(param_dtype=bfloat16,
-reduce_dtype=float32), gradient accumulation (set_requires_gradient_sync(False) on every
+reduce_dtype=float32), a unit holding float32 and frozen bfloat16 parameters (FSDP2
+all-gathers them as one uint8 buffer; the case checks that it did, on coll), gradient
+accumulation (set_requires_gradient_sync(False) on every
 micro-batch of a step but the last, True on the last; 3 micro-batches a step for the MLP,
 2 for the transformer), and set_gradient_divide_factor(2 * world), which makes FSDP reduce-scatter
 with ReduceOp.PREMUL_SUM on coll (gloo refuses PREMUL_SUM: its run sums and divides after,
@@ -117,6 +119,23 @@ class Mlp(torch.nn.Module):
         return x
 
 
+class MixedMlp(Mlp):
+    """The MLP with its middle layer frozen in bfloat16 (FSDP2 wants one dtype for the
+    trainable parameters of a unit, any for the frozen ones): one fully_shard unit then
+    holds parameters of two dtypes, which FSDP2 all-gathers as one uint8 buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers[1].to(torch.bfloat16).requires_grad_(False)
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x.to(layer.weight.dtype)).float()
+            if i + 1 < len(self.layers):
+                x = torch.relu(x)
+        return x
+
+
 class Transformer(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -132,7 +151,7 @@ class Transformer(torch.nn.Module):
 
 
 def batch(kind, gen):
-    if kind == "mlp":
+    if kind in ("mlp", "mixed"):
         return torch.randn(BATCH, 12, generator=gen), torch.randint(0, 7, (BATCH,), generator=gen)
     return (torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen),
             torch.randint(0, CLASSES, (BATCH,), generator=gen))
@@ -142,16 +161,24 @@ def build(kind, mesh, seed=1234, reshard_after_forward=True, mp=None):
     """The model made with `seed` (the same on every rank), fully_shard per block then the
     root; every parameter must then be a DTensor on `mesh`."""
     torch.manual_seed(seed)
-    model = Mlp() if kind == "mlp" else Transformer()
+    model = new_model(kind)
     kw = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
     if mp is not None:
         kw["mp_policy"] = mp
+    if kind == "mixed":  # one unit over parameters of both dtypes
+        fully_shard(model, **kw)
+        assert_on_mesh(dict(model.named_parameters()), mesh, "parameter")
+        return model
     blocks = model.layers if kind == "mlp" else model.encoder.layers
     for block in blocks:
         fully_shard(block, **kw)
     fully_shard(model, **kw)
     assert_on_mesh(dict(model.named_parameters()), mesh, "parameter")
     return model
+
+
+def new_model(kind):
+    return {"mlp": Mlp, "mixed": MixedMlp, "transformer": Transformer}[kind]()
 
 
 def make_opt(model):
@@ -194,7 +221,8 @@ def train(ctx, group, kind, accumulate=1, divide_factor=None, force_sum=False, *
             if divide_factor is not None:
                 unit.set_gradient_divide_factor(divide_factor)
             unit.set_force_sum_reduction_for_comms(force_sum)
-    assert_fsdp_groups_on(model, model.layers if kind == "mlp" else model.encoder.layers, mesh)
+    blocks = model.encoder.layers if kind == "transformer" else model.layers if kind == "mlp" else []
+    assert_fsdp_groups_on(model, blocks, mesh)
     first = local_params(model)
     opt = make_opt(model)
     data = torch.Generator().manual_seed(77 + ctx.rank)  # each rank its own shard
@@ -204,7 +232,8 @@ def train(ctx, group, kind, accumulate=1, divide_factor=None, force_sum=False, *
             x, y = batch(kind, data)
             loss = torch.nn.functional.cross_entropy(model(x).float(), y) / accumulate
             loss.backward()
-        assert_on_mesh({n: p.grad for n, p in model.named_parameters()}, mesh, "gradient")
+        assert_on_mesh({n: p.grad for n, p in model.named_parameters() if p.requires_grad},
+                       mesh, "gradient")
         opt.step()
         opt.zero_grad()
     assert_on_mesh(dict(model.named_parameters()), mesh, "trained parameter")
@@ -227,7 +256,7 @@ def assert_params_close(got, want, tol, what):
 def initial_full(kind):
     """The unsharded initial parameters (the same seed as build's)."""
     torch.manual_seed(1234)
-    model = Mlp() if kind == "mlp" else Transformer()
+    model = new_model(kind)
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
@@ -245,7 +274,8 @@ def compare(ctx, kind, tol4=1e-5, gloo_kw=None, **kw):
     got = full_params(model_c)   # all-gathered over coll
     assert_params_close(got, want, tol, "full parameters, " + what)
     first = initial_full(kind)
-    unmoved = [k for k in got if torch.equal(got[k], first[k])]
+    frozen = {n for n, p in model_c.named_parameters() if not p.requires_grad}
+    unmoved = [k for k in got if k not in frozen and torch.equal(got[k], first[k])]
     assert not unmoved, "training left unchanged: %s" % unmoved
     return got
 
@@ -292,6 +322,23 @@ def fsdp2_transformer_bf16_mixed_precision_matches_gloo(ctx):
 def fsdp2_mlp_bf16_mixed_precision_matches_gloo(ctx):
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     compare(ctx, "mlp", tol4=2e-2, mp=mp)
+
+
+def fsdp2_mixed_dtype_parameters_match_gloo(ctx):
+    # float32 and (frozen) bfloat16 parameters in one unit: FSDP2 all-gathers them as one
+    # uint8 buffer. The bfloat16 layer rounds as in the bf16 cases: the same tolerance.
+    mp = None
+    seen = []
+    all_gather_single = dist.all_gather_single  # what FSDP2's all-gathers call
+    def recording(output, input, *args, **kw):
+        seen.append((input.dtype, dist.get_backend(kw.get("group", args[0] if args else None))))
+        return all_gather_single(output, input, *args, **kw)
+    dist.all_gather_single = recording
+    try:
+        compare(ctx, "mixed", tol4=2e-2, mp=mp)
+    finally:
+        dist.all_gather_single = all_gather_single
+    assert (torch.uint8, "coll") in seen, "no uint8 all-gather on coll: %s" % sorted(set(seen))
 
 
 def fsdp2_gradient_accumulation_matches_gloo(ctx):
@@ -404,6 +451,7 @@ CASES = {f.__name__: f for f in [
     fsdp2_transformer_no_reshard_after_forward_matches_gloo,
     fsdp2_mlp_bf16_mixed_precision_matches_gloo,
     fsdp2_transformer_bf16_mixed_precision_matches_gloo,
+    fsdp2_mixed_dtype_parameters_match_gloo,
     fsdp2_gradient_accumulation_matches_gloo,
     fsdp2_gradient_accumulation_no_reshard_matches_gloo,
     fsdp2_gradient_divide_factor_premul_sum_matches_gloo,
