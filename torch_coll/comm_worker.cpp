@@ -19,6 +19,14 @@ constexpr auto kPollInterval = std::chrono::microseconds(50);
 // group's timeout, and no more than this, so that tearing a group down never waits for
 // torch's 30-minute default.
 constexpr auto kShutdownGrace = std::chrono::milliseconds(5000);
+// A caller that waits for its calls at once (a synchronous call: the Work is waited for
+// within kWaitedAtOnce of its submission, kAtOnceRun times in a row) starts them itself
+// in wait(); the worker leaves a new call to it for kAsyncGrace before starting it, and
+// submit does not wake the worker, which would only take a CPU from a rank the caller
+// waits for (libcoll's COLL_ASYNC_GRACE_US rule, one level up).
+constexpr auto kWaitedAtOnce = std::chrono::microseconds(100);
+constexpr int kAtOnceRun = 8;
+constexpr auto kAsyncGrace = std::chrono::microseconds(1000);
 
 bool is_point_to_point(c10d::OpType type) {
   return type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
@@ -71,6 +79,7 @@ void CommWorker::refuse_stopped(std::unique_ptr<Job> job) {
 }
 
 void CommWorker::submit(std::unique_ptr<Job> job) {
+  job->submitted = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) job->status = COLL_ERR_ABORTED;
@@ -92,12 +101,34 @@ void CommWorker::submit(std::unique_ptr<Job> job) {
     }
   }
 #endif
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!stopping_) queue_.push_back(std::move(job));
+    if (!stopping_) {
+      queue_.push_back(std::move(job));
+      wake = driving_ == 0 && !waits_at_once();
+    }
   }
   if (job) return refuse_stopped(std::move(job));  // shut down in the meantime
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
+}
+
+void CommWorker::note_wait(std::chrono::nanoseconds since_submission) {
+  if (since_submission > kWaitedAtOnce) {
+    waited_at_once_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (waited_at_once_.load(std::memory_order_relaxed) >= kAtOnceRun) return;
+  if (waited_at_once_.fetch_add(1, std::memory_order_relaxed) + 1 == kAtOnceRun) {
+    // From now on submit does not wake the worker: one asleep without a deadline must
+    // wake and sleep with one (under mutex_, so that it cannot miss this).
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_.notify_one();
+  }
+}
+
+bool CommWorker::waits_at_once() const {
+  return waited_at_once_.load(std::memory_order_relaxed) >= kAtOnceRun;
 }
 
 namespace {
@@ -221,6 +252,10 @@ bool CommWorker::wait_alone(WorkColl &work, JobList &ended) {
 
 void CommWorker::drive_until(WorkColl &work, std::chrono::microseconds spin, bool may_block) {
   const auto end = std::chrono::steady_clock::now() + spin;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++driving_;  // the worker keeps off meanwhile
+  }
   while (!work.isCompleted() && std::chrono::steady_clock::now() < end) {
     JobList ended;
     bool progressed = false;
@@ -241,9 +276,42 @@ void CommWorker::drive_until(WorkColl &work, std::chrono::microseconds spin, boo
   bool running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    running = in_flight_count_ > 0 || !queue_.empty();
+    --driving_;
+    running = driving_ == 0 && (in_flight_count_ > 0 || !queue_.empty());
   }
   if (running) wake_.notify_one();
+}
+
+// With mutex_ held: waits until the worker has calls to start or poll and nobody else is
+// driving them; true when it should stop.
+bool CommWorker::wait_for_turn(std::unique_lock<std::mutex> &lock) {
+  for (;;) {
+    const bool at_once = waits_at_once();
+    if (driving_ > 0) {  // a waiting thread drives; it wakes the worker if it leaves calls
+      if (at_once)
+        wake_.wait_for(lock, kAsyncGrace);  // submit does not wake the worker then
+      else
+        wake_.wait(lock);
+      continue;
+    }
+    if (!queue_.empty()) {
+      const auto due = queue_.front()->submitted + kAsyncGrace;
+      if (at_once && !stopping_ && std::chrono::steady_clock::now() < due) {
+        wake_.wait_until(lock, due);  // left to the caller's wait() for the grace
+        continue;
+      }
+      return false;
+    }
+    if (in_flight_count_ > 0) {
+      wake_.wait_for(lock, kPollInterval);
+      return false;
+    }
+    if (stopping_) return true;
+    if (at_once)
+      wake_.wait_for(lock, kAsyncGrace);
+    else
+      wake_.wait(lock);
+  }
 }
 
 void CommWorker::run() {
@@ -251,20 +319,16 @@ void CommWorker::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (queue_.empty()) {
-        if (stopping_ && in_flight_count_ == 0) break;
-        if (in_flight_count_ == 0)
-          wake_.wait(lock, [this] { return stopping_ || !queue_.empty() || in_flight_count_ > 0; });
-        else
-          wake_.wait_for(lock, kPollInterval);
-      }
+      if (wait_for_turn(lock)) break;
       if (stopping_ && stop_deadline == std::chrono::steady_clock::time_point{})
         stop_deadline = std::chrono::steady_clock::now() +
                         (timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace);
     }
     JobList ended;
     {
-      std::lock_guard<std::mutex> drive(drive_mutex_);
+      // A waiter may have taken the calls meanwhile: then it is its turn, not the worker's.
+      std::unique_lock<std::mutex> drive(drive_mutex_, std::try_to_lock);
+      if (!drive.owns_lock()) continue;
       start_queued(ended);
       poll_in_flight(ended);
       // Work nobody waits for (an irecv never matched) must not keep the group alive forever.

@@ -10,6 +10,7 @@
 
 #include <coll.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -45,7 +46,8 @@ struct Job {
   bool posted = false;                      // a point-to-point call submit started already
   coll_status_t status = COLL_IN_PROGRESS;  // how it ended, and the message when it failed
   std::string error;
-  std::chrono::steady_clock::time_point started{};  // when start was called
+  std::chrono::steady_clock::time_point submitted{};  // when submit took it
+  std::chrono::steady_clock::time_point started{};    // when start was called
   std::chrono::nanoseconds ran{0};                   // from started to the end of the call
 };
 
@@ -75,9 +77,14 @@ class CommWorker {
   // point-to-point calls are posted by submit on the submitting thread meanwhile (coll.h
   // rule 4's exception), as a peer may need a send before it can join the collective.
   void drive_until(WorkColl &work, std::chrono::microseconds spin, bool may_block);
+  // A Work was waited for `since_submission` after it was made: callers that wait at once
+  // run their calls themselves (see kAsyncGrace in comm_worker.cpp).
+  void note_wait(std::chrono::nanoseconds since_submission);
 
  private:
   void run();
+  bool wait_for_turn(std::unique_lock<std::mutex> &lock);
+  bool waits_at_once() const;
   void refuse_stopped(std::unique_ptr<Job> job);
   // These call libcoll: only with drive_mutex_ held. Jobs that ended go to `ended`.
   void start(std::unique_ptr<Job> job, JobList &ended);
@@ -93,12 +100,14 @@ class CommWorker {
   coll_comm_t *comm_;
   const int rank_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mutex_;  // guards queue_, stopping_, in_flight_count_
+  std::mutex mutex_;  // guards queue_, stopping_, in_flight_count_, driving_
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stopping_ = false;
   std::once_flag joined_;
   size_t in_flight_count_ = 0;
+  size_t driving_ = 0;  // waiters in drive_until
+  std::atomic<int> waited_at_once_{0};  // Works waited for at once in a row, up to kAtOnceRun
   std::mutex post_mutex_;  // point-to-point posts, in submission order
   // Held by whichever thread calls libcoll on comm_: the worker, or a waiter driving.
   std::mutex drive_mutex_;

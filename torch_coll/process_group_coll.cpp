@@ -291,7 +291,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::barrier(const c10d::BarrierOpti
 // ends the group (later calls raise it too).
 void ProcessGroupColl::monitoredBarrier(const c10d::BarrierOptions &opts, bool) {
   const int group_ms = clamp_ms(timeout_);
-  const int barrier_ms = opts.timeout.count() > 0 ? clamp_ms(opts.timeout) : group_ms;
+  // No timeout given (c10d's kUnsetTimeout, -1): the group's; 0 ms: as short as libcoll
+  // allows (its 0 means "the default"), as gloo fails at once.
+  const int barrier_ms = opts.timeout.count() < 0    ? group_ms
+                         : opts.timeout.count() == 0 ? 1
+                                                     : clamp_ms(opts.timeout);
   StartFn start = [group_ms, barrier_ms](coll_comm_t *comm, coll_request_t **, int *) {
     coll_status_t status = coll_comm_set_timeout(comm, barrier_ms);
     if (status != COLL_OK) return status;

@@ -27,14 +27,17 @@ WorkColl::WorkColl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       receives_(type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE),
       seq_(seq),
+      created_(std::chrono::steady_clock::now()),
       driver_(std::move(driver)) {}
 
 bool WorkColl::wait(std::chrono::milliseconds timeout) {
   const auto began = std::chrono::steady_clock::now();
   auto spin = std::chrono::duration_cast<std::chrono::microseconds>(kDriveSpin);
   if (timeout != kNoTimeout) spin = std::min(spin, std::chrono::microseconds(timeout));
-  if (std::shared_ptr<CommWorker> driver = driver_.lock())
+  if (std::shared_ptr<CommWorker> driver = driver_.lock()) {
+    driver->note_wait(began - created_);
     driver->drive_until(*this, spin, timeout == kNoTimeout);
+  }
   if (timeout == kNoTimeout || isCompleted()) return c10d::Work::wait(timeout);
   auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now() - began);

@@ -68,6 +68,7 @@ class WorkColl : public c10d::Work {
   std::atomic<int64_t> duration_ns_{-1};
   const bool receives_;
   const uint64_t seq_;
+  const std::chrono::steady_clock::time_point created_;
   std::weak_ptr<CommWorker> driver_;
 
   // A coalesced Work's members and the one it belongs to.

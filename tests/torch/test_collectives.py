@@ -278,6 +278,28 @@ def async_work_wait_test_future_and_barrier(ctx):
     assert b.is_completed()
 
 
+def unwaited_calls_complete_after_synchronous_ones(ctx):
+    # Synchronous calls (their Works waited at once) switch the group's worker to leaving
+    # new calls to the waiting thread for a moment; a call then waited only through its
+    # future (DDP's reducer, comm hooks) or not at all must still start and complete.
+    for _ in range(20):
+        dist.all_reduce(torch.ones(8))
+    futures = [dist.all_reduce(torch.full((8,), float(i)), async_op=True).get_future()
+               for i in range(3)]
+    for i, fut in enumerate(futures):
+        same(fut.wait()[0], torch.full((8,), float(i * ctx.world)), "future-only call %d" % i)
+    for _ in range(20):
+        dist.all_reduce(torch.ones(8))
+    t = torch.ones(8)
+    work = dist.all_reduce(t, async_op=True)
+    import time
+    end = time.monotonic() + 30
+    while not work.is_completed() and time.monotonic() < end:
+        time.sleep(0.001)  # nobody waits: the worker must start it
+    assert work.is_completed(), "an unwaited call did not complete in 30 s"
+    same(t, torch.full((8,), float(ctx.world)), "unwaited call")
+
+
 def calls_from_several_threads_are_serialised(ctx):
     import threading
     errors = []
@@ -355,6 +377,7 @@ CASES = {f.__name__: f for f in [
     reduce_scatter_matches_gloo_all_reduce_then_slice,
     all_to_all_single_even_matches_gloo,
     async_work_wait_test_future_and_barrier,
+    unwaited_calls_complete_after_synchronous_ones,
     calls_from_several_threads_are_serialised,
     subgroups_match_gloo_subgroups,
     bad_arguments_raise_naming_the_call,
