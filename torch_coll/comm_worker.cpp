@@ -295,10 +295,15 @@ bool CommWorker::wait_for_turn(std::unique_lock<std::mutex> &lock) {
       continue;
     }
     if (!queue_.empty()) {
-      const auto due = queue_.front()->submitted + kAsyncGrace;
-      if (at_once && !stopping_ && std::chrono::steady_clock::now() < due) {
-        wake_.wait_until(lock, due);  // left to the caller's wait() for the grace
-        continue;
+      if (at_once && !stopping_) {
+        const auto due = queue_.front()->submitted + kAsyncGrace;
+        if (std::chrono::steady_clock::now() < due) {
+          wake_.wait_until(lock, due);  // left to the caller's wait() for the grace
+          continue;
+        }
+        // Nobody came for it (a call waited through its future, as DDP's are): the
+        // next ones start at once, until callers wait at once kAtOnceRun times again.
+        waited_at_once_.store(0, std::memory_order_relaxed);
       }
       return false;
     }
