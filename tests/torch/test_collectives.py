@@ -300,6 +300,24 @@ def unwaited_calls_complete_after_synchronous_ones(ctx):
     same(t, torch.full((8,), float(ctx.world)), "unwaited call")
 
 
+def work_duration_sequence_numbers_and_names(ctx):
+    # torch 2.2 and later: a Work's duration (ms of the libcoll call) and sequence number,
+    # the group's count of calls, the backend's name (getBackendOptions is split_group's, in
+    # test_groups.py); 1.13 has none of these.
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 2):
+        return
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    assert backend.name() == "coll", backend.name()
+    before = backend._get_sequence_number_for_group()
+    work = dist.all_reduce(torch.ones(1 << 16), async_op=True)
+    work.wait()
+    assert backend._get_sequence_number_for_group() == before + 1
+    assert work._get_duration() > 0.0, work._get_duration()
+    pending = dist.all_reduce(torch.ones(4), async_op=True)
+    pending.wait()
+    assert pending._get_duration() >= 0.0
+
+
 def calls_from_several_threads_are_serialised(ctx):
     import threading
     errors = []
@@ -378,6 +396,7 @@ CASES = {f.__name__: f for f in [
     all_to_all_single_even_matches_gloo,
     async_work_wait_test_future_and_barrier,
     unwaited_calls_complete_after_synchronous_ones,
+    work_duration_sequence_numbers_and_names,
     calls_from_several_threads_are_serialised,
     subgroups_match_gloo_subgroups,
     bad_arguments_raise_naming_the_call,
