@@ -95,12 +95,29 @@ typedef enum {
   COLL_BFLOAT16,
   COLL_FLOAT32,
   COLL_FLOAT64,
+  COLL_FLOAT8E4M3, /* OCP fp8 e4m3 ("float8_e4m3", NVIDIA's __nv_fp8_e4m3): no Inf, +-448 */
+  COLL_FLOAT8E5M2, /* OCP fp8 e5m2 ("float8_e5m2", __nv_fp8_e5m2): Inf and NaN, +-57344 */
   COLL_DTYPE_COUNT
 } coll_dtype_t;
+/* fp8 reductions follow NCCL's rule, one pairwise step at a time: both operands widened
+ * to float16, the op in float16 (the exact result rounded to nearest even), the result
+ * narrowed to fp8 with round to nearest even and saturation (cuda_fp8.h's
+ * __NV_SATFINITE): out-of-range values and infinities become +-448 (e4m3) or +-57344
+ * (e5m2), every NaN becomes 0x7F. So an e5m2 reduction never returns Inf, even from an
+ * Inf input. MIN and MAX return an operand (NaN on either side gives NaN, as for the
+ * other float types; NCCL's __hmin/__hmax would return the other operand). The result
+ * depends on the order of the pairwise steps, which is the algorithm's (ring, tree, ...):
+ * bit-identical on every rank, not necessarily NCCL's bits. */
 
 /* COLL_AVG is the sum divided by the number of ranks. On integer types the sum wraps as
  * COLL_SUM's does and the division truncates toward zero: int32 1, 1 and 2 on three ranks
- * average to 1, and -1, -1 and -2 to -1.
+ * average to 1, and -1, -1 and -2 to -1. Float types sum (in the dtype, step by step, as
+ * COLL_SUM) and then divide once, rounded to the dtype (float16 / bfloat16 through
+ * float32; fp8 through float16: the exact quotient rounded to float16, then to fp8,
+ * saturating). NCCL instead multiplies each input by 1/nranks (rounded to the dtype)
+ * before summing: the two orders can differ in the last bit, and an fp8 sum that
+ * saturates (or a float16 one that overflows) here averages to max/nranks where NCCL's
+ * would not have overflowed.
  * COLL_BAND, COLL_BOR and COLL_BXOR (bitwise and, or, xor) take the integer types only
  * (int8 ... uint64); on a float type every reducing call returns
  * COLL_ERR_INVALID_ARGUMENT ("op band needs an integer type, not float32"). Bool tensors
@@ -225,12 +242,15 @@ COLL_API coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf,
  * fingerprint says "premul_sum", whatever handle each rank got). Errors
  * (COLL_ERR_INVALID_ARGUMENT): a call whose dtype is not the op's, an op of another
  * communicator, a destroyed one or an unknown value. Integers multiply in their own type
- * (wrapping), float16/bfloat16 through float32. The input is scaled into recvbuf (in
- * place works) or, where recvbuf cannot hold it (reduce at a non-root, reduce_scatter),
- * into a buffer of the call's own; then summed. These calls never take the zero-copy
- * window path (coll_mem_alloc). On device buffers the input is scaled when the call
- * runs (a _stream call: once its stream reaches it) through pinned host memory (no
- * scaling kernel): in the pinned copy when the call is staged, else into a device
+ * (wrapping), float16/bfloat16 through float32. fp8 takes its scalar as one fp8 byte of
+ * the op's format (as NCCL's ncclScalarHostImmediate does): each input times the scalar
+ * in float16 (the exact product rounded to float16), narrowed to fp8 (nearest even,
+ * saturating), then summed by fp8 steps (COLL_SUM's rule above). The input is scaled
+ * into recvbuf (in place works) or, where recvbuf cannot hold it (reduce at a non-root,
+ * reduce_scatter), into a buffer of the call's own; then summed. These calls never take
+ * the zero-copy window path (coll_mem_alloc). On device buffers the input is scaled when
+ * the call runs (a _stream call: once its stream reaches it) through pinned host memory
+ * (no scaling kernel): in the pinned copy when the call is staged, else into a device
  * buffer of the communicator's own. Calls already issued keep their scalar: the op may
  * be destroyed before they complete. */
 COLL_API coll_status_t coll_op_create_premul_sum(coll_comm_t *comm, const void *scalar,

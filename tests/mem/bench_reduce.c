@@ -48,5 +48,7 @@ int main(int argc, char **argv) {
   bench("int8", COLL_INT8, 1, COLL_SUM, bytes);
   bench("float16", COLL_FLOAT16, 2, COLL_SUM, bytes);
   bench("bfloat16", COLL_BFLOAT16, 2, COLL_SUM, bytes);
+  bench("float8_e4m3", COLL_FLOAT8E4M3, 1, COLL_SUM, bytes);
+  bench("float8_e5m2", COLL_FLOAT8E5M2, 1, COLL_MAX, bytes);
   return 0;
 }

@@ -1,6 +1,6 @@
 /* Check suite 'mem': every host reduction (dtype x op, aliasing forms, odd lengths) against
  * a scalar reference computed another way, premul_sum's scaling, and the
- * float16/bfloat16 conversions. */
+ * float16/bfloat16 conversions (fp8's against NVIDIA's code: test_fp8_ref.cpp). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -10,9 +10,9 @@
 #include "mem/memops.h"
 
 static const size_t dtype_sizes[COLL_DTYPE_COUNT] = {
-    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,   [COLL_UINT32] = 4,
-    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
-    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
+    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,      [COLL_UINT32] = 4,
+    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2,    [COLL_BFLOAT16] = 2,
+    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8, [COLL_FLOAT8E4M3] = 1, [COLL_FLOAT8E5M2] = 1,
 };
 
 /* Deterministic pseudo-random numbers (xorshift64*). */
@@ -101,6 +101,9 @@ static double load_float(const void *p, size_t i, coll_dtype_t t) {
       return ((const float *)p)[i];
     case COLL_FLOAT64:
       return ((const double *)p)[i];
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      return mem_fp8_to_float(((const uint8_t *)p)[i], t);
     default:
       return 0;
   }
@@ -111,7 +114,10 @@ static int is_float(coll_dtype_t t) { return t >= COLL_FLOAT16; }
 static int is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
 
 /* Expected bits of element i, written into out (elem size bytes). Float results go
- * double -> float -> half: with 24 >= 2*11+2 bits this double rounding is exact. */
+ * double -> float -> half: with 24 >= 2*11+2 bits this double rounding is exact. fp8
+ * results: the exact double rounded to float16, then to fp8 (saturating), the two
+ * roundings NCCL's float16 arithmetic makes; those conversions are checked against
+ * NVIDIA's cuda_fp8.h in test_fp8_ref.cpp. */
 static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, coll_op_t op,
                      void *out) {
   if (!is_float(t)) {
@@ -138,6 +144,10 @@ static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, col
     case COLL_FLOAT32:
       f = (float)r;
       memcpy(out, &f, 4);
+      break;
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      *(uint8_t *)out = mem_double_to_fp8(r, t);
       break;
     default:
       memcpy(out, &r, 8);
@@ -167,6 +177,10 @@ static void fill(void *p, size_t n, coll_dtype_t t, uint64_t seed) {
         break;
       case COLL_FLOAT64:
         ((double *)p)[i] = v;
+        break;
+      case COLL_FLOAT8E4M3:
+      case COLL_FLOAT8E5M2: /* +-100 in e4m3 (max 448) often sums beyond it: saturation */
+        ((uint8_t *)p)[i] = mem_double_to_fp8(v * (i % 5 == 1 ? 4.0 : 1.0), t);
         break;
       default:
         memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
@@ -349,6 +363,15 @@ START_TEST(finish_avg_divides_every_type) {
   uint16_t bf[1] = {mem_float_to_bf16(-8.0f)};
   mem_host_finish_avg(bf, 1, COLL_BFLOAT16, 8);
   ck_assert(mem_bf16_to_float(bf[0]) == -1.0f);
+  /* fp8: e4m3 0x7E is 448 (/3 = 149.33 -> 149.375 in float16 -> 144 in e4m3, whose
+   * neighbours are 144 and 160), 0x01 is 2^-9 (/2 = 2^-10: a tie, to even 0); e5m2 0x7B is
+   * 57344 (/4 = 14336, exact), 0x7C Inf (/4 still Inf in float16, saturated to 57344). */
+  uint8_t e4[2] = {0x7E, 0x01}, e5[2] = {0x7B, 0x7C};
+  mem_host_finish_avg(e4, 1, COLL_FLOAT8E4M3, 3);
+  mem_host_finish_avg(e4 + 1, 1, COLL_FLOAT8E4M3, 2);
+  ck_assert(mem_fp8_to_float(e4[0], COLL_FLOAT8E4M3) == 144.0f && e4[1] == 0x00);
+  mem_host_finish_avg(e5, 2, COLL_FLOAT8E5M2, 4);
+  ck_assert(mem_fp8_to_float(e5[0], COLL_FLOAT8E5M2) == 14336.0f && e5[1] == 0x7B);
   int8_t one[1] = {5};
   mem_host_finish_avg(one, 1, COLL_INT8, 1); /* one rank: unchanged */
   ck_assert_int_eq(one[0], 5);
@@ -389,6 +412,19 @@ START_TEST(scale_multiplies_every_type_in_its_arithmetic) {
   uint16_t bf[1] = {mem_float_to_bf16(-6.0f)}, sbf = mem_float_to_bf16(1.5f);
   mem_host_scale(bf, bf, 1, COLL_BFLOAT16, &sbf);
   ck_assert(mem_bf16_to_float(bf[0]) == -9.0f);
+  /* fp8: the scalar is one fp8 byte; 3 * 0.5 = 1.5, 448 * 2 saturates to 448 (e4m3);
+   * e5m2 -1.25 * 0.75 = -0.9375 rounds (ties to even) to -1.0. */
+  uint8_t e4[2] = {mem_double_to_fp8(3.0, COLL_FLOAT8E4M3), 0x7E}, s4 = 0x38 /* 1.0 */;
+  uint8_t half4 = mem_double_to_fp8(0.5, COLL_FLOAT8E4M3),
+          two4 = mem_double_to_fp8(2.0, COLL_FLOAT8E4M3);
+  ck_assert(mem_fp8_to_float(s4, COLL_FLOAT8E4M3) == 1.0f);
+  mem_host_scale(e4, e4, 1, COLL_FLOAT8E4M3, &half4);
+  mem_host_scale(e4 + 1, e4 + 1, 1, COLL_FLOAT8E4M3, &two4);
+  ck_assert(mem_fp8_to_float(e4[0], COLL_FLOAT8E4M3) == 1.5f && e4[1] == 0x7E);
+  uint8_t e5[1] = {mem_double_to_fp8(-1.25, COLL_FLOAT8E5M2)},
+          s5 = mem_double_to_fp8(0.75, COLL_FLOAT8E5M2);
+  mem_host_scale(e5, e5, 1, COLL_FLOAT8E5M2, &s5);
+  ck_assert(mem_fp8_to_float(e5[0], COLL_FLOAT8E5M2) == -1.0f);
   /* Source, destination and scalar at odd addresses: the same bits. */
   char raw[1 + 3 * sizeof(double) + 1 + sizeof(double)];
   double src[3] = {1.0, -2.5, 1e300}, want[3] = {2.0, -5.0, 2e300}, got[3], two = 2.0;

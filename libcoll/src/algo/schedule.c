@@ -10,9 +10,9 @@
 #include "common/error.h"
 
 static const size_t elem_sizes[COLL_DTYPE_COUNT] = {
-    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,   [COLL_UINT32] = 4,
-    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
-    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
+    [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,      [COLL_UINT32] = 4,
+    [COLL_INT64] = 8,   [COLL_UINT64] = 8,  [COLL_FLOAT16] = 2,    [COLL_BFLOAT16] = 2,
+    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8, [COLL_FLOAT8E4M3] = 1, [COLL_FLOAT8E5M2] = 1,
 };
 
 size_t algo_elem_size(coll_dtype_t dtype) {

@@ -19,6 +19,8 @@ static const dtype_info_t dtype_table[COLL_DTYPE_COUNT] = {
     [COLL_BFLOAT16] = {.name = "bfloat16", .size = 2},
     [COLL_FLOAT32] = {.name = "float32", .size = 4},
     [COLL_FLOAT64] = {.name = "float64", .size = 8},
+    [COLL_FLOAT8E4M3] = {.name = "float8_e4m3", .size = 1},
+    [COLL_FLOAT8E5M2] = {.name = "float8_e5m2", .size = 1},
 };
 
 static const char *const op_table[COLL_OP_COUNT] = {

@@ -1,7 +1,7 @@
 /* Host memory operations on buffers of any alignment: the element-wise reduction of each
  * (dtype, op) and AVG's final division (host_reduce.c), premul_sum's scaling
- * (host_scale.c), and float16 / bfloat16 <-> float32 conversions of one value or an
- * array (half.c). Device buffers: mem_cuda.h. */
+ * (host_scale.c), float16 / bfloat16 <-> float32 conversions of one value or an array
+ * (half.c) and the fp8 conversions (fp8.c). Device buffers: mem_cuda.h. */
 #ifndef COLL_MEM_MEMOPS_H
 #define COLL_MEM_MEMOPS_H
 
@@ -25,7 +25,8 @@ void mem_host_finish_avg(void *buf, size_t count, coll_dtype_t dtype, int nranks
 
 /* dst[i] = src[i] * *scalar (one element of dtype at any address) for i < count, in
  * dtype's arithmetic (host_scale.c): integers wrap, float16/bfloat16 multiply in
- * float32. dst may alias src exactly; any alignment. premul_sum's input step. */
+ * float32, fp8 in float16 (the scalar one fp8 byte; see fp8_inline.h). dst may alias src
+ * exactly; any alignment. premul_sum's input step. */
 void mem_host_scale(void *dst, const void *src, size_t count, coll_dtype_t dtype,
                     const void *scalar);
 
@@ -46,5 +47,18 @@ void mem_float_to_bf16_n(void *restrict dst, const float *restrict src, size_t n
  * F16C); same results, exported so that tests can compare the two. */
 void mem_half_to_float_n_portable(float *restrict dst, const void *restrict src, size_t n);
 void mem_float_to_half_n_portable(void *restrict dst, const float *restrict src, size_t n);
+
+/* fp8 (COLL_FLOAT8E4M3 / COLL_FLOAT8E5M2) conversions, fp8_inline.h's rules: fp8 ->
+ * float16 bits exact (NaN -> 0x7FFF), float16 bits -> fp8 to nearest even saturating
+ * (NaN -> 0x7F), double -> float16 bits to nearest even (overflow to Inf). */
+uint16_t mem_fp8_e4m3_to_half(uint8_t b);
+uint16_t mem_fp8_e5m2_to_half(uint8_t b);
+uint8_t mem_half_to_fp8_e4m3(uint16_t h);
+uint8_t mem_half_to_fp8_e5m2(uint16_t h);
+uint16_t mem_double_to_half(double d);
+/* The value of fp8 byte b of dtype (exact), and d rounded to float16 and then to fp8 of
+ * dtype (the two roundings of an fp8 reduction step). */
+float mem_fp8_to_float(uint8_t b, coll_dtype_t dtype);
+uint8_t mem_double_to_fp8(double d, coll_dtype_t dtype);
 
 #endif
