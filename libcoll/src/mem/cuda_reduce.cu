@@ -1,9 +1,10 @@
 // CUDA kernels for dst = a OP b on device memory, for every dtype and op, with the same
-// results as the host loops in host_reduce.c (float16/bfloat16 in float32, NaN from
-// either side wins min/max, integer overflow wraps; the bitwise ops for the integer
-// types only), and the final AVG division.
+// results as the host loops in host_reduce.c (float16/bfloat16 in float32, fp8 in
+// float16 narrowed with __NV_SATFINITE, NaN from either side wins min/max, integer
+// overflow wraps; the bitwise ops for the integer types only), and the final AVG division.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -15,7 +16,7 @@ namespace {
 
 // Values of coll_dtype_t and coll_op_t (coll.h); kept in step by a static check in
 // mem_cuda.c, which sees both.
-enum { I8, U8, I32, U32, I64, U64, F16, BF16, F32, F64 };
+enum { I8, U8, I32, U32, I64, U64, F16, BF16, F32, F64, F8E4M3, F8E5M2 };
 enum { SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR };
 
 enum { THREADS = 256, MAX_BLOCKS = 8192 };
@@ -104,6 +105,42 @@ template <> struct apply<__half, MAX> : apply_half<__half, MAX> {};
 template <> struct apply<__nv_bfloat16, MIN> : apply_half<__nv_bfloat16, MIN> {};
 template <> struct apply<__nv_bfloat16, MAX> : apply_half<__nv_bfloat16, MAX> {};
 
+// fp8, one byte of format FMT. Each step as NCCL's: both operands widened to __half
+// (exact), the op in __half (round to nearest even), narrowed with round to nearest even
+// and saturation (__NV_SATFINITE: Inf and out-of-range values to +-max, NaN to 0x7F).
+// Min and max compare in __half with libcoll's NaN rule instead of __hmin/__hmax (which
+// return the non-NaN operand), so that the device gives the host's bits (fp8_inline.h).
+template <int FMT> struct fp8 {
+  __nv_fp8_storage_t x;
+};
+template <int FMT> __device__ __half fp8_widen(fp8<FMT> v) {
+  return __half(__nv_cvt_fp8_to_halfraw(v.x, (__nv_fp8_interpretation_t)FMT));
+}
+template <int FMT> __device__ fp8<FMT> fp8_narrow(__half h) {
+  fp8<FMT> r;
+  r.x = __nv_cvt_halfraw_to_fp8(__half_raw(h), __NV_SATFINITE, (__nv_fp8_interpretation_t)FMT);
+  return r;
+}
+typedef fp8<__NV_E4M3> fp8_e4m3;
+typedef fp8<__NV_E5M2> fp8_e5m2;
+
+template <int FMT, int OP> struct apply_fp8 {
+  __device__ static fp8<FMT> run(fp8<FMT> a, fp8<FMT> b) {
+    __half x = fp8_widen(a), y = fp8_widen(b), r;
+    if (OP == SUM) r = __hadd(x, y);
+    else if (OP == PROD) r = __hmul(x, y);
+    else if (OP == MIN) r = (__hlt(x, y) || __hisnan(x)) ? x : y;
+    else r = (__hgt(x, y) || __hisnan(x)) ? x : y;
+    return fp8_narrow<FMT>(r);
+  }
+};
+template <int OP> struct apply<fp8_e4m3, OP> : apply_fp8<__NV_E4M3, OP> {};
+template <int OP> struct apply<fp8_e5m2, OP> : apply_fp8<__NV_E5M2, OP> {};
+template <> struct apply<fp8_e4m3, MIN> : apply_fp8<__NV_E4M3, MIN> {};
+template <> struct apply<fp8_e4m3, MAX> : apply_fp8<__NV_E4M3, MAX> {};
+template <> struct apply<fp8_e5m2, MIN> : apply_fp8<__NV_E5M2, MIN> {};
+template <> struct apply<fp8_e5m2, MAX> : apply_fp8<__NV_E5M2, MAX> {};
+
 // Each element is read before it is written by the same thread, so dst may alias a or b.
 template <typename T, int OP>
 __global__ void reduce_kernel(T *dst, const T *a, const T *b, size_t n) {
@@ -128,6 +165,19 @@ __global__ void divide_kernel<__nv_bfloat16>(__nv_bfloat16 *buf, size_t n, int n
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
     buf[i] = __float2bfloat16_rn(__bfloat162float(buf[i]) / (float)nranks);
+}
+// fp8: the exact quotient (double) rounded once to __half, then narrowed, as the host.
+template <int FMT> __device__ void divide_fp8(fp8<FMT> *buf, size_t n, int nranks) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    buf[i] = fp8_narrow<FMT>(
+        __double2half((double)__half2float(fp8_widen(buf[i])) / (double)nranks));
+}
+template <> __global__ void divide_kernel<fp8_e4m3>(fp8_e4m3 *buf, size_t n, int nranks) {
+  divide_fp8(buf, n, nranks);
+}
+template <> __global__ void divide_kernel<fp8_e5m2>(fp8_e5m2 *buf, size_t n, int nranks) {
+  divide_fp8(buf, n, nranks);
 }
 template <> __global__ void divide_kernel<float>(float *buf, size_t n, int nranks) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -195,6 +245,8 @@ extern "C" int cuda_reduce_launch(void *dst, const void *a, const void *b, size_
     case BF16: return launch_reduce<__nv_bfloat16>(dst, a, b, count, op, s);
     case F32: return launch_reduce<float>(dst, a, b, count, op, s);
     case F64: return launch_reduce<double>(dst, a, b, count, op, s);
+    case F8E4M3: return launch_reduce<fp8_e4m3>(dst, a, b, count, op, s);
+    case F8E5M2: return launch_reduce<fp8_e5m2>(dst, a, b, count, op, s);
     default: return -1;
   }
 }
@@ -214,6 +266,8 @@ extern "C" int cuda_finish_avg_launch(void *buf, size_t count, int dtype, int nr
     case BF16: return launch_divide<__nv_bfloat16>(buf, count, nranks, s);
     case F32: return launch_divide<float>(buf, count, nranks, s);
     case F64: return launch_divide<double>(buf, count, nranks, s);
+    case F8E4M3: return launch_divide<fp8_e4m3>(buf, count, nranks, s);
+    case F8E5M2: return launch_divide<fp8_e5m2>(buf, count, nranks, s);
     default: return -1;
   }
 }

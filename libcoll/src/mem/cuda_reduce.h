@@ -17,7 +17,7 @@ extern "C" {
 int cuda_reduce_launch(void *dst, const void *a, const void *b, size_t count, int dtype, int op,
                        void *stream);
 /* buf[i] /= nranks, computed like the host's mem_host_finish_avg (integers truncate,
- * float16/bfloat16 in float32). Same return convention. */
+ * float16/bfloat16 in float32, fp8 in double rounded to float16). Same return convention. */
 int cuda_finish_avg_launch(void *buf, size_t count, int dtype, int nranks, void *stream);
 
 #ifdef __cplusplus

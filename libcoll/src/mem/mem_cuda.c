@@ -14,7 +14,8 @@
 /* cuda_reduce.cu numbers dtypes and ops by their coll.h values. */
 _Static_assert(COLL_INT8 == 0 && COLL_UINT8 == 1 && COLL_INT32 == 2 && COLL_UINT32 == 3 &&
                    COLL_INT64 == 4 && COLL_UINT64 == 5 && COLL_FLOAT16 == 6 &&
-                   COLL_BFLOAT16 == 7 && COLL_FLOAT32 == 8 && COLL_FLOAT64 == 9,
+                   COLL_BFLOAT16 == 7 && COLL_FLOAT32 == 8 && COLL_FLOAT64 == 9 &&
+                   COLL_FLOAT8E4M3 == 10 && COLL_FLOAT8E5M2 == 11 && COLL_DTYPE_COUNT == 12,
                "cuda_reduce.cu assumes these dtype values");
 _Static_assert(COLL_SUM == 0 && COLL_PROD == 1 && COLL_MIN == 2 && COLL_MAX == 3 && COLL_AVG == 4 &&
                    COLL_BAND == 5 && COLL_BOR == 6 && COLL_BXOR == 7,
