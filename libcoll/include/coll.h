@@ -310,13 +310,41 @@ COLL_API coll_status_t coll_request_test(coll_request_t **request);
 
 /* Library statistics for benchmarks: bytes of staging memory this rank allocated for
  * its transports and schedules (current, and the most at once), and of this rank's
- * shared windows (coll_mem_alloc). */
+ * shared windows (coll_mem_alloc). device_bytes: of what the communicator holds, the GPU
+ * memory (the cuda_ipc rings, which staging_bytes counts too, and the device path's
+ * scratch, which it does not); 0 on a communicator that never saw a device buffer. */
 typedef struct {
   size_t staging_bytes;
   size_t staging_bytes_peak;
   size_t window_bytes;
+  size_t device_bytes;
 } coll_mem_stats_t;
 COLL_API coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *stats);
+
+/* The collectives the cost model can predict (coll_comm_predict). */
+typedef enum {
+  COLL_PREDICT_ALL_REDUCE = 0,
+  COLL_PREDICT_BROADCAST,
+  COLL_PREDICT_REDUCE,
+  COLL_PREDICT_ALL_GATHER,     /* count: elements each rank sends */
+  COLL_PREDICT_REDUCE_SCATTER, /* count: elements each rank receives */
+  COLL_PREDICT_ALL_TO_ALL,     /* count: elements per peer */
+  COLL_PREDICT_BARRIER,
+  COLL_PREDICT_SEND, /* one message of count elements: one step */
+  COLL_PREDICT_GATHER,
+  COLL_PREDICT_SCATTER,
+  COLL_PREDICT_COUNT
+} coll_predict_t;
+/* The cost model's time for one call on comm, without running it: the algorithm comm
+ * would pick (its forced one if coll_comm_set_algo/COLL_ALGO chose one, else
+ * algo_select's cheapest) and algo_predict's seconds for it, with the cost constants the
+ * ranks agreed at init: the number `coll-sim` prints as "predicted time" for that
+ * algorithm, size and rank count. Not modelled: the one-host arena and small-message
+ * paths an all-reduce may take instead (predicted as the schedule they replace), and
+ * waiting for late peers. algo may be NULL. Local. */
+COLL_API coll_status_t coll_comm_predict(const coll_comm_t *comm, coll_predict_t collective,
+                                         size_t count, coll_dtype_t dtype, double *seconds,
+                                         coll_algo_t *algo);
 
 /* Registered memory (like ncclMemAlloc + ncclCommRegister). COLLECTIVE: every rank calls
  * coll_mem_alloc with the same bytes, in the same order as its other calls on comm.

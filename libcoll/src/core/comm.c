@@ -368,6 +368,8 @@ coll_status_t coll_comm_mem_stats(const coll_comm_t *comm, coll_mem_stats_t *sta
   stats->staging_bytes_peak =
       comm->staging_peak > stats->staging_bytes ? comm->staging_peak : stats->staging_bytes;
   stats->window_bytes = window_bytes(comm->windows);
+  stats->device_bytes = transport_set_device_staging_bytes(comm->transports) +
+                        cuda_path_device_bytes(comm->cuda);
   coll_error_clear();
   return COLL_OK;
 }

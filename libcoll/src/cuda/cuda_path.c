@@ -400,6 +400,10 @@ coll_status_t cuda_wait_default_stream(const coll_base_t *base) {
   return mem_cuda_stream_wait(NULL, base->timeout_ms);
 }
 
+size_t cuda_path_device_bytes(const cuda_path_t *x) {
+  return x == NULL ? 0 : x->links.scratch_bytes + x->premul_in_bytes;
+}
+
 void cuda_free(cuda_path_t **slot) {
   cuda_path_t *path = *slot;
   if (path == NULL) return;

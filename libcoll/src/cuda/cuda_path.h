@@ -48,5 +48,7 @@ coll_status_t cuda_wait_default_stream(const coll_base_t *base);
 /* How device calls move data, for logs: "cuda_ipc", "pinned staging", "device copy". */
 const char *cuda_path_name(const cuda_path_t *x, int nranks);
 void cuda_free(cuda_path_t **slot);
+/* GPU memory the path holds for its schedules (scratch, premul input); 0 for NULL. */
+size_t cuda_path_device_bytes(const cuda_path_t *x);
 
 #endif

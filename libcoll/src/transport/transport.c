@@ -230,6 +230,15 @@ size_t transport_set_staging_bytes(const transport_set_t *set) {
   return total;
 }
 
+size_t transport_set_device_staging_bytes(const transport_set_t *set) {
+  size_t total = 0;
+  if (set == NULL) return 0;
+  for (int k = 0; k < KIND_COUNT; k++)
+    if (set->groups[k] != NULL && registry[k]->device_only)
+      total += registry[k]->staging_bytes(set->groups[k]);
+  return total;
+}
+
 void transport_set_close(transport_set_t *set) {
   if (set == NULL) return;
   for (int k = 0; k < KIND_COUNT; k++)

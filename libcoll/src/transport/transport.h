@@ -121,6 +121,8 @@ coll_status_t transport_set_wait(transport_set_t *set, int timeout_ms);
 /* Bytes of staging memory this rank holds for its connections: shm FIFOs it receives
  * through (each FIFO is counted by its receiver) and reduction staging chunks. */
 size_t transport_set_staging_bytes(const transport_set_t *set);
+/* Of that, the device-only transports' (cuda_ipc: GPU memory). */
+size_t transport_set_device_staging_bytes(const transport_set_t *set);
 void transport_set_close(transport_set_t *set);
 
 #endif
