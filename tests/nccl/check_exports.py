@@ -1,28 +1,41 @@
 #!/usr/bin/python3
 """libnccl.so.2's exports: every function nccl.h declares appears twice in `nm -D`
-(ncclX weak, pncclX strong, both defined), nothing else is exported, the SONAME is
-libnccl.so.2, and no symbol carries a version.
+(ncclX weak, pncclX strong, both defined), the SONAME is libnccl.so.2, and no symbol
+carries a version. Each NVIDIA library named after the header is a reference: every
+nccl*/pnccl* symbol it defines must be defined by ours too, with the same binding (W or
+T), unless EXCEPTIONS names it and says why; ours exports nothing that is neither
+declared by our header nor exported by a reference (the device API's host functions are
+exported by NVIDIA's library and declared in its nccl_device headers, not in nccl.h).
 
-  check_exports.py LIBRARY NCCL_H
+  check_exports.py LIBRARY NCCL_H [NVIDIA_LIBNCCL LABEL]...
 """
 import re
 import subprocess
 import sys
 
+# NVIDIA's exports ours leaves out on purpose: name -> why.
+EXCEPTIONS = {}
+
+
+def defined_symbols(lib):
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
+                         text=True).stdout
+    symbols = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            symbols[parts[2]] = parts[1]
+    return symbols, out
+
 
 def main():
     lib, header = sys.argv[1], sys.argv[2]
+    refs = list(zip(sys.argv[3::2], sys.argv[4::2]))
     declared = set(re.findall(r"NCCL_COLL_DECLARE\([^,]+,\s*(nccl\w+)", open(header).read()))
     if len(declared) < 30:
         print(f"only {len(declared)} functions found in {header}")
         return 1
-    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
-                         text=True).stdout
-    exported = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3:
-            exported[parts[2]] = parts[1]
+    exported, out = defined_symbols(lib)
     bad = 0
     for name in sorted(declared):
         if exported.get(name) not in ("W", "w"):
@@ -31,9 +44,29 @@ def main():
         if exported.get("p" + name) != "T":
             print(f"p{name}: {exported.get('p' + name, 'missing')}, want T (strong, defined)")
             bad += 1
-    extra = sorted(set(exported) - declared - {"p" + n for n in declared})
+    allowed = declared | {"p" + n for n in declared}
+    for ref, label in refs:
+        theirs, _ = defined_symbols(ref)
+        theirs = {n: t for n, t in theirs.items() if re.match(r"p?nccl", n)}
+        if len(theirs) < 60:
+            print(f"{ref}: only {len(theirs)} nccl symbols, not a NCCL library")
+            bad += 1
+        allowed |= set(theirs)
+        missing = 0
+        for name, kind in sorted(theirs.items()):
+            if name in EXCEPTIONS:
+                print(f"{name}: exported by NVIDIA's {label}, not by ours: {EXCEPTIONS[name]}")
+            elif name not in exported:
+                print(f"{name}: exported by NVIDIA's {label} ({kind}), missing from ours")
+                missing += 1
+            elif exported[name].upper() != kind.upper():
+                print(f"{name}: ours {exported[name]}, NVIDIA's {label} {kind}")
+                missing += 1
+        print(f"NVIDIA's {label}: {len(theirs)} nccl symbols, {missing} missing or different in ours")
+        bad += missing
+    extra = sorted(set(exported) - allowed)
     for name in extra:
-        print(f"{name}: exported but not part of the NCCL API")
+        print(f"{name}: exported but neither declared by nccl.h nor exported by a reference")
         bad += 1
     dyn = subprocess.run(["readelf", "-d", "-V", lib], check=True, capture_output=True,
                          text=True).stdout

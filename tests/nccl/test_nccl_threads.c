@@ -2,7 +2,8 @@
  * drives its GPUs: ncclCommInitAll, and ncclGroupStart + one ncclCommInitRank per rank +
  * ncclGroupEnd; then collectives and a ring of sends and receives issued for every rank
  * inside one group, which must run side by side rather than wait for each other; premul
- * ops with device-residence scalars read at ncclGroupEnd. */
+ * ops with device-residence scalars read at ncclGroupEnd. Built against our nccl.h and
+ * against NVIDIA's (tests/nccl/meson.build). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
