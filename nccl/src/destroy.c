@@ -124,7 +124,7 @@ NCCL_EXPORT(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
 }
 
 NCCL_EXPORT(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
-  ncclResult_t r = nccl_check_comm(comm, "ncclCommFinalize");
+  ncclResult_t r = nccl_check_usable(comm, "ncclCommFinalize");
   if (r != ncclSuccess) return r;
   /* Blocking and host-stream calls have finished when they return, and libcoll's
    * destroy waits for its queued ones: nothing is left to flush here. */

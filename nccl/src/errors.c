@@ -82,6 +82,22 @@ ncclResult_t nccl_check_comm(ncclComm_t comm, const char *what) {
   return ncclSuccess;
 }
 
+ncclResult_t nccl_check_usable(ncclComm_t comm, const char *what) {
+  ncclResult_t r = nccl_check_comm(comm, what);
+  if (r != ncclSuccess) return r;
+  if (atomic_load(&comm->revoked))
+    return nccl_fail(comm, ncclInvalidUsage,
+                     "rank %d: %s: the communicator was revoked (ncclCommRevoke): only "
+                     "ncclCommDestroy and ncclCommAbort remain",
+                     comm->rank, what);
+  if (atomic_load(&comm->suspended))
+    return nccl_fail(comm, ncclInvalidUsage,
+                     "rank %d: %s: the communicator is suspended (ncclCommSuspend): call "
+                     "ncclCommResume first",
+                     comm->rank, what);
+  return ncclSuccess;
+}
+
 NCCL_EXPORT(const char *, ncclGetErrorString, (ncclResult_t result)) {
   switch (result) {
     case ncclSuccess:
@@ -118,3 +134,10 @@ NCCL_EXPORT(const char *, ncclGetLastError, (ncclComm_t comm)) {
   }
   return thread_error;
 }
+
+/* Deprecated by NVIDIA (logging is set up again from the environment): libcoll reads
+ * COLL_DEBUG when a communicator is made, so there is nothing to reset. The second name
+ * is the one NVIDIA's library also exports. */
+NCCL_EXPORT(void, ncclResetDebugInit, (void)) {}
+__attribute__((visibility("default"))) void ncclResetDebugInitInternal(void);
+void ncclResetDebugInitInternal(void) {}

@@ -162,15 +162,30 @@ NCCL_EXPORT(ncclResult_t, ncclGroupStart, (void)) {
   return ncclSuccess;
 }
 
+ncclResult_t nccl_group_take_calls(nccl_call_t **calls, size_t *n, ncclResult_t *recorded) {
+  *calls = NULL;
+  *n = 0;
+  *recorded = ncclSuccess;
+  if (group.depth == 0)
+    return nccl_fail(NULL, ncclInvalidUsage, "no ncclGroupStart on this thread");
+  if (--group.depth > 0) return ncclSuccess;
+  *calls = group.calls;
+  *n = group.n;
+  *recorded = group.error;
+  group = (thread_group_t){0};
+  return ncclSuccess;
+}
+
+ncclResult_t nccl_run_calls(nccl_call_t *calls, size_t n) { return run_group(calls, n); }
+
 NCCL_EXPORT(ncclResult_t, ncclGroupEnd, (void)) {
   if (group.depth == 0)
     return nccl_fail(NULL, ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart on this thread");
-  if (--group.depth > 0) return ncclSuccess;
-  nccl_call_t *calls = group.calls;
-  size_t n = group.n;
-  ncclResult_t recorded = group.error;
-  group = (thread_group_t){0};
-  ncclResult_t r = run_group(calls, n);
+  nccl_call_t *calls;
+  size_t n;
+  ncclResult_t recorded;
+  ncclResult_t r = nccl_group_take_calls(&calls, &n, &recorded);
+  if (r == ncclSuccess) r = run_group(calls, n);
   free(calls);
   return recorded != ncclSuccess ? recorded : r;
 }

@@ -45,7 +45,10 @@ static ncclComm_t comm_new(int nranks, int rank, const ncclUniqueId *id) {
   comm->rank = rank;
   comm->nranks = nranks;
   comm->device = current_device();
-  if (id != NULL) comm->id = *id;
+  if (id != NULL) {
+    comm->id = *id;
+    comm->hash = nccl_hash(14695981039346656037ull, id->internal, sizeof id->internal);
+  }
   atomic_init(&comm->init_result, ncclInProgress);
   pthread_mutex_init(&comm->error_lock, NULL);
   return comm;
@@ -74,26 +77,6 @@ static void *init_thread_main(void *arg) {
   return NULL;
 }
 
-/* The fields of the caller's config that lie within its size (older NCCLs pass shorter
- * structs, newer ones longer). */
-static ncclResult_t read_config(const ncclConfig_t *config, int *blocking, const char *what) {
-  *blocking = 1;
-  if (config == NULL) return ncclSuccess;
-  if (config->magic != NCCL_API_MAGIC)
-    return nccl_fail(NULL, ncclInvalidArgument,
-                     "%s: config->magic is 0x%x, not 0x%x: initialise the config with "
-                     "NCCL_CONFIG_INITIALIZER",
-                     what, config->magic, NCCL_API_MAGIC);
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof config->blocking) return ncclSuccess;
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
-    if (config->blocking != 0 && config->blocking != 1)
-      return nccl_fail(NULL, ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", what,
-                       config->blocking);
-    *blocking = config->blocking;
-  }
-  return ncclSuccess;
-}
-
 static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                               const ncclConfig_t *config, const char *what) {
   if (out == NULL) return nccl_fail(NULL, ncclInvalidArgument, "%s: comm is NULL", what);
@@ -101,9 +84,10 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return nccl_fail(NULL, ncclInvalidArgument, "%s: rank %d is not in 0..nranks-1 (nranks %d)",
                      what, rank, nranks);
-  int blocking;
-  ncclResult_t r = read_config(config, &blocking, what);
+  nccl_config_t cfg;
+  ncclResult_t r = nccl_read_config(NULL, config, &cfg, what);
   if (r != ncclSuccess) return r;
+  int blocking = cfg.blocking;
   ncclComm_t comm = comm_new(nranks, rank, id);
   if (comm == NULL) return nccl_fail(NULL, ncclSystemError, "%s: out of memory", what);
   if (nccl_in_group()) {
@@ -179,12 +163,12 @@ NCCL_EXPORT(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const 
 NCCL_EXPORT(ncclResult_t, ncclCommSplit,
             (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)) {
   const char *what = "ncclCommSplit";
-  ncclResult_t r = nccl_check_comm(comm, what);
+  ncclResult_t r = nccl_check_usable(comm, what);
   if (r != ncclSuccess) return r;
   if (newcomm == NULL) return nccl_fail(comm, ncclInvalidArgument, "%s: newcomm is NULL", what);
   *newcomm = NULL;
-  int blocking;
-  if ((r = read_config(config, &blocking, what)) != ncclSuccess) return r;
+  nccl_config_t cfg;
+  if ((r = nccl_read_config(comm, config, &cfg, what)) != ncclSuccess) return r;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return nccl_fail(comm, ncclInvalidArgument,
                      "rank %d: %s: color %d is negative and not NCCL_SPLIT_NOCOLOR", comm->rank,
@@ -203,6 +187,7 @@ NCCL_EXPORT(ncclResult_t, ncclCommSplit,
   }
   out->coll = child;
   out->device = comm->device;
+  out->hash = nccl_hash(comm->hash, &color, sizeof color);
   /* Known as the parent's child from now on: its closer waits for this one. */
   if (!nccl_closer_add_child(child, comm->coll)) {
     coll_comm_destroy(child);
@@ -253,6 +238,11 @@ NCCL_EXPORT(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t 
     return ncclSuccess;
   }
   nccl_join_init(comm);
+  if (atomic_load(&comm->revoked)) {
+    /* Revoked: quiescent once ncclCommRevoke returned (revoke.c). */
+    *asyncError = ncclSuccess;
+    return ncclSuccess;
+  }
   coll_status_t async = COLL_OK;
   coll_status_t st = coll_comm_get_async_error(comm->coll, &async);
   if (st != COLL_OK && st != COLL_ERR_ABORTED) return nccl_fail_coll(comm, st);

@@ -168,7 +168,9 @@ NCCL_EXPORT(ncclResult_t, ncclMemFree, (void *ptr)) {
 }
 
 /* A registration only records what was registered: libcoll reads any buffer. */
+enum { REGISTRATION_MAGIC = 0x72656767 };
 typedef struct {
+  unsigned magic;
   ncclComm_t comm;
   void *buff;
   size_t size;
@@ -181,7 +183,7 @@ static ncclResult_t record(ncclComm_t comm, void *buff, size_t size, void **hand
   if (handle == NULL) return nccl_fail(comm, ncclInvalidArgument, "%s: handle is NULL", what);
   registration_t *reg = malloc(sizeof *reg);
   if (reg == NULL) return nccl_fail(comm, ncclSystemError, "%s: out of memory", what);
-  *reg = (registration_t){.comm = comm, .buff = buff, .size = size};
+  *reg = (registration_t){.magic = REGISTRATION_MAGIC, .comm = comm, .buff = buff, .size = size};
   *handle = reg;
   return ncclSuccess;
 }
@@ -190,9 +192,10 @@ static ncclResult_t forget(ncclComm_t comm, void *handle, const char *what) {
   ncclResult_t r = nccl_check_comm(comm, what);
   if (r != ncclSuccess) return r;
   registration_t *reg = handle;
-  if (reg == NULL || reg->comm != comm)
+  if (reg == NULL || reg->magic != REGISTRATION_MAGIC || reg->comm != comm)
     return nccl_fail(comm, ncclInvalidArgument,
                      "%s: handle was not registered on this communicator", what);
+  reg->magic = 0;
   free(reg);
   return ncclSuccess;
 }
@@ -217,4 +220,24 @@ NCCL_EXPORT(ncclResult_t, ncclCommWindowRegister,
 
 NCCL_EXPORT(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
   return forget(comm, win, "ncclCommWindowDeregister");
+}
+
+void *nccl_window_user_ptr(ncclComm_t comm, ncclWindow_t win) {
+  const registration_t *reg = (const registration_t *)(void *)win;
+  if (reg == NULL || reg->magic != REGISTRATION_MAGIC || reg->comm != comm) return NULL;
+  return reg->buff;
+}
+
+NCCL_EXPORT(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void **outUserPtr)) {
+  const char *what = "ncclWinGetUserPtr";
+  ncclResult_t r = nccl_check_comm(comm, what);
+  if (r != ncclSuccess) return r;
+  if (outUserPtr == NULL) return nccl_fail(comm, ncclInvalidArgument, "%s: outUserPtr is NULL", what);
+  void *ptr = nccl_window_user_ptr(comm, win);
+  if (ptr == NULL)
+    return nccl_fail(comm, ncclInvalidArgument,
+                     "%s: win was not registered on this communicator (ncclCommWindowRegister)",
+                     what);
+  *outUserPtr = ptr;
+  return ncclSuccess;
 }

@@ -45,7 +45,24 @@ struct ncclComm {
   pthread_mutex_t error_lock;
   char last_error[NCCL_ERROR_MAX]; /* the message of this communicator's last failure */
   nccl_premul_t premul[NCCL_MAX_PREMUL_OPS];
+  /* ncclCommRevoke: pending work stopped, collectives refused (revoke.c). */
+  atomic_bool revoked;
+  /* ncclCommSuspend .. ncclCommResume: calls refused (suspend.c). */
+  atomic_bool suspended;
+  bool suspended_mem; /* ... with NCCL_SUSPEND_MEM */
+  /* ncclCommGetUniqueId handed out an id that no ncclCommGrow consumed yet. */
+  bool grow_id_pending;
+  /* The same on every rank of the communicator (ncclCommQueryProperties' commHash):
+   * from the id it was made with, or its parent's hash and its split color. */
+  uint64_t hash;
 };
+
+/* FNV-1a of bytes, continuing from h. */
+static inline uint64_t nccl_hash(uint64_t h, const void *bytes, size_t n) {
+  const unsigned char *p = bytes;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
 
 /* ---- errors.c ---- */
 /* libcoll's status as NCCL's result code. */
@@ -58,6 +75,25 @@ __attribute__((format(printf, 3, 4))) ncclResult_t nccl_fail(ncclComm_t comm, nc
 /* The communicator if it is one this library made and whose init finished; otherwise the
  * error (named with `what`) as a result. */
 ncclResult_t nccl_check_comm(ncclComm_t comm, const char *what);
+
+/* The communicator if it may take calls now: checked as nccl_check_comm, and neither
+ * revoked nor suspended (ncclInvalidUsage naming which). */
+ncclResult_t nccl_check_usable(ncclComm_t comm, const char *what);
+
+/* ---- config.c ---- */
+/* What this library takes from a caller's ncclConfig_t. */
+typedef struct {
+  int blocking; /* 1 unless the caller set 0 */
+} nccl_config_t;
+/* Read config (NULL: the defaults) as NVIDIA's library does: its magic checked, only the
+ * fields within its `size` and known to its `version`, values in range. comm (may be
+ * NULL) receives the error. */
+ncclResult_t nccl_read_config(ncclComm_t comm, const ncclConfig_t *config, nccl_config_t *out,
+                              const char *what);
+/* Check a nccl*Config collective's per-call options (NULL allowed); *event receives its
+ * launchCompletionEvent (NULL when none). */
+ncclResult_t nccl_read_coll_config(ncclComm_t comm, const ncclCollConfig_t *config, void **event,
+                                   const char *what);
 
 /* ---- types.c ---- */
 /* NCCL's type as libcoll's; ncclInvalidArgument (recorded) for fp8 and unknown values. */
@@ -98,6 +134,9 @@ typedef struct {
   const void *premul_scalar;
   int root; /* or the peer of a send/receive */
   cudaStream_t stream;
+  /* A nccl*Config call's launchCompletionEvent: recorded on stream once the call is
+   * issued (nccl_run_call). */
+  void *launch_event;
 } nccl_call_t;
 
 /* ---- types.c (calls) ---- */
@@ -113,8 +152,22 @@ ncclResult_t nccl_submit(const nccl_call_t *call);
 bool nccl_in_group(void);
 /* Run one call now on its communicator (used by the group and by nccl_submit). */
 ncclResult_t nccl_run_call(const nccl_call_t *call);
+/* End one level of the thread's group: at the outermost end, *calls (malloc'ed, the
+ * caller frees it) and *n are the recorded calls and *recorded the first recording
+ * error; inside a nested group *n is 0. ncclInvalidUsage outside any group. */
+ncclResult_t nccl_group_take_calls(nccl_call_t **calls, size_t *n, ncclResult_t *recorded);
+/* Run calls taken from a group as ncclGroupEnd does. */
+ncclResult_t nccl_run_calls(nccl_call_t *calls, size_t n);
+
+/* ---- collectives.c ---- */
+/* Check and map a call's communicator, type and operator (op NULL: no reduction). */
+ncclResult_t nccl_prepare_call(nccl_call_t *call, ncclComm_t comm, ncclDataType_t datatype,
+                               const ncclRedOp_t *op, const char *what);
 
 /* ---- memory.c ---- */
+/* The user pointer of a window this library registered (NULL if win is not one of
+ * comm's). */
+void *nccl_window_user_ptr(ncclComm_t comm, ncclWindow_t win);
 /* Read a scalar of `bytes` (at most 8) into host memory dst: from device or managed
  * memory in the order of stream (a copy queued on it, then a wait for the stream), from
  * host memory by a plain read now. ncclUnhandledCudaError (recorded on comm) when the

@@ -38,11 +38,11 @@ ncclResult_t nccl_dtype(ncclComm_t comm, ncclDataType_t in, coll_dtype_t *out, c
       *out = COLL_BFLOAT16;
       return ncclSuccess;
     case ncclFloat8e4m3:
+      *out = COLL_FLOAT8E4M3;
+      return ncclSuccess;
     case ncclFloat8e5m2:
-      return nccl_fail(comm, ncclInvalidArgument,
-                       "rank %d: %s: fp8 types (ncclFloat8e4m3, ncclFloat8e5m2) are not supported "
-                       "by libcoll",
-                       comm ? comm->rank : -1, what);
+      *out = COLL_FLOAT8E5M2;
+      return ncclSuccess;
     case ncclNumTypes:
       break;
   }
