@@ -11,8 +11,8 @@
 # (or gpu-logs/); the summary table is printed last.
 # Then the torch.distributed backend coll, built against the machine's PyTorch, on CUDA
 # tensors (DDP and FSDP2, against PyTorch's nccl: tests/gpu/torch_coll_cuda.py).
-# Last, libnccl.so.2: nccl-tests built against it and run on 2 ranks sharing the GPU
-# (tests/gpu/nccl_check.sh), and PyTorch's NCCL backend over it when PyTorch has CUDA.
+# Last, libnccl.so.2 beside NVIDIA's NCCL: nccl-tests run on 2 ranks sharing the GPU with
+# each library, and PyTorch's NCCL backend (DDP) over each (tests/gpu/nccl_check.sh).
 # Usage: tests/gpu/run.sh            (from the repository root; about 8 minutes)
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -euo pipefail
@@ -111,10 +111,11 @@ else
   record "torch_coll cuda:coll" "SKIP (python3 here has no torch)"
 fi
 
-# libnccl.so.2 (issue 16): nccl-tests over it with results checked, and PyTorch's NCCL
-# backend over it when this machine's PyTorch has CUDA.
+# libnccl.so.2: nccl-tests (built against NVIDIA's nccl.h) with results checked and PyTorch's
+# NCCL backend (DDP) when this machine's PyTorch has CUDA, each on our library and on
+# NVIDIA's, side by side (tests/gpu/nccl_check.sh).
 step "libnccl.so.2: nccl-tests, torch" 900 "$logs/nccl_check.log" \
-  bash "$root/tests/gpu/nccl_check.sh" "$build" "$logs"
+  env PYTHON="${torch_py:-python3}" bash "$root/tests/gpu/nccl_check.sh" "$build" "$logs"
 while read -r what name verdict rest; do
   record "  $name" "$verdict $rest"
-done < <(grep -E "^(NCCL-TESTS|TORCH-NCCL) " "$logs/nccl_check.log" | sed 's/^\(TORCH-NCCL\) /\1 torch /')
+done < <(grep -E "^(NCCL-TESTS|TORCH-NCCL) " "$logs/nccl_check.log")
