@@ -61,8 +61,10 @@ void ct_clean_env(void) {
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
+static bool is_fp8(coll_dtype_t dt) { return dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2; }
 static bool is_float(coll_dtype_t dt) {
-  return dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 || dt == COLL_FLOAT32 || dt == COLL_FLOAT64;
+  return dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 || dt == COLL_FLOAT32 || dt == COLL_FLOAT64 ||
+         is_fp8(dt);
 }
 static bool is_signed(coll_dtype_t dt) {
   return dt == COLL_INT8 || dt == COLL_INT32 || dt == COLL_INT64;
@@ -77,10 +79,34 @@ static uint32_t mix(uint32_t x) {
   return x;
 }
 
+/* fp8 inputs are chosen so that every partial result of any reduction order is exact in
+ * both formats (e5m2 holds the integers up to 8, e4m3 up to 16): the result is then one
+ * value whatever the algorithm, computed here in double. Sums: ranks 0-3 give -2..2
+ * times 2^k (the same k for every rank at index i, -3 <= k <= 2), the others 0, so every
+ * partial sum is a multiple of 2^k of magnitude at most 8 * 2^k. Products: ranks 0-3 give
+ * +-2^j (j in -1..1), the others +-1. Min and max: nonzero values (+-1..7) * 2^k (no
+ * zeros, whose sign would depend on the order). AVG rounds the exact mean once, to
+ * float16 and then to fp8, as the library does (those roundings are checked against
+ * NVIDIA's code by tests/mem/test_fp8_ref.cpp). */
+static double fp8_value(coll_op_t op, int rank, size_t i, uint32_t raw) {
+  int k = (int)(mix((uint32_t)i ^ 0x51ed270bU) % 6) - 3;
+  int sign = (raw >> 8) & 1 ? -1 : 1;
+  switch (op) {
+    case COLL_PROD:
+      return sign * (rank < 4 ? ldexp(1.0, (int)(raw % 3) - 1) : 1.0);
+    case COLL_MIN:
+    case COLL_MAX:
+      return sign * (double)(1 + raw % 7) * ldexp(1.0, k);
+    default:
+      return rank < 4 ? ((int)(raw % 5) - 2) * ldexp(1.0, k) : 0.0;
+  }
+}
+
 /* The value rank contributes at index i, as the type holds it (floats already rounded
  * to the type, integers as int64). */
 static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
   uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  if (is_fp8(dt)) return fp8_value(op, rank, i, raw);
   double v = op == COLL_PROD ? 1.0 + ((int)(raw % 201) - 100) / 1000.0
                              : ((int)(raw % 2001) - 1000) / 255.0;
   switch (dt) {
@@ -130,6 +156,10 @@ static void store_float(void *buf, size_t i, coll_dtype_t dt, double v) {
     case COLL_FLOAT32:
       ((float *)buf)[i] = (float)v;
       break;
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
+      break;
     default:
       ((double *)buf)[i] = v;
       break;
@@ -144,6 +174,9 @@ static double load_float(const void *buf, size_t i, coll_dtype_t dt) {
       return mem_bf16_to_float(((const uint16_t *)buf)[i]);
     case COLL_FLOAT32:
       return ((const float *)buf)[i];
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
     default:
       return ((const double *)buf)[i];
   }
@@ -178,6 +211,10 @@ static double unit_roundoff(coll_dtype_t dt) {
       return ldexp(1.0, -8);
     case COLL_FLOAT32:
       return ldexp(1.0, -24);
+    case COLL_FLOAT8E4M3:
+      return ldexp(1.0, -4);
+    case COLL_FLOAT8E5M2:
+      return ldexp(1.0, -3);
     default:
       return ldexp(1.0, -53);
   }
@@ -258,6 +295,11 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_
       got = load_float(out, i, dt);
       tol = (op == COLL_MIN || op == COLL_MAX) ? 0 : 4.0 * nranks * unit_roundoff(dt) * (scale + 1);
       ok = fabs(got - want) <= tol;
+      if (is_fp8(dt)) { /* exact: the bits of the one possible result (see fp8_value) */
+        tol = 0;
+        want = mem_fp8_to_float(mem_double_to_fp8(want, dt), dt);
+        ok = ((const uint8_t *)out)[i] == mem_double_to_fp8(want, dt);
+      }
     } else {
       uint64_t w = int_expected(dt, op, nranks, i, salt);
       uint64_t g = load_int(out, i, esz);

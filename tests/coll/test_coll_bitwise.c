@@ -248,10 +248,11 @@ static int rank_refusals(int rank, int nranks, void *arg) {
   const ct_job_t *job = arg;
   coll_comm_t *comm;
   if (ct_init(job, rank, nranks, &comm) != 0) return 1;
-  static const coll_dtype_t floats[] = {COLL_FLOAT16, COLL_BFLOAT16, COLL_FLOAT32, COLL_FLOAT64};
+  static const coll_dtype_t floats[] = {COLL_FLOAT16, COLL_BFLOAT16,   COLL_FLOAT32,
+                                        COLL_FLOAT64, COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
   double in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
   int bad = 0;
-  for (int f = 0; f < 4; f++)
+  for (int f = 0; f < 6; f++)
     for (int o = 0; o < NBIT_OPS; o++) {
       coll_dtype_t dt = floats[f];
       coll_op_t op = bit_ops[o];

@@ -15,6 +15,7 @@
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "mem/half_inline.h"
+#include "mem/memops.h"
 #include "multiproc.h"
 
 typedef struct {
@@ -26,10 +27,13 @@ static bool is_unsigned(coll_dtype_t dt) {
   return dt == COLL_UINT8 || dt == COLL_UINT32 || dt == COLL_UINT64;
 }
 static bool is_float(coll_dtype_t dt) { return dt >= COLL_FLOAT16; }
+static bool is_fp8(coll_dtype_t dt) { return dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2; }
 
-/* Rank r's input element i: a small integer, exact in every type. */
+/* Rank r's input element i: a small integer, exact in every type. fp8: -1, 0 or 1, so
+ * that a sum over 8 ranks, in any order, stays exact (e5m2 holds the integers to 8). */
 static double value(coll_dtype_t dt, int rank, size_t i, int salt) {
   int v = (int)((rank * 7 + i * 3 + (size_t)salt) % 7);
+  if (is_fp8(dt)) return v % 3 - 1;
   return is_unsigned(dt) ? v : v - 3;
 }
 
@@ -62,6 +66,10 @@ static void put(void *buf, coll_dtype_t dt, size_t i, double v) {
     case COLL_FLOAT32:
       ((float *)buf)[i] = (float)v;
       break;
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
+      break;
     default:
       ((double *)buf)[i] = v;
   }
@@ -87,6 +95,9 @@ static double get(const void *buf, coll_dtype_t dt, size_t i) {
       return bf16_to_float_inline(((const uint16_t *)buf)[i]);
     case COLL_FLOAT32:
       return ((const float *)buf)[i];
+    case COLL_FLOAT8E4M3:
+    case COLL_FLOAT8E5M2:
+      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
     default:
       return ((const double *)buf)[i];
   }
@@ -116,6 +127,8 @@ static double reduce_ref(coll_dtype_t dt, coll_op_t op, int n, size_t i, int sal
 
 static bool close_to(coll_dtype_t dt, double got, double want) {
   if (!is_float(dt)) return got == want;
+  /* fp8 sums are exact (see value); an average is the exact mean rounded once */
+  if (is_fp8(dt)) return got == mem_fp8_to_float(mem_double_to_fp8(want, dt), dt);
   double tol = dt == COLL_FLOAT16 || dt == COLL_BFLOAT16 ? 2e-2 : 1e-6;
   return fabs(got - want) <= tol * fmax(1.0, fabs(want));
 }
