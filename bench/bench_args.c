@@ -78,6 +78,8 @@ static const struct {
   {.name = "double", .dtype = COLL_FLOAT64},  {.name = "bfloat16", .dtype = COLL_BFLOAT16},
   {.name = "float16", .dtype = COLL_FLOAT16}, {.name = "float32", .dtype = COLL_FLOAT32},
   {.name = "float64", .dtype = COLL_FLOAT64}, {.name = "bf16", .dtype = COLL_BFLOAT16},
+  {.name = "float8_e4m3", .dtype = COLL_FLOAT8E4M3},
+  {.name = "float8_e5m2", .dtype = COLL_FLOAT8E5M2},
 };
 
 static const struct {
@@ -119,7 +121,7 @@ size_t bench_dtype_size(int dtype) {
   static const size_t sizes[COLL_DTYPE_COUNT] = {
     [COLL_INT8] = 1,    [COLL_UINT8] = 1,    [COLL_INT32] = 4,   [COLL_UINT32] = 4,
     [COLL_INT64] = 8,   [COLL_UINT64] = 8,   [COLL_FLOAT16] = 2, [COLL_BFLOAT16] = 2,
-    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,
+    [COLL_FLOAT32] = 4, [COLL_FLOAT64] = 8,   [COLL_FLOAT8E4M3] = 1, [COLL_FLOAT8E5M2] = 1,
   };
   return dtype >= 0 && dtype < COLL_DTYPE_COUNT ? sizes[dtype] : 0;
 }

@@ -25,6 +25,8 @@ static double exact_limit(int dtype) {
   case COLL_UINT8: return 255.0;
   case COLL_FLOAT16: return 2048.0;
   case COLL_BFLOAT16: return 256.0;
+  case COLL_FLOAT8E4M3: return 16.0;
+  case COLL_FLOAT8E5M2: return 8.0;
   default: return 65536.0;
   }
 }
@@ -180,6 +182,28 @@ uint16_t bench_float_to_bf16(float f) {
   return (uint16_t)((bits + rounding) >> 16);
 }
 
+/* fp8 (coll.h's COLL_FLOAT8E4M3 / E5M2): byte b's value, and v rounded to the format
+ * (nearest even, saturating at +-448 / +-57344). The bench's values are small integers
+ * and their averages, so a direct rounding suffices here. */
+static double fp8_value(uint8_t b, int dtype) {
+  int e4 = dtype == COLL_FLOAT8E4M3, mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  int e = (b & 0x7F) >> mb, m = b & ((1 << mb) - 1);
+  double sign = (b & 0x80) ? -1.0 : 1.0;
+  if ((e4 && (b & 0x7F) == 0x7F) || (!e4 && e == 31)) return !e4 && m == 0 ? sign * INFINITY : NAN;
+  return sign * ldexp(e ? (1 << mb) + m : m, (e ? e : 1) - bias - mb);
+}
+
+static uint8_t fp8_from(double v, int dtype) {
+  uint8_t best = 0x7F;
+  double err = INFINITY;
+  for (int b = 0; b < 256 && !isnan(v); b++) { /* nearest; ties to the even encoding */
+    double x = fp8_value((uint8_t)b, dtype), d = fabs(x - v);
+    if (isnan(x) || isinf(x)) continue;
+    if (d < err || (d == err && !(b & 1))) best = (uint8_t)b, err = d;
+  }
+  return best;
+}
+
 double bench_data_get(const void *buf, size_t i, int dtype) {
   switch (dtype) {
   case COLL_INT8: return ((const int8_t *)buf)[i];
@@ -192,6 +216,8 @@ double bench_data_get(const void *buf, size_t i, int dtype) {
   case COLL_BFLOAT16: return bench_bf16_to_float(((const uint16_t *)buf)[i]);
   case COLL_FLOAT32: return ((const float *)buf)[i];
   case COLL_FLOAT64: return ((const double *)buf)[i];
+  case COLL_FLOAT8E4M3:
+  case COLL_FLOAT8E5M2: return fp8_value(((const uint8_t *)buf)[i], dtype);
   default: return NAN;
   }
 }
@@ -208,6 +234,8 @@ void bench_data_set(void *buf, size_t i, int dtype, double value) {
   case COLL_BFLOAT16: ((uint16_t *)buf)[i] = bench_float_to_bf16((float)value); break;
   case COLL_FLOAT32: ((float *)buf)[i] = (float)value; break;
   case COLL_FLOAT64: ((double *)buf)[i] = value; break;
+  case COLL_FLOAT8E4M3:
+  case COLL_FLOAT8E5M2: ((uint8_t *)buf)[i] = fp8_from(value, dtype); break;
   default: break;
   }
 }
@@ -228,6 +256,8 @@ static double avg_tolerance(int dtype) {
   case COLL_BFLOAT16: return ldexp(1.0, -6);
   case COLL_FLOAT32: return ldexp(1.0, -22);
   case COLL_FLOAT64: return ldexp(1.0, -51);
+  case COLL_FLOAT8E4M3: return ldexp(1.0, -3);
+  case COLL_FLOAT8E5M2: return ldexp(1.0, -2);
   default: return 0.0;
   }
 }

@@ -220,7 +220,11 @@ static void check_pattern(int dtype, int op, int nranks) {
     bench_data_set(out, i, dtype, acc);
   }
   ck_assert_uint_eq(bench_data_check(out, COUNT, dtype, op, nranks, 42), 0);
-  bench_data_set(out, COUNT / 2, dtype, bench_data_get(out, COUNT / 2, dtype) + 1);
+  /* One element off (fp8: by more than its spacing, (v + 1) * 4, since v + 1 may round
+   * back to v). */
+  double v = bench_data_get(out, COUNT / 2, dtype);
+  int fp8 = dtype == COLL_FLOAT8E4M3 || dtype == COLL_FLOAT8E5M2;
+  bench_data_set(out, COUNT / 2, dtype, fp8 ? (v + 1) * 4 : v + 1);
   ck_assert_uint_eq(bench_data_check(out, COUNT, dtype, op, nranks, 42), 1);
   /* A different seed is a different pattern: stale data cannot pass. */
   ck_assert_uint_gt(bench_data_check(out, COUNT, dtype, op, nranks, 43), 0);
