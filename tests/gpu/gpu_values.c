@@ -9,12 +9,15 @@ static bool is_unsigned(coll_dtype_t t) {
   return t == COLL_UINT8 || t == COLL_UINT32 || t == COLL_UINT64;
 }
 
+static bool is_fp8(coll_dtype_t t) { return t == COLL_FLOAT8E4M3 || t == COLL_FLOAT8E5M2; }
+
 static bool is_bitwise(coll_op_t op) {
   return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
 }
 
 bool gpu_op_applies(coll_dtype_t t, coll_op_t op) {
-  bool is_float = t == COLL_FLOAT16 || t == COLL_BFLOAT16 || t == COLL_FLOAT32 || t == COLL_FLOAT64;
+  bool is_float = t == COLL_FLOAT16 || t == COLL_BFLOAT16 || t == COLL_FLOAT32 ||
+                  t == COLL_FLOAT64 || is_fp8(t);
   return !(is_float && is_bitwise(op));
 }
 
@@ -28,6 +31,8 @@ double gpu_value(int r, size_t i, coll_dtype_t t, coll_op_t op) {
     if (coll_dtype_size(t) >= 4) v *= 65537;
     return (double)v;
   }
+  /* fp8: -2..2, so that a sum over 4 ranks stays exact in e5m2 (integers to 8) */
+  if (is_fp8(t)) return (int)((i * 7 + (size_t)r * 3) % 5) - 2;
   int v = (int)((i * 7 + (size_t)r * 3) % 9);
   return is_unsigned(t) ? v : v - 4;
 }
@@ -52,6 +57,11 @@ double gpu_expected(int n, size_t i, coll_dtype_t t, coll_op_t op) {
     }
   }
   if (op != COLL_AVG) return acc;
+  if (is_fp8(t)) { /* the exact mean rounded to the format (bench_data's rounding) */
+    uint8_t b;
+    bench_data_set(&b, 0, (int)t, acc / n);
+    return bench_data_get(&b, 0, (int)t);
+  }
   bool integer = t != COLL_FLOAT16 && t != COLL_BFLOAT16 && t != COLL_FLOAT32 && t != COLL_FLOAT64;
   return integer ? (double)((long long)acc / n) : acc / n; /* C division truncates */
 }
