@@ -405,9 +405,8 @@ static int premul_scalar_residence(ncclComm_t comm, int rank, int n) {
 
 static int errors_have_codes_and_messages(ncclComm_t comm, int rank) {
   float f = 0;
-  CHECK(ncclAllReduce(&f, &f, 1, ncclFloat8e4m3, ncclSum, comm, NULL) == ncclInvalidArgument,
-        "fp8 accepted");
-  CHECK(strstr(ncclGetLastError(comm), "fp8") != NULL, "message: %s", ncclGetLastError(comm));
+  /* fp8 reduces since 2.32.3's ABI (test_nccl_232 checks its values). */
+  CHECK_NCCL(ncclAllReduce(&f, &f, 1, ncclFloat8e4m3, ncclSum, comm, NULL));
   CHECK(ncclAllReduce(&f, &f, 1, (ncclDataType_t)77, ncclSum, comm, NULL) == ncclInvalidArgument,
         "type 77 accepted");
   CHECK(ncclAllReduce(&f, &f, 1, ncclFloat32, (ncclRedOp_t)40, comm, NULL) == ncclInvalidArgument,
