@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# nccl-tests 2.19.6 (NVIDIA's source, unchanged, from ../shared/nccl-tests) built against
-# our nccl.h and libnccl.so.2 with nvcc and Open MPI: proof that a real NCCL client
-# compiles and links against this library (running it needs a GPU: tests/gpu/run.sh).
+# nccl-tests 2.19.6 (NVIDIA's source, unchanged, from ../shared/nccl-tests) built with nvcc
+# and Open MPI against NVIDIA's own headers, the CUDA toolkit's nccl.h and nccl_device.h
+# (2.28.9 on CI's machine; NCCL_TESTS_HEADERS names another folder), and linked to our
+# libnccl.so.2: proof that a real NCCL client built as its users build it links to and
+# loads this library (running it needs a GPU: tests/gpu/run.sh). Since 2.28 nccl-tests
+# includes nccl_device.h, which our nccl.h leaves out, so it is not built against ours.
 #   build_nccl_tests.sh BUILD_DIR SOURCE_ROOT [OUT_DIR]
 # NCCL_TESTS_MPI=1 (default) builds with Open MPI and fails without it; auto builds
 # without MPI where Open MPI's headers are missing (the GPU machine may lack them).
@@ -12,9 +15,12 @@ root=$(cd "$2" && pwd)
 out=${3:-$build/nccl-tests}
 archive=${NCCL_TESTS_ARCHIVE:-$root/../shared/nccl-tests/nccl-tests-2.19.6.tar.gz}
 cuda=${CUDA_HOME:-/usr/local/cuda}
+headers=${NCCL_TESTS_HEADERS:-$cuda/include}
 mpi=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
 [ -x "$cuda/bin/nvcc" ] || { echo "skipped: no nvcc in $cuda/bin"; exit 77; }
 [ -f "$archive" ] || { echo "skipped: $archive not found"; exit 77; }
+[ -f "$headers/nccl.h" ] && [ -f "$headers/nccl_device.h" ] || {
+  echo "NVIDIA's nccl.h and nccl_device.h not found in $headers"; exit 1; }
 use_mpi=1
 if [ ! -f "$mpi/include/mpi.h" ]; then
   [ "${NCCL_TESTS_MPI:-1}" = auto ] || { echo "Open MPI headers missing in $mpi/include (libopenmpi-dev)"; exit 1; }
@@ -25,10 +31,12 @@ fi
 home=$out/nccl-home
 rm -rf "$out"
 mkdir -p "$home/include" "$home/lib"
-cp "$root/nccl/include/nccl.h" "$home/include/"
-cp "$build/nccl/libnccl.so.2.27.7" "$home/lib/"
-ln -s libnccl.so.2.27.7 "$home/lib/libnccl.so.2"
+cp -r "$headers/nccl.h" "$headers/nccl_device.h" "$headers/nccl_device" "$home/include/"
+lib=$(readlink -f "$build/nccl/libnccl.so.2")
+cp "$lib" "$home/lib/"
+ln -s "$(basename "$lib")" "$home/lib/libnccl.so.2"
 ln -s libnccl.so.2 "$home/lib/libnccl.so"
+header_version=$(sed -n 's/^#define NCCL_VERSION_CODE *//p' "$headers/nccl.h")
 tar xzf "$archive" -C "$out"
 src=$out/nccl-tests-2.19.6
 # One GPU architecture (sm_90, the H200 of the GPU check) keeps the build to minutes.
@@ -49,4 +57,4 @@ for t in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf send
     echo "$t does not load $home/lib/libnccl.so.2:"; cat "$out/$t.ldd"; exit 1; }
   n=$((n + 1))
 done
-echo "nccl-tests: $n programs built (MPI=$use_mpi) against libcoll's nccl.h and linked to its libnccl.so.2 ($src/build)"
+echo "nccl-tests: $n programs built (MPI=$use_mpi) against NVIDIA's nccl.h $header_version ($headers) and linked to libcoll's $(basename "$lib") ($src/build)"
