@@ -1,5 +1,5 @@
 /* libcoll's NCCL-compatible API: the header of libnccl.so.2, the drop-in library built on
- * coll.h (nccl/src/). Types, values and signatures are NCCL 2.27.7's ABI, so a program
+ * coll.h (nccl/src/). Types, values and signatures are NCCL 2.32.3's ABI, so a program
  * compiled against NVIDIA's nccl.h runs on this library and the other way round; what
  * differs is written in README "Use it in place of NCCL" and docs/nccl_abi.md. */
 #ifndef NCCL_H_
