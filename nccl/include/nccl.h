@@ -58,7 +58,7 @@ typedef struct {
   char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
-/* ncclTimeout (8) exists since 2.30; this library returns it for a passed deadline. */
+/* ncclTimeout (8): in 2.30.7, not in 2.28.9; returned here for a passed deadline. */
 typedef enum {
   ncclSuccess = 0,
   ncclUnhandledCudaError = 1,
@@ -281,8 +281,11 @@ typedef struct ncclEncryptionConfig_v23200 {
   const char *psk;
 } ncclEncryptionConfig_t;
 
-#define NCCL_ENCRYPTION_CONFIG_INITIALIZER \
-  { sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_ENCRYPTION_MODE_NONE, NULL }
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER                                     \
+  {                                                                            \
+    sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE,         \
+        NCCL_ENCRYPTION_MODE_NONE, NULL                                        \
+  }
 
 /* Every function is exported twice: ncclX (weak) and pncclX (strong), as NCCL does, so a
  * profiling layer can define ncclX and call pncclX. */
@@ -461,7 +464,8 @@ NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t 
 NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t *out));
 NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t *out));
 NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char **out));
-NCCL_COLL_DECLARE(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void *out, int maxLen, int *len));
+NCCL_COLL_DECLARE(ncclResult_t, ncclParamGet,
+                  (ncclParamHandle_t h, void *out, int maxLen, int *len));
 NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetParameter,
                   (const char *key, const char **value, int *valueLen));
 NCCL_COLL_DECLARE(ncclResult_t, ncclParamGetAllParameterKeys, (const char ***table, int *tableLen));

@@ -230,8 +230,8 @@ NCCL_EXPORT(ncclResult_t, ncclReduceConfig,
 NCCL_EXPORT(ncclResult_t, ncclAllGather,
             (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
              ncclComm_t comm, cudaStream_t stream)) {
-  return unrooted(NCCL_CALL_ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, comm, stream,
-                  NULL, "ncclAllGather");
+  return unrooted(NCCL_CALL_ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, comm, stream, NULL,
+                  "ncclAllGather");
 }
 
 NCCL_EXPORT(ncclResult_t, ncclAllGatherConfig,

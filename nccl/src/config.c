@@ -62,7 +62,8 @@ ncclResult_t nccl_read_config(ncclComm_t comm, const ncclConfig_t *config, nccl_
   memset(&c, 0, sizeof c);
   c.blocking = NCCL_CONFIG_UNDEF_INT;
   copy_known(&c, sizeof c, config, head.size);
-  if (has_field(&head, offsetof(ncclConfig_t, blocking), sizeof c.blocking, FIRST_VERSION_BLOCKING) &&
+  if (has_field(&head, offsetof(ncclConfig_t, blocking), sizeof c.blocking,
+                FIRST_VERSION_BLOCKING) &&
       c.blocking != NCCL_CONFIG_UNDEF_INT) {
     if (c.blocking != 0 && c.blocking != 1)
       return nccl_fail(comm, ncclInvalidArgument, "%s: config->blocking is %d, not 0 or 1", what,

@@ -228,11 +228,13 @@ void *nccl_window_user_ptr(ncclComm_t comm, ncclWindow_t win) {
   return reg->buff;
 }
 
-NCCL_EXPORT(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void **outUserPtr)) {
+NCCL_EXPORT(ncclResult_t, ncclWinGetUserPtr,
+            (ncclComm_t comm, ncclWindow_t win, void **outUserPtr)) {
   const char *what = "ncclWinGetUserPtr";
   ncclResult_t r = nccl_check_comm(comm, what);
   if (r != ncclSuccess) return r;
-  if (outUserPtr == NULL) return nccl_fail(comm, ncclInvalidArgument, "%s: outUserPtr is NULL", what);
+  if (outUserPtr == NULL)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: outUserPtr is NULL", what);
   void *ptr = nccl_window_user_ptr(comm, win);
   if (ptr == NULL)
     return nccl_fail(comm, ncclInvalidArgument,

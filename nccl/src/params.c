@@ -116,19 +116,19 @@ static ncclResult_t read_int(ncclParamHandle_t h, bool is_signed, int64_t min, u
   return ncclSuccess;
 }
 
-#define PARAM_GET_SIGNED(name, type, min, max)                                        \
-  NCCL_EXPORT(ncclResult_t, name, (ncclParamHandle_t h, type * out)) {                \
-    int64_t v = 0;                                                                    \
-    ncclResult_t r = read_int(h, true, min, max, out ? &v : NULL, NULL, #name);       \
-    if (r == ncclSuccess) *out = (type)v;                                             \
-    return r;                                                                         \
+#define PARAM_GET_SIGNED(name, type, min, max)                                  \
+  NCCL_EXPORT(ncclResult_t, name, (ncclParamHandle_t h, type * out)) {          \
+    int64_t v = 0;                                                              \
+    ncclResult_t r = read_int(h, true, min, max, out ? &v : NULL, NULL, #name); \
+    if (r == ncclSuccess) *out = (type)v;                                       \
+    return r;                                                                   \
   }
-#define PARAM_GET_UNSIGNED(name, type, max)                                           \
-  NCCL_EXPORT(ncclResult_t, name, (ncclParamHandle_t h, type * out)) {                \
-    uint64_t v = 0;                                                                   \
-    ncclResult_t r = read_int(h, false, 0, max, NULL, out ? &v : NULL, #name);        \
-    if (r == ncclSuccess) *out = (type)v;                                             \
-    return r;                                                                         \
+#define PARAM_GET_UNSIGNED(name, type, max)                                    \
+  NCCL_EXPORT(ncclResult_t, name, (ncclParamHandle_t h, type * out)) {         \
+    uint64_t v = 0;                                                            \
+    ncclResult_t r = read_int(h, false, 0, max, NULL, out ? &v : NULL, #name); \
+    if (r == ncclSuccess) *out = (type)v;                                      \
+    return r;                                                                  \
   }
 PARAM_GET_SIGNED(ncclParamGetI8, int8_t, INT8_MIN, INT8_MAX)
 PARAM_GET_SIGNED(ncclParamGetI16, int16_t, INT16_MIN, INT16_MAX)

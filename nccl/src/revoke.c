@@ -31,7 +31,7 @@ NCCL_EXPORT(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
   return st == COLL_OK ? ncclSuccess : nccl_fail_coll(comm, st);
 }
 
-NCCL_EXPORT(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId * uniqueId)) {
+NCCL_EXPORT(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *uniqueId)) {
   const char *what = "ncclCommGetUniqueId";
   ncclResult_t r = nccl_check_usable(comm, what);
   if (r != ncclSuccess) return r;

@@ -12,17 +12,36 @@
 
 static bool predictable(nccl_call_kind_t kind, coll_predict_t *out) {
   switch (kind) {
-    case NCCL_CALL_ALL_REDUCE: *out = COLL_PREDICT_ALL_REDUCE; return true;
-    case NCCL_CALL_BROADCAST: *out = COLL_PREDICT_BROADCAST; return true;
-    case NCCL_CALL_REDUCE: *out = COLL_PREDICT_REDUCE; return true;
-    case NCCL_CALL_ALL_GATHER: *out = COLL_PREDICT_ALL_GATHER; return true;
-    case NCCL_CALL_REDUCE_SCATTER: *out = COLL_PREDICT_REDUCE_SCATTER; return true;
-    case NCCL_CALL_ALL_TO_ALL: *out = COLL_PREDICT_ALL_TO_ALL; return true;
-    case NCCL_CALL_GATHER: *out = COLL_PREDICT_GATHER; return true;
-    case NCCL_CALL_SCATTER: *out = COLL_PREDICT_SCATTER; return true;
-    case NCCL_CALL_SEND: *out = COLL_PREDICT_SEND; return true;
+    case NCCL_CALL_ALL_REDUCE:
+      *out = COLL_PREDICT_ALL_REDUCE;
+      return true;
+    case NCCL_CALL_BROADCAST:
+      *out = COLL_PREDICT_BROADCAST;
+      return true;
+    case NCCL_CALL_REDUCE:
+      *out = COLL_PREDICT_REDUCE;
+      return true;
+    case NCCL_CALL_ALL_GATHER:
+      *out = COLL_PREDICT_ALL_GATHER;
+      return true;
+    case NCCL_CALL_REDUCE_SCATTER:
+      *out = COLL_PREDICT_REDUCE_SCATTER;
+      return true;
+    case NCCL_CALL_ALL_TO_ALL:
+      *out = COLL_PREDICT_ALL_TO_ALL;
+      return true;
+    case NCCL_CALL_GATHER:
+      *out = COLL_PREDICT_GATHER;
+      return true;
+    case NCCL_CALL_SCATTER:
+      *out = COLL_PREDICT_SCATTER;
+      return true;
+    case NCCL_CALL_SEND:
+      *out = COLL_PREDICT_SEND;
+      return true;
     case NCCL_CALL_RECV: /* its send is counted */
-    case NCCL_CALL_INIT: return false;
+    case NCCL_CALL_INIT:
+      return false;
   }
   return false;
 }
@@ -61,8 +80,8 @@ NCCL_EXPORT(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
     coll_predict_t kind;
     if (!predictable(calls[i].kind, &kind)) continue;
     double seconds = 0.0;
-    coll_status_t st = coll_comm_predict(calls[i].comm->coll, kind, calls[i].count,
-                                         calls[i].dtype, &seconds, NULL);
+    coll_status_t st = coll_comm_predict(calls[i].comm->coll, kind, calls[i].count, calls[i].dtype,
+                                         &seconds, NULL);
     if (st != COLL_OK) r = nccl_fail_coll(calls[i].comm, st);
     total += seconds;
   }

@@ -64,12 +64,12 @@ int ncclTeamRankToWorld(ncclComm_t comm, test_team_t team, int rank);
   } while (0)
 
 /* The call returns `want` and the last error contains `text`. */
-#define CHECK_REFUSED(call, want, comm, text)                                             \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    const char *m_ = ncclGetLastError(comm);                                              \
+#define CHECK_REFUSED(call, want, comm, text)                                                  \
+  do {                                                                                         \
+    ncclResult_t r_ = (call);                                                                  \
+    const char *m_ = ncclGetLastError(comm);                                                   \
     CHECK(r_ == (want) && strstr(m_, text) != NULL, "%s returned %d (%s), want %d and \"%s\"", \
-          #call, (int)r_, m_, (int)(want), text);                                         \
+          #call, (int)r_, m_, (int)(want), text);                                              \
   } while (0)
 
 /* The id travels from rank 0 to the others through a pipe (one 128-byte write each). */
@@ -127,7 +127,9 @@ static double coll_sim_prediction(const char *algo, const char *collective, int 
   return at == NULL ? -1 : strtod(at + strlen("\"predicted_s\":"), NULL);
 }
 
-static int near(double a, double b) { return a > 0 && b > 0 && (a > b ? a - b : b - a) <= 1e-4 * b; }
+static int near(double a, double b) {
+  return a > 0 && b > 0 && (a > b ? a - b : b - a) <= 1e-4 * b;
+}
 
 static int rank_simulate(int rank, int nranks, ncclComm_t comm) {
   float buf[4096];
@@ -241,8 +243,8 @@ static int rank_grow_suspend(int rank, int nranks, ncclComm_t comm) {
   CHECK_NCCL(ncclCommMemStats(comm, ncclStatGpuMemTotal, &total));
   /* Host buffers only: libcoll holds no GPU memory for this communicator. */
   CHECK(suspended == 1 && releasable == 0 && persist == 0 && total == 0,
-        "stats %llu %llu %llu %llu", (unsigned long long)suspended,
-        (unsigned long long)releasable, (unsigned long long)persist, (unsigned long long)total);
+        "stats %llu %llu %llu %llu", (unsigned long long)suspended, (unsigned long long)releasable,
+        (unsigned long long)persist, (unsigned long long)total);
   CHECK_REFUSED(ncclCommMemStats(comm, (ncclCommMemStat_t)7, &total), ncclInvalidArgument, comm,
                 "stat 7");
   CHECK_NCCL(ncclCommResume(comm));
@@ -265,7 +267,8 @@ static int rank_config_calls(int rank, int nranks, ncclComm_t comm) {
   ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
   CHECK_NCCL(ncclAllReduceConfig(v, out, 8, ncclFloat32, ncclSum, comm, NULL, &cfg));
   float base = (float)(nranks * (nranks - 1) / 2);
-  for (int i = 0; i < 8; i++) CHECK(out[i] == base + (float)(i * nranks), "[%d] %g", i, (double)out[i]);
+  for (int i = 0; i < 8; i++)
+    CHECK(out[i] == base + (float)(i * nranks), "[%d] %g", i, (double)out[i]);
   CHECK_NCCL(ncclAllGatherConfig(v, out, 2, ncclFloat32, comm, NULL, &cfg));
   for (int r = 0; r < nranks; r++) CHECK(out[2 * r + 1] == (float)(r + 1), "gather %d", r);
   cfg.algSelection = "ring";
@@ -439,9 +442,7 @@ static int rank_local_calls(int rank, int nranks, ncclComm_t comm) {
   return 0;
 }
 
-START_TEST(windows_refused_rma_device_api_parameters_encryption) {
-  run_ranks(2, rank_local_calls);
-}
+START_TEST(windows_refused_rma_device_api_parameters_encryption) { run_ranks(2, rank_local_calls); }
 END_TEST
 
 static Suite *nccl_232_suite(void) {

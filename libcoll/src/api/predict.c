@@ -28,8 +28,10 @@ coll_status_t coll_comm_predict(const coll_comm_t *comm, coll_predict_t collecti
   if (seconds == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: seconds is NULL", rank, what);
   if ((unsigned)collective >= COLL_PREDICT_COUNT)
-    return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: collective %d is not a "
-                      "coll_predict_t", rank, what, (int)collective);
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "rank %d: %s: collective %d is not a "
+                      "coll_predict_t",
+                      rank, what, (int)collective);
   size_t elem = coll_dtype_size(dtype);
   if (elem == 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "rank %d: %s: dtype %d is not a coll_dtype_t",
@@ -54,9 +56,10 @@ coll_status_t coll_comm_predict(const coll_comm_t *comm, coll_predict_t collecti
   if (chosen == COLL_ALGO_AUTO || chosen == COLL_ALGO_ARENA) chosen = algo_select(&p, c);
   double t = algo_predict(chosen, &p, c);
   if (!isfinite(t))
-    return coll_error(COLL_ERR_UNSUPPORTED, "rank %d: %s: the cost model has no time for %s "
-                      "of %zu %s", rank, what, coll_algo_name(chosen), count,
-                      coll_dtype_name(dtype));
+    return coll_error(COLL_ERR_UNSUPPORTED,
+                      "rank %d: %s: the cost model has no time for %s "
+                      "of %zu %s",
+                      rank, what, coll_algo_name(chosen), count, coll_dtype_name(dtype));
   *seconds = t;
   if (algo != NULL) *algo = chosen;
   coll_error_clear();
