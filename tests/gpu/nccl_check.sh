@@ -124,8 +124,13 @@ for t in $perf_tests; do
   if [ "${theirs%% *}" = fail ]; then tail -n 10 "$logs/nccl_${t}_nvidia.log"; fi
 done
 
+# The torch wheel's own CUDA runtime first (README's recipe): our library's libcudart.so.13
+# is then that one, and torch keeps the runtime it was built with.
+torch_cudart=$("$py" -c 'import glob, os, sysconfig; c = sorted(glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "*", "lib", "libcudart.so.*"))); print(c[0] if c else "")' 2>/dev/null)
+torch_preload=$lib
+[ -n "$torch_cudart" ] && torch_preload=$torch_cudart:$lib
 if "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  LD_PRELOAD=$lib timeout 300 "$py" "$root/tests/gpu/torch_nccl_ddp.py" "$logs/ddp_ours.pt" \
+  LD_PRELOAD=$torch_preload timeout 300 "$py" "$root/tests/gpu/torch_nccl_ddp.py" "$logs/ddp_ours.pt" \
     "$our_version" >"$logs/torch_nccl_ours.log" 2>&1
   rc=$?
   tail -n 8 "$logs/torch_nccl_ours.log"

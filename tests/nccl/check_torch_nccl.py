@@ -13,6 +13,8 @@ Two facts of PyTorch this is written around (torch 2.15, read from its sources a
   ctypes (RTLD_LOCAL) before importing torch._C, so NVIDIA's library is mapped beside ours;
   nothing binds to it, which is what is checked. Likewise two libcudart.so.13 are mapped
   when ours is linked to the CUDA toolkit's: the one every caller binds to is printed.
+  With the wheel's own libcudart.so.13 preloaded before ours (README's recipe), only that
+  one is mapped, and it is checked.
 
   check_torch_nccl.py OUR_LIBNCCL OUR_NCCL_H TORCH_PYTHON
 """
@@ -74,41 +76,63 @@ def main():
         print("too few nccl imports: is this libtorch_cuda.so built with NCCL?")
         bad += 1
 
-    with tempfile.TemporaryDirectory() as logdir:
-        env = dict(os.environ, LD_PRELOAD=lib, LD_BIND_NOW="1", LD_DEBUG="bindings",
-                   LD_DEBUG_OUTPUT=os.path.join(logdir, "ld"))
-        p = subprocess.run([python, "-c", PROBE], env=env, capture_output=True, text=True,
-                           timeout=300)
-        bound = bindings(logdir, "libtorch_cuda.so")
-    print(p.stdout, end="")
-    if p.returncode != 0:
-        print(f"import torch with LD_PRELOAD={lib} LD_BIND_NOW=1 failed (exit {p.returncode}):")
-        print(p.stderr[-4000:])
-        return 1
-    mapped = [os.path.realpath(m) for m in re.findall(r"^MAPPED (.*)$", p.stdout, re.M)]
-    if lib not in mapped:
-        print(f"{lib} is not mapped")
-        bad += 1
-    nccl_bound = {n: l for n, l in bound.items() if re.match(r"p?nccl", n)}
-    elsewhere = {n: l for n, l in nccl_bound.items() if os.path.realpath(l) != lib}
-    for n, l in sorted(elsewhere.items()):
-        print(f"{n}: libtorch_cuda.so bound it to {l}, not ours")
-    print(f"libtorch_cuda.so: {len(nccl_bound) - len(elsewhere)} of {len(nccl_bound)} nccl "
-          f"symbols bound to ours")
-    if len(nccl_bound) != len(imports) or elsewhere:
-        bad += 1
-    cudart = sorted({l for n, l in bound.items() if n.startswith("cuda")})
-    print(f"libtorch_cuda.so's cuda* runtime symbols bound to: {cudart}")
-    if len(cudart) > 1:
-        print("libtorch_cuda.so binds to two CUDA runtimes")
-        bad += 1
-    got = re.search(r"^RUNTIME (.*)$", p.stdout, re.M).group(1)
-    if got != str(want):
-        print(f"get_runtime_nccl_version() is {got}, our nccl.h says {want}")
+    def probe(preload):
+        """One import of torch with `preload` in LD_PRELOAD; the number of failures."""
+        bad = 0
+        print(f"-- LD_PRELOAD={':'.join(preload)}")
+        with tempfile.TemporaryDirectory() as logdir:
+            env = dict(os.environ, LD_PRELOAD=":".join(preload), LD_BIND_NOW="1",
+                       LD_DEBUG="bindings", LD_DEBUG_OUTPUT=os.path.join(logdir, "ld"))
+            p = subprocess.run([python, "-c", PROBE], env=env, capture_output=True, text=True,
+                               timeout=300)
+            bound = bindings(logdir, "libtorch_cuda.so")
+        print(p.stdout, end="")
+        if p.returncode != 0:
+            print(f"import torch with LD_PRELOAD={':'.join(preload)} LD_BIND_NOW=1 failed "
+                  f"(exit {p.returncode}):")
+            print(p.stderr[-4000:])
+            return bad + 1
+        mapped = [os.path.realpath(m) for m in re.findall(r"^MAPPED (.*)$", p.stdout, re.M)]
+        if lib not in mapped:
+            print(f"{lib} is not mapped")
+            bad += 1
+        nccl_bound = {n: l for n, l in bound.items() if re.match(r"p?nccl", n)}
+        elsewhere = {n: l for n, l in nccl_bound.items() if os.path.realpath(l) != lib}
+        for n, l in sorted(elsewhere.items()):
+            print(f"{n}: libtorch_cuda.so bound it to {l}, not ours")
+        print(f"libtorch_cuda.so: {len(nccl_bound) - len(elsewhere)} of {len(nccl_bound)} nccl "
+              f"symbols bound to ours")
+        if len(nccl_bound) != len(imports) or elsewhere:
+            bad += 1
+        cudart = sorted({l for n, l in bound.items() if n.startswith("cuda")})
+        print(f"libtorch_cuda.so's cuda* runtime symbols bound to: {cudart}")
+        if len(cudart) > 1:
+            print("libtorch_cuda.so binds to two CUDA runtimes")
+            bad += 1
+        got = re.search(r"^RUNTIME (.*)$", p.stdout, re.M).group(1)
+        if got != str(want):
+            print(f"get_runtime_nccl_version() is {got}, our nccl.h says {want}")
+            bad += 1
+        else:
+            print(f"get_runtime_nccl_version() is {got}: ours (torch was built against "
+                  f"{re.search(r'^BUILD (.*)$', p.stdout, re.M).group(1)})")
+        if len(preload) > 1:
+            # The wheel's runtime preloaded first: our library's libcudart.so.13 is that
+            # one (the loader matches the soname), so one runtime is mapped and bound.
+            runtimes = sorted({m for m in mapped if re.search(r"/libcudart\.so", m)})
+            if runtimes != [os.path.realpath(preload[0])]:
+                print(f"mapped CUDA runtimes {runtimes}, want only {preload[0]}")
+                bad += 1
+        return bad
+
+    bad += probe([lib])
+    # README's recipe for a torch wheel's process: its own CUDA runtime first.
+    wheel_cudart = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so.*")))
+    if not wheel_cudart:
+        print(f"no libcudart.so.* in {site}/nvidia/*/lib")
         bad += 1
     else:
-        print(f"get_runtime_nccl_version() is {got}: ours (torch was built against "
-              f"{re.search(r'^BUILD (.*)$', p.stdout, re.M).group(1)})")
+        bad += probe([os.path.realpath(wheel_cudart[0]), lib])
     return 1 if bad else 0
 
 
