@@ -37,7 +37,8 @@ static const char *const help_sections[] = {
     "                          blocks lie in peer order, without gaps)\n"
     "  -r, --root R            root of broadcast, gather and scatter, 0..N-1 (default 0)\n"
     "  -d, --dtype T           element type: int8 uint8 int32 uint32 int64 uint64 float16\n"
-    "                          bfloat16 float32 float64 (default float32)\n"
+    "                          bfloat16 float32 float64 float8_e4m3 float8_e5m2\n"
+    "                          (default float32)\n"
     "  -s, --segment BYTES     pipelining unit (default: the algorithm's, 512K); suffixes\n"
     "                          as for --bytes\n"
     "\n",

@@ -65,8 +65,9 @@ const char *trace_dtype_name(coll_dtype_t dtype) {
       [COLL_INT8] = "int8",       [COLL_UINT8] = "uint8",       [COLL_INT32] = "int32",
       [COLL_UINT32] = "uint32",   [COLL_INT64] = "int64",       [COLL_UINT64] = "uint64",
       [COLL_FLOAT16] = "float16", [COLL_BFLOAT16] = "bfloat16", [COLL_FLOAT32] = "float32",
-      [COLL_FLOAT64] = "float64"};
-  return (unsigned)dtype < COLL_DTYPE_COUNT ? names[dtype] : "?";
+      [COLL_FLOAT64] = "float64", [COLL_FLOAT8E4M3] = "float8_e4m3",
+      [COLL_FLOAT8E5M2] = "float8_e5m2"};
+  return (unsigned)dtype < COLL_DTYPE_COUNT && names[dtype] != NULL ? names[dtype] : "?";
 }
 
 /* The algorithm's own vocabulary for parts of the buffer (see each algorithm file). */
