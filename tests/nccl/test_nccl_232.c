@@ -328,7 +328,7 @@ static int rank_config_sizes(int rank, int nranks, ncclComm_t comm) {
   CHECK(r == ncclInProgress || r == ncclSuccess, "2.14-size config: %d (%s)", (int)r,
         ncclGetLastError(NULL));
   ncclResult_t state = ncclInProgress;
-  for (int i = 0; i < 2000 && state == ncclInProgress; i++) {
+  for (int i = 0; i < 30000 && state == ncclInProgress; i++) { /* up to 30 s */
     CHECK_NCCL(ncclCommGetAsyncError(c, &state));
     if (state == ncclInProgress) usleep(1000);
   }
