@@ -5,6 +5,8 @@
 
 #include "torch_coll_config.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -150,6 +152,11 @@ void CommWorker::complete(JobList &ended) {
       continue;
     }
     try {
+      // Below autograd, as the collective's own kernel ran: the outputs of a functional
+      // collective called with autograd (funcol's *_autograd) already carry its node when
+      // the call ends after the op returned, and a copy recorded there (CopyBackwards,
+      // CopySlices) replaced that node and gave its backward a zero gradient.
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
       if (job->finish) job->finish();
     } catch (const std::exception &e) {
       job->work->complete_error("coll: rank " + std::to_string(rank_) + ": " + job->call +

@@ -221,6 +221,58 @@ def funcol_autograd_matches_gloo(ctx):
            torch.cat([data(k, (2 * w, 4), seed=7).chunk(w)[r] for k in range(w)])])
 
 
+def funcol_autograd_outputs_finished_after_the_op_returned(ctx):
+    """The autograd forms when the result is copied into the output only after the op
+    returned: the last rank joins each forward collective late, and the others look at
+    their output only after the call ended meanwhile (on the backend's own threads). That
+    copy must not enter the autograd graph: recorded as an in-place copy, it made the
+    collective's backward get a zero gradient (CI once saw the gradient of
+    reduce_scatter_single_autograd with one rank's block all zeros, on every rank)."""
+    import time
+    w, r = ctx.world, ctx.rank
+    group = dist.group.WORLD.group_name
+    ops = torch.ops._c10d_functional
+
+    def grad_of(name, call, x, weight_seed):
+        x = x.clone().requires_grad_(True)
+        if r == w - 1:
+            time.sleep(0.05)
+        out = call(x)
+        time.sleep(0.2)  # the call ends meanwhile, its result copied out by then
+        assert "Copy" not in type(out.grad_fn).__name__, \
+            "%s: the copy of the result is in the autograd graph: %s" % (name, out.grad_fn)
+        out = ops.wait_tensor(out)
+        weight = data(r, out.shape, seed=weight_seed)
+        (out * weight).sum().backward()
+        return [out.detach(), x.grad]
+
+    def expect(name, got, expected):
+        for what, g, e in zip(("result", "gradient"), got, expected):
+            assert torch.equal(g, e), "%s: %s\n%s\nexpected\n%s" % (name, what, g, e)
+
+    # all_gather: out = cat(x_k); d/dx_r = sum over ranks k of weight_k's chunk r
+    x = data(r, (3, 4))
+    weights = [data(k, (3 * w, 4), seed=5) for k in range(w)]
+    got = grad_of("all_gather_into_tensor",
+                  lambda t: ops.all_gather_into_tensor(t, w, group), x, 5)
+    expected = [torch.cat(everyone(ctx, shape=(3, 4))), sum(wt.chunk(w)[r] for wt in weights)]
+    expect("all_gather_into_tensor", got, expected)
+    # reduce_scatter: out = chunk r of sum(x_k); d/dx_r = cat over k of weight_k
+    x = data(r, (2 * w, 4))
+    got = grad_of("reduce_scatter_tensor",
+                  lambda t: ops.reduce_scatter_tensor(t, "sum", w, group), x, 6)
+    expected = [reduce_all(everyone(ctx, shape=(2 * w, 4)), "sum").chunk(w)[r],
+                torch.cat([data(k, (2, 4), seed=6) for k in range(w)])]
+    expect("reduce_scatter_tensor", got, expected)
+    # all_to_all: the backward is the all_to_all of the weights
+    x = data(r, (2 * w, 4))
+    got = grad_of("all_to_all_single",
+                  lambda t: ops.all_to_all_single(t, [2] * w, [2] * w, group), x, 7)
+    expected = [torch.cat([t.chunk(w)[r] for t in everyone(ctx, shape=(2 * w, 4))]),
+                torch.cat([data(k, (2 * w, 4), seed=7).chunk(w)[r] for k in range(w)])]
+    expect("all_to_all_single", got, expected)
+
+
 # ---------------------------------------------------------------------------------------
 # torch.compile
 
@@ -325,6 +377,7 @@ CASES = {f.__name__: f for f in [
     funcol_broadcast_matches_gloo,
     funcol_coalesced_match_gloo,
     funcol_autograd_matches_gloo,
+    funcol_autograd_outputs_finished_after_the_op_returned,
     compiled_small_inductor_matches_gloo_eager,
     compiled_every_collective_aot_eager_matches_gloo_eager,
 ]}
