@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -21,7 +22,10 @@ def free_port():
 
 def launch(script, world, args, timeout_s=DEADLINE_S, env_extra=None):
     """Starts `world` ranks of `script` with `args`; returns [(returncode, output)] per rank.
-    A rank still running at the deadline is killed (returncode None)."""
+    A rank still running at the deadline is killed (returncode None). Each rank writes to a
+    file of its own, not a pipe: pipes read one rank after the other would block a later
+    rank in write() once it printed a pipe's worth (64 KiB) before the earlier ranks ended,
+    which looks like a rank stuck outside libcoll to its peers."""
     port = free_port()
     env = dict(os.environ)
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -30,20 +34,25 @@ def launch(script, world, args, timeout_s=DEADLINE_S, env_extra=None):
     procs = []
     for rank in range(world):
         env_rank = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-        procs.append(subprocess.Popen([sys.executable, script, "--rank-process"] + list(args),
-                                      env=env_rank, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+        log = tempfile.TemporaryFile()
+        procs.append((subprocess.Popen([sys.executable, script, "--rank-process"] + list(args),
+                                       env=env_rank, stdout=log, stderr=subprocess.STDOUT),
+                      log))
     end = time.monotonic() + timeout_s
     results = []
-    for p in procs:
+    for p, log in procs:
         left = max(0.1, end - time.monotonic())
         try:
-            out, _ = p.communicate(timeout=left)
-            results.append((p.returncode, out))
+            p.wait(timeout=left)
+            rc, tail = p.returncode, ""
         except subprocess.TimeoutExpired:
             p.kill()
-            out, _ = p.communicate()
-            results.append((None, out + "\n[killed at the %.0f s deadline]" % timeout_s))
+            p.wait()
+            rc, tail = None, "\n[killed at the %.0f s deadline]" % timeout_s
+        log.seek(0)
+        out = log.read().decode("utf-8", "replace")
+        log.close()
+        results.append((rc, out + tail))
     return results
 
 
