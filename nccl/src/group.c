@@ -7,6 +7,7 @@
  * the first rank's call for a rank it has not started yet. A recorded call using a
  * ncclScalarDevice premul op reads its scalar when it is issued here, at the end (after
  * its stream's earlier work for a device scalar), not when it was recorded. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,7 @@ typedef struct {
   nccl_call_t *calls;
   size_t n;
   ncclResult_t result;
+  char error[NCCL_ERROR_MAX]; /* the batch thread's last error, for the calling thread */
   pthread_t thread;
   bool started;
 } comm_batch_t;
@@ -84,6 +86,7 @@ static ncclResult_t run_batch(const nccl_call_t *calls, size_t n) {
 static void *batch_thread(void *arg) {
   comm_batch_t *b = arg;
   b->result = run_batch(b->calls, b->n);
+  if (b->result != ncclSuccess) snprintf(b->error, sizeof b->error, "%s", pncclGetLastError(NULL));
   return NULL;
 }
 
@@ -130,7 +133,12 @@ static ncclResult_t run_group(nccl_call_t *calls, size_t n) {
     }
     for (size_t b = 0; b < nb; b++) {
       if (batches[b].started) pthread_join(batches[b].thread, NULL);
-      if (batches[b].result != ncclSuccess && first == ncclSuccess) first = batches[b].result;
+      /* The failure's text was recorded on the batch's thread (and its communicator):
+       * the caller's ncclGetLastError(NULL) gets it too. */
+      if (batches[b].result != ncclSuccess && first == ncclSuccess)
+        first = batches[b].error[0] != '\0'
+                    ? nccl_fail(NULL, batches[b].result, "%s", batches[b].error)
+                    : batches[b].result;
     }
   }
   free(batches);
