@@ -1,9 +1,11 @@
 /* coll-sim: teaching tool. Runs one algorithm's schedules for N ranks in the simulator
- * and explains them as a step table, numbers, an SVG picture or an animated HTML page. */
+ * and explains them as a step table, numbers, an SVG picture or an animated HTML page; or,
+ * in timing mode (scale.c), predicts large jobs on a topology of nodes. */
 #include <stdio.h>
 
 #include "common/error.h"
 #include "options.h"
+#include "scale.h"
 #include "trace.h"
 #include "writers.h"
 
@@ -12,6 +14,7 @@ int main(int argc, char **argv) {
   int rc = cli_parse(argc, argv, &cli);
   if (rc == CLI_HELP) return 0;
   if (rc != CLI_OK) return 2;
+  if (cli.scale.on) return scale_main(&cli);
   trace_t t;
   coll_status_t st = trace_build(&cli.req, &t);
   if (st != COLL_OK) {

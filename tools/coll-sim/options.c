@@ -28,7 +28,8 @@ static const char *const help_sections[] = {
     "ALGO, all_to_allv: pairwise (= ring)\n"
     "\n"
     "options:\n"
-    "  -n, --nranks N          number of ranks, 1..1024 (required)\n"
+    "  -n, --nranks N          number of ranks, 1..1024 (required); up to 65536 in timing\n"
+    "                          mode (below), which a larger N turns on\n"
     "  -b, --bytes S           buffer size in bytes; suffixes K, M, G (x1024) allowed;\n"
     "                          a multiple of the element size (required)\n"
     "  -c, --collective C      all_reduce (default), broadcast, gather, scatter or\n"
@@ -80,6 +81,38 @@ static const char *const help_sections[] = {
     "from 0: ops in one step run at the same time.\n"
     "\n",
     "exit status: 0 success, 1 the simulation or an output file failed, 2 bad arguments.\n",
+    "\n"
+    "timing mode, for large jobs (libcoll/src/algo/sim_time.c, docs/coll_sim_scale.md):\n"
+    "the same schedules, the same rounds as above, but no data is moved and no step is\n"
+    "recorded; each round is priced on a machine of nodes: a message inside a node uses\n"
+    "the sender's port out and the receiver's port in, one between nodes the sender node's\n"
+    "uplink egress and the receiver node's uplink ingress; the flows on one link in one\n"
+    "round share its bandwidth, a round lasts as long as its busiest link (latency +\n"
+    "bytes / bandwidth) plus --msg-lat per message of the rank that sends most, and the\n"
+    "predicted time is the sum of the rounds. Prints the time, bus bandwidth, bytes per\n"
+    "uplink (each node's egress and ingress; --json lists them all), the busiest link.\n"
+    "      --timing            timing mode (implied by every option below and by N > 1024)\n"
+    "      --ranks-per-node K  nodes of K consecutive ranks (default: all on one node)\n"
+    "      --round-robin       rank r on node r % nodes instead (as some launchers place)\n"
+    "      --intra-bw GBPS     each rank's port inside its node, GB/s per direction (150)\n"
+    "      --intra-lat US      latency of a message inside a node, microseconds (2)\n"
+    "      --uplink-bw GBPS    each node's uplink, GB/s per direction (25 = 200 Gb/s)\n"
+    "      --uplink-lat US     latency of a message between nodes, microseconds (5)\n"
+    "      --msg-lat US        per message a rank sends in a round, microseconds (1)\n"
+    "      --no-sharing        every flow gets a whole uplink (the naive model, k times too\n"
+    "                          fast when k ranks of a node send off-node at once)\n"
+    "      --sweep-ranks LIST  run every N of LIST (e.g. 8,64,512,4096,16384) x every size\n"
+    "                          x every algorithm: a table (predicted time, bus bandwidth,\n"
+    "                          busiest link bytes, seconds the simulation took) and the\n"
+    "                          message sizes where the fastest algorithm changes\n"
+    "      --sweep-sizes LIST  sizes for the sweep (default 8,1K,64K,1M,16M,256M)\n"
+    "      --sweep-algos LIST  algorithms for the sweep (default ALGO and, if different,\n"
+    "                          ring and tree); any all_reduce algorithm libcoll names,\n"
+    "                          node-aware ones included\n"
+    "      --plot FILE         sweep: SVG of time (smallest size) and bus bandwidth\n"
+    "                          (largest size) against ranks, one line per algorithm\n"
+    "example: coll-sim ring -n 16384 --ranks-per-node 8 --bytes 64M\n"
+    "         coll-sim tree --bytes 8 --ranks-per-node 8 --sweep-ranks 8,512,16384 --plot p.svg\n",
 };
 
 static void help(void) {
@@ -162,7 +195,43 @@ static int parse_algo(const char *name, coll_kind_t kind, coll_algo_t *algo, int
       *algo = names[i].algo;
       return 0;
     }
+  /* Any other all_reduce algorithm by libcoll's own name (coll_algo_name), so that new
+   * ones (node-aware) are simulated without a change here. */
+  for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT; a++) {
+    const char *known = coll_algo_name((coll_algo_t)a);
+    if (a == COLL_ALGO_ARENA || known == NULL || strcmp(name, known) != 0) continue;
+    *name_kinds = 1;
+    if (!(bit & 1)) return -2;
+    *algo = (coll_algo_t)a;
+    return 0;
+  }
   return -1;
+}
+
+/* "8,64,1K": up to SCALE_MAX_LIST sizes (or ranks when as_int). */
+static int parse_list(const char *text, size_t *out, size_t *n) {
+  char buf[512];
+  if (strlen(text) >= sizeof buf) return -1;
+  strcpy(buf, text);
+  *n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    if (*n == SCALE_MAX_LIST || parse_size(tok, &out[*n]) != 0 || out[*n] == 0) return -1;
+    (*n)++;
+  }
+  return *n > 0 ? 0 : -1;
+}
+
+/* Microseconds or GB/s into seconds or bytes per second. */
+static int parse_unit(const char *text, double scale, int positive, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v < 0 || (positive && v == 0) ||
+      v > 1e9)
+    return -1;
+  *out = v * scale;
+  return 0;
 }
 
 static int parse_dtype(const char *name, coll_dtype_t *dtype) {
@@ -192,6 +261,19 @@ enum {
   OPT_MAX_PANELS,
   OPT_MAX_STEPS,
   OPT_NO_TABLE,
+  OPT_TIMING,
+  OPT_RANKS_PER_NODE,
+  OPT_ROUND_ROBIN,
+  OPT_INTRA_BW,
+  OPT_INTRA_LAT,
+  OPT_UPLINK_BW,
+  OPT_UPLINK_LAT,
+  OPT_MSG_LAT,
+  OPT_NO_SHARING,
+  OPT_SWEEP_RANKS,
+  OPT_SWEEP_SIZES,
+  OPT_SWEEP_ALGOS,
+  OPT_PLOT,
 };
 
 static const struct option long_opts[] = {
@@ -212,12 +294,74 @@ static const struct option long_opts[] = {
     {.name = "max-panels", .has_arg = required_argument, .val = OPT_MAX_PANELS},
     {.name = "max-steps", .has_arg = required_argument, .val = OPT_MAX_STEPS},
     {.name = "no-table", .has_arg = no_argument, .val = OPT_NO_TABLE},
+    {.name = "timing", .has_arg = no_argument, .val = OPT_TIMING},
+    {.name = "ranks-per-node", .has_arg = required_argument, .val = OPT_RANKS_PER_NODE},
+    {.name = "round-robin", .has_arg = no_argument, .val = OPT_ROUND_ROBIN},
+    {.name = "intra-bw", .has_arg = required_argument, .val = OPT_INTRA_BW},
+    {.name = "intra-lat", .has_arg = required_argument, .val = OPT_INTRA_LAT},
+    {.name = "uplink-bw", .has_arg = required_argument, .val = OPT_UPLINK_BW},
+    {.name = "uplink-lat", .has_arg = required_argument, .val = OPT_UPLINK_LAT},
+    {.name = "msg-lat", .has_arg = required_argument, .val = OPT_MSG_LAT},
+    {.name = "no-sharing", .has_arg = no_argument, .val = OPT_NO_SHARING},
+    {.name = "sweep-ranks", .has_arg = required_argument, .val = OPT_SWEEP_RANKS},
+    {.name = "sweep-sizes", .has_arg = required_argument, .val = OPT_SWEEP_SIZES},
+    {.name = "sweep-algos", .has_arg = required_argument, .val = OPT_SWEEP_ALGOS},
+    {.name = "plot", .has_arg = required_argument, .val = OPT_PLOT},
     {.name = "help", .has_arg = no_argument, .val = 'h'},
     {0},
 };
 
+/* What timing mode adds to the checks: the sweep's lists and defaults, the collectives it
+ * prices. */
+static int scale_options(cli_t *cli, const char *algo_name, const char *sweep_algos, long n,
+                         int have_bytes) {
+  scale_opts_t *sc = &cli->scale;
+  if (cli->req.collective == COLL_KIND_ALL_TO_ALLV)
+    return bad("timing mode does not take all_to_allv (its layout is per rank)");
+  if (!sc->sweep) return CLI_OK;
+  if (sc->nranks == 0) {
+    if (n < 0) return bad("--sweep-sizes/--sweep-algos need --sweep-ranks (or -n)");
+    sc->ranks[0] = (int)n, sc->nranks = 1;
+  }
+  if (sc->nsizes == 0 && have_bytes) sc->sizes[0] = cli->req.bytes, sc->nsizes = 1;
+  if (sc->nsizes == 0) {
+    static const size_t sizes[] = {8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
+    for (size_t i = 0; i < 6; i++) sc->sizes[i] = sizes[i];
+    sc->nsizes = 6;
+  }
+  size_t esize = algo_elem_size(cli->req.dtype);
+  for (size_t i = 0; i < sc->nsizes; i++)
+    if (sc->sizes[i] % esize != 0)
+      return bad("sweep size %zu is not a multiple of the element size (%zu)", sc->sizes[i], esize);
+  for (size_t i = 0; i < sc->nranks; i++)
+    if (cli->req.root >= sc->ranks[i]) return bad("--root is not below every swept N");
+  char buf[512];
+  const char *list = sweep_algos;
+  if (list == NULL) {
+    snprintf(buf, sizeof buf, "%s%s%s", algo_name, strcmp(algo_name, "ring") ? ",ring" : "",
+             strcmp(algo_name, "tree") ? ",tree" : "");
+    list = buf;
+  } else {
+    if (strlen(list) >= sizeof buf) return bad("--sweep-algos: list too long");
+    strcpy(buf, list);
+    list = buf;
+  }
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    int kinds = 0;
+    coll_algo_t a;
+    if (sc->nalgos == SCALE_MAX_LIST) return bad("--sweep-algos: too many");
+    if (parse_algo(tok, cli->req.collective, &a, &kinds) != 0)
+      return bad("--sweep-algos: '%s' is not a %s algorithm", tok,
+                 trace_collective_name(cli->req.collective));
+    sc->algos[sc->nalgos++] = (int)a;
+  }
+  return CLI_OK;
+}
+
 int cli_parse(int argc, char **argv, cli_t *cli) {
   long n = -1, root = 0, v;
+  const char *sweep_algos = NULL;
   int have_bytes = 0;
   const char *algo_name = NULL, *collective = "all_reduce";
   double alpha = -1, beta = -1, gamma = -1;
@@ -226,6 +370,8 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
                  .max_steps = 64,
                  .table = 1};
   cli->req.cost = algo_cost_shm_default;
+  sim_topo_default(&cli->scale.topo);
+  cli->scale.topo.ranks_per_node = 0;
   optind = 1;
   opterr = 0;
   int c;
@@ -233,7 +379,7 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
     const char *arg = optarg;
     switch (c) {
       case 'n':
-        if (parse_int(arg, 1, 1024, &n) != 0) return bad("--nranks: '%s' is not 1..1024", arg);
+        if (parse_int(arg, 1, 65536, &n) != 0) return bad("--nranks: '%s' is not 1..65536", arg);
         break;
       case 'b':
         if (parse_size(arg, &cli->req.bytes) != 0)
@@ -244,7 +390,7 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
         collective = arg;
         break;
       case 'r':
-        if (parse_int(arg, 0, 1023, &root) != 0) return bad("--root: '%s' is not a rank", arg);
+        if (parse_int(arg, 0, 65535, &root) != 0) return bad("--root: '%s' is not a rank", arg);
         break;
       case 'd':
         if (parse_dtype(arg, &cli->req.dtype) != 0) return bad("--dtype: unknown type '%s'", arg);
@@ -296,6 +442,65 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
         break;
       case OPT_NO_TABLE:
         cli->table = 0;
+        break;
+      case OPT_TIMING:
+        cli->scale.on = 1;
+        break;
+      case OPT_RANKS_PER_NODE:
+        if (parse_int(arg, 1, 65536, &v) != 0)
+          return bad("--ranks-per-node: '%s' is not 1..65536", arg);
+        cli->scale.topo.ranks_per_node = (int)v;
+        cli->scale.on = 1;
+        break;
+      case OPT_ROUND_ROBIN:
+        cli->scale.round_robin = cli->scale.on = 1;
+        break;
+      case OPT_INTRA_BW:
+      case OPT_UPLINK_BW: {
+        double *dst = c == OPT_INTRA_BW ? &cli->scale.topo.intra_bw : &cli->scale.topo.uplink_bw;
+        if (parse_unit(arg, 1e9, 1, dst) != 0)
+          return bad("%s: '%s' is not GB/s > 0", c == OPT_INTRA_BW ? "--intra-bw" : "--uplink-bw",
+                     arg);
+        cli->scale.on = 1;
+        break;
+      }
+      case OPT_INTRA_LAT:
+      case OPT_UPLINK_LAT:
+      case OPT_MSG_LAT: {
+        double *dst = c == OPT_INTRA_LAT    ? &cli->scale.topo.intra_latency_s
+                      : c == OPT_UPLINK_LAT ? &cli->scale.topo.uplink_latency_s
+                                            : &cli->scale.topo.message_latency_s;
+        if (parse_unit(arg, 1e-6, 0, dst) != 0)
+          return bad("%s: '%s' is not microseconds >= 0", argv[optind - 1], arg);
+        cli->scale.on = 1;
+        break;
+      }
+      case OPT_NO_SHARING:
+        cli->scale.topo.no_sharing = cli->scale.on = 1;
+        break;
+      case OPT_SWEEP_RANKS: {
+        size_t list[SCALE_MAX_LIST];
+        if (parse_list(arg, list, &cli->scale.nranks) != 0)
+          return bad("--sweep-ranks: '%s' is not a list such as 8,64,512", arg);
+        for (size_t i = 0; i < cli->scale.nranks; i++) {
+          if (list[i] > 65536) return bad("--sweep-ranks: %zu is over 65536", list[i]);
+          cli->scale.ranks[i] = (int)list[i];
+        }
+        cli->scale.sweep = cli->scale.on = 1;
+        break;
+      }
+      case OPT_SWEEP_SIZES:
+        if (parse_list(arg, cli->scale.sizes, &cli->scale.nsizes) != 0)
+          return bad("--sweep-sizes: '%s' is not a list such as 8,64K,1M", arg);
+        cli->scale.sweep = cli->scale.on = 1;
+        break;
+      case OPT_SWEEP_ALGOS:
+        sweep_algos = arg;
+        cli->scale.sweep = cli->scale.on = 1;
+        break;
+      case OPT_PLOT:
+        cli->scale.plot_path = arg;
+        cli->scale.on = 1;
         break;
       case 'h':
         help();
@@ -349,6 +554,16 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
                trace_collective_name(cli->req.collective), list);
   }
   if (rc != 0) return bad("unknown ALGO '%s'", algo_name);
+  if (n > 1024) cli->scale.on = 1;
+  cli->req.root = (int)root;
+  if (cli->scale.on) {
+    int rc2 = scale_options(cli, algo_name, sweep_algos, n, have_bytes);
+    if (rc2 != CLI_OK) return rc2;
+    if (cli->scale.sweep) return CLI_OK;
+    if (cli->svg_path != NULL || cli->html_path != NULL || cli->explain)
+      return bad("--svg, --html and --explain show the steps of small runs, not timing mode "
+                 "(the sweep draws --plot)");
+  }
   if (n < 0) return bad("-n N (the number of ranks) is required");
   if (!have_bytes) return bad("--bytes S is required");
   cli->req.nranks = (int)n;
@@ -368,8 +583,9 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
   /* The simulator records every op: keep the event list within memory. */
   size_t seg_elems =
       cli->req.segment_bytes ? cli->req.segment_bytes / esize : ALGO_DEFAULT_SEGMENT_BYTES / esize;
-  if (cli->req.count / (seg_elems ? seg_elems : 1) * (size_t)n > 4000000)
-    return bad("--bytes / --segment x N is over 4 million messages; use a larger --segment");
+  if (!cli->scale.on && cli->req.count / (seg_elems ? seg_elems : 1) * (size_t)n > 4000000)
+    return bad("--bytes / --segment x N is over 4 million messages; use a larger --segment, or "
+               "--timing");
   if (alpha >= 0 || beta >= 0 || gamma >= 0) cli->req.transport = "custom";
   if (alpha >= 0) cli->req.cost.alpha = alpha;
   if (beta >= 0) cli->req.cost.beta = beta;

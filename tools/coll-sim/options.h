@@ -4,9 +4,10 @@
 
 #include <stddef.h>
 
+#include "scale.h"
 #include "trace.h"
 
-typedef struct {
+typedef struct cli {
   sim_request_t req;
   int explain;
   int json;
@@ -15,6 +16,7 @@ typedef struct {
   size_t max_panels; /* SVG panels before the middle steps are left out */
   size_t max_steps;  /* text table steps before the middle ones are left out; 0: all */
   int table;         /* print the step table */
+  scale_opts_t scale; /* timing mode for large jobs (scale.c) */
 } cli_t;
 
 enum { CLI_OK = 0, CLI_HELP = 1, CLI_ERROR = 2 };
