@@ -68,7 +68,9 @@ extern "C" {
   X(COLL_ERR_UNSUPPORTED, -9, "not supported in this build or on this system")             \
   X(COLL_ERR_NOT_FOUND, -10, "not found")                                                  \
   X(COLL_ERR_REFUSED, -11, "refused (wrong job token)")                                    \
-  X(COLL_ERR_INTERNAL, -12, "internal error")
+  X(COLL_ERR_INTERNAL, -12, "internal error")                                             \
+  X(COLL_ERR_REVOKED, -13, "communicator revoked")                                         \
+  X(COLL_ERR_FENCED, -14, "this rank was declared failed by the survivors")
 
 typedef enum {
 #define COLL_STATUS_ENUM(name, value, text) name = value,
@@ -151,10 +153,14 @@ typedef enum {
   COLL_ALGO_MASTER, /* gather to rank 0, reduce, broadcast: DataParallel's pattern */
   COLL_ALGO_ARENA,  /* all-reduce through one shared-memory arena, all ranks on one host;
                      * messages up to COLL_SMALL_BYTES take its one-step small-message path */
+  COLL_ALGO_RING_NODES, /* the ring visiting ranks node by node (hosts from rendezvous) */
+  COLL_ALGO_TWO_LEVEL,  /* reduce-scatter in each node, all-reduce across nodes, all-gather
+                         * in each node; equal ranks per node, else ring_nodes */
   COLL_ALGO_COUNT
 } coll_algo_t;
 
-/* "ring", "tree", "hd", "master", "arena", "auto"; NULL for unknown values. */
+/* "ring", "tree", "hd", "master", "arena", "ring_nodes", "two_level", "auto"; NULL for
+ * unknown values. */
 COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 typedef struct coll_comm coll_comm_t;
@@ -535,6 +541,77 @@ COLL_API coll_status_t coll_comm_set_poll_us(coll_comm_t *comm, int poll_us);
  * with an error, coll_last_error() holds its message. Safe from any thread, like
  * ncclCommGetAsyncError. */
 COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *async_error);
+
+
+/* ---- Surviving a lost rank (docs/elastic.md) ----
+ * The chain: a call fails (a dead peer: COLL_ERR_REMOTE naming it) or someone revokes;
+ * every survivor calls coll_comm_agree on the broken communicator and gets the same
+ * answer (who failed, the AND of everyone's flag, how many processes wait to join);
+ * they coll_comm_shrink without the failed ranks and go on; later coll_comm_grow takes
+ * joiners (coll_comm_join) in. Agreement is decided in the rendezvous store, so it needs
+ * a store that outlives the ranks: collrun's (COLL_STORE_HOSTED=1), or a process that
+ * is not a rank. When the store is unreachable these calls fail with a clear error
+ * within the communicator's timeout, never hang. */
+
+/* Make every member's pending and later calls on comm fail with COLL_ERR_REVOKED ("rank
+ * R revoked the communicator"), within a store round trip of this call on one host; the
+ * failure of a dead peer does the same with that failure's status. Local and
+ * idempotent (a second call returns COLL_OK); safe from another thread. What is left
+ * to call on comm: coll_comm_agree, coll_comm_shrink, coll_comm_grow_id and
+ * coll_comm_destroy. */
+COLL_API coll_status_t coll_comm_revoke(coll_comm_t *comm);
+
+#define COLL_AGREE_MAX_FAILED 64
+typedef struct {
+  uint32_t flag;  /* in: this rank's; out: the bitwise AND over the ranks that took part */
+  int nfailed;    /* out: ranks declared failed, ascending in failed[] */
+  int failed[COLL_AGREE_MAX_FAILED];
+  int joiners;    /* out: processes waiting in coll_comm_join for this communicator's
+                   * lineage when the answer was decided (0 when nfailed > 0) */
+} coll_agreement_t;
+/* Fault-tolerant agreement over comm's members (MPI ULFM's MPI_Comm_agree plus the
+ * failed set): every rank that takes part gets the same answer. A rank is declared
+ * failed when it has not taken part once every other rank has and it is known dead (a
+ * broken connection), or when the agreement deadline passes without it (COLL_AGREE_MS,
+ * default min(comm timeout, 2000 ms)). A rank that arrives after it was declared failed
+ * (it was stopped, or slow) gets COLL_ERR_FENCED and must stop using the lineage: so
+ * there is never a split. Works on a revoked or failed communicator (that is what it
+ * is for) and on a healthy one (one per training step answers "did the last call
+ * succeed on every rank?"). Every member must call it the same number of times.
+ * The agreement also writes each failed rank as dead, so the shrink and destroy never
+ * wait for them. COLL_ERR_TIMEOUT / COLL_ERR_REMOTE when the store is unreachable. */
+COLL_API coll_status_t coll_comm_agree(coll_comm_t *comm, coll_agreement_t *agreement);
+/* The same without a flag: only the failed set (ranks ascending, *nfailed of them,
+ * at most `capacity` written). */
+COLL_API coll_status_t coll_comm_agree_failed(coll_comm_t *comm, int *failed, int capacity,
+                                              int *nfailed);
+
+/* A new communicator of comm's members without the `nexclude` ranks in `exclude`
+ * (normally an agreement's failed set: every survivor must pass the same set), ranked in
+ * comm's order. Only the survivors take part and no failed rank is contacted; comm may
+ * be revoked or failed, with calls still pending (they fail with its error). comm stays
+ * to be destroyed, which then takes no collective step. Excluding this rank is
+ * COLL_ERR_INVALID_ARGUMENT. The new communicator uses new connections, segments and
+ * store keys: nothing of comm's traffic can reach it. */
+COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, int nexclude,
+                                        coll_comm_t **newcomm);
+
+/* The id joiners pass to coll_comm_join: it names comm's store and lineage (comm and
+ * every communicator shrunk or grown from it), not one communicator, so it stays valid
+ * after shrinks and grows. Local; any member gives the same id. */
+COLL_API coll_status_t coll_comm_grow_id(coll_comm_t *comm, coll_unique_id_t *id);
+/* Collective over comm's members: take the next `joiners` processes waiting in
+ * coll_comm_join (in the order they registered) as ranks size..size+joiners-1 of a new
+ * communicator; comm's ranks keep theirs. Waits up to comm's timeout for that many to
+ * have registered. comm stays usable and must be destroyed by the caller. */
+COLL_API coll_status_t coll_comm_grow(coll_comm_t *comm, int joiners, coll_comm_t **newcomm);
+/* A new process: register with the lineage named by id (NULL: the launcher's store,
+ * MASTER_ADDR/MASTER_PORT/COLL_JOB_TOKEN, and the lineage of coll_comm_init_env's
+ * communicator), wait up to timeout_ms (0: COLL_TIMEOUT_MS or the default) for the
+ * members to grow, and return the new communicator (coll_comm_rank says the rank). A
+ * member lineage that shrinks meanwhile is followed. */
+COLL_API coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms,
+                                      coll_comm_t **newcomm);
 
 #ifdef __cplusplus
 }

@@ -24,11 +24,13 @@ ncclResult_t nccl_result(coll_status_t status) {
       return ncclTimeout;
     case COLL_ERR_REMOTE:
     case COLL_ERR_PROTOCOL:
+    case COLL_ERR_FENCED: /* the survivors declared this rank failed */
       return ncclRemoteError;
     /* Ranks that called different collectives, a communicator used after abort, an id
      * of another job, a feature this build lacks: the program used the API wrongly. */
     case COLL_ERR_MISMATCH:
     case COLL_ERR_ABORTED:
+    case COLL_ERR_REVOKED: /* NCCL: calls on a revoked communicator are invalid usage */
     case COLL_ERR_REFUSED:
     case COLL_ERR_UNSUPPORTED:
       return ncclInvalidUsage;

@@ -42,10 +42,22 @@ static void take(struct failure_watch *w, const char *value, size_t len) {
   coll_log(COLL_LOG_INFO, "rank %d failed: %s", f.rank, f.message);
 }
 
+/* "<prefix>alive/<rank>", owned by the watcher's connection: the store deletes it when
+ * this process dies (or the connection breaks), which is how an agreement
+ * (core/elastic_agree.c) tells a dead rank from a slow one. */
+static coll_status_t register_alive(struct failure_watch *w) {
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "%salive/%d", w->base->key_prefix, w->base->rank);
+  return store_set_owned(w->client, key, "1", 1, w->base->timeout_ms);
+}
+
 static void *watch_main(void *arg) {
   struct failure_watch *w = arg;
   coll_log_set_rank(w->base->rank);
+  bool reregister = false;
   while (!atomic_load(&w->stop)) {
+    /* After a broken connection the client reconnects, and the server dropped the key. */
+    if (reregister && register_alive(w) == COLL_OK) reregister = false;
     void *value = NULL;
     size_t len = 0;
     coll_status_t st = store_get(w->client, w->key, &value, &len, PARK_MS);
@@ -59,7 +71,10 @@ static void *watch_main(void *arg) {
       break; /* the first failure is the only one published */
     }
     /* Nothing yet (the get timed out) or the store is away: ask again. */
-    if (st != COLL_ERR_TIMEOUT) pause_unless_stopped(w, RETRY_MS);
+    if (st != COLL_ERR_TIMEOUT) {
+      reregister = true;
+      pause_unless_stopped(w, RETRY_MS);
+    }
   }
   coll_error_clear();
   return NULL;
@@ -78,6 +93,13 @@ coll_status_t failure_watch_start(coll_base_t *base) {
   if (st != COLL_OK) {
     free(w);
     return coll_error_prefix(st, "rank %d: the failure watcher's store connection: ", base->rank);
+  }
+  st = register_alive(w);
+  if (st != COLL_OK) {
+    store_client_close(w->client);
+    free(w);
+    return coll_error_prefix(st, "rank %d: registering with the failure watcher's store: ",
+                             base->rank);
   }
   int rc = pthread_create(&w->thread, NULL, watch_main, w);
   if (rc != 0) {

@@ -59,6 +59,10 @@ const char *store_client_address(const store_client_t *client);
  * and the next call reconnects (within its own deadline). */
 coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
                         int timeout_ms);
+/* The same, and the key belongs to this connection: the server deletes it when the
+ * connection closes (this process exits or dies, or the client reconnects). */
+coll_status_t store_set_owned(store_client_t *client, const char *key, const void *value,
+                              size_t len, int timeout_ms);
 /* Wait until the key exists, then return a malloc'ed copy of its value (caller frees). */
 coll_status_t store_get(store_client_t *client, const char *key, void **value, size_t *len,
                         int timeout_ms);

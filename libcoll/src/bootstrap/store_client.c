@@ -407,8 +407,21 @@ static uint32_t park_ms(int64_t deadline_ns) {
   return (uint32_t)(left - margin);
 }
 
+static coll_status_t set_with_flags(store_client_t *client, const char *key, const void *value,
+                                    size_t len, int timeout_ms, uint8_t flags);
+
 coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
                         int timeout_ms) {
+  return set_with_flags(client, key, value, len, timeout_ms, 0);
+}
+
+coll_status_t store_set_owned(store_client_t *client, const char *key, const void *value,
+                              size_t len, int timeout_ms) {
+  return set_with_flags(client, key, value, len, timeout_ms, STORE_FLAG_OWNED);
+}
+
+static coll_status_t set_with_flags(store_client_t *client, const char *key, const void *value,
+                                    size_t len, int timeout_ms, uint8_t flags) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_set: client is NULL");
   coll_status_t st = check_key(client, "set", key);
   if (st == COLL_OK) st = check_value(client, "set", key, value, len);
@@ -416,7 +429,7 @@ coll_status_t store_set(store_client_t *client, const char *key, const void *val
   call_t call = start_call("set", key, timeout_ms);
   int64_t deadline = coll_deadline_ns(call.timeout_ms);
   store_arg_t args[2] = {str_arg(key), bytes_arg(value, len)};
-  store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_SET};
+  store_header_t h = {.version = STORE_PROTO_VERSION, .code = STORE_OP_SET, .flags = flags};
   reply_t rep = {0};
   st = roundtrip(client, &call, deadline, &h, args, 2, &rep);
   if (st == COLL_OK) st = expect(client, &call, &rep, 0, 0);

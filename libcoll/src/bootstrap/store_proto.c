@@ -16,7 +16,8 @@ typedef struct {
 
 static const op_rule_t op_rules[STORE_OP_END] = {
     [STORE_OP_HELLO] = {.name = "hello", .min_args = 1, .max_args = 1},
-    [STORE_OP_SET] = {.name = "set", .min_args = 2, .max_args = 2},
+    [STORE_OP_SET] = {.name = "set", .min_args = 2, .max_args = 2,
+                      .flags_allowed = STORE_FLAG_OWNED},
     [STORE_OP_GET] = {.name = "get", .min_args = 1, .max_args = 1},
     [STORE_OP_ADD] = {.name = "add", .min_args = 2, .max_args = 2},
     [STORE_OP_COMPARE_SET] = {.name = "compare_set",

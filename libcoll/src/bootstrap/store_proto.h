@@ -46,6 +46,9 @@ typedef enum {
 /* compare_set request: the expected state is "key absent" (the expected argument is empty).
  * compare_set reply: the key is absent after the call (the value argument is empty). */
 #define STORE_FLAG_ABSENT 0x01u
+/* set request: the key belongs to this connection and is deleted when it closes (a
+ * process that dies loses its keys: how the elastic agreement sees a dead rank). */
+#define STORE_FLAG_OWNED 0x02u
 
 typedef struct {
   uint8_t version;

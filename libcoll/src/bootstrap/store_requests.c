@@ -182,6 +182,35 @@ static void op_hello(store_server_t *s, conn_t *c) {
 }
 
 /* Serve the complete request in c->args. */
+/* Remember that c owns key (once). false when out of memory. */
+static bool own(conn_t *c, store_arg_t key) {
+  for (size_t i = 0; i < c->owned_n; i++)
+    if (strlen(c->owned[i]) == key.len && memcmp(c->owned[i], key.data, key.len) == 0) return true;
+  if (c->owned_n == c->owned_cap) {
+    size_t cap = c->owned_cap ? 2 * c->owned_cap : 4;
+    char **grown = realloc(c->owned, cap * sizeof *grown);
+    if (grown == NULL) return false;
+    c->owned = grown;
+    c->owned_cap = cap;
+  }
+  char *copy = malloc(key.len + 1);
+  if (copy == NULL) return false;
+  memcpy(copy, key.data, key.len);
+  copy[key.len] = '\0';
+  c->owned[c->owned_n++] = copy;
+  return true;
+}
+
+void store_conn_forget_owned(store_server_t *s, conn_t *c) {
+  for (size_t i = 0; i < c->owned_n; i++) {
+    store_table_delete(&s->table, (const uint8_t *)c->owned[i], strlen(c->owned[i]));
+    free(c->owned[i]);
+  }
+  free(c->owned);
+  c->owned = NULL;
+  c->owned_n = c->owned_cap = 0;
+}
+
 void store_serve(store_server_t *s, conn_t *c) {
   store_arg_t key = c->header.nargs > 0 ? key_arg(c, 0) : (store_arg_t){0};
   switch ((store_op_t)c->header.code) {
@@ -195,6 +224,10 @@ void store_serve(store_server_t *s, conn_t *c) {
         break;
       }
       if (!existed) key_appeared(s, key.data, key.len);
+      if ((c->header.flags & STORE_FLAG_OWNED) != 0 && !own(c, key)) {
+        store_conn_reply_message(s, c, STORE_REPLY_INVALID, "set: store server out of memory");
+        break;
+      }
       store_conn_reply(s, c, STORE_REPLY_OK, 0, NULL, 0);
       break;
     }

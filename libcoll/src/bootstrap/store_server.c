@@ -79,6 +79,7 @@ void store_conn_drop(store_server_t *s, conn_t *c, coll_log_level_t level, const
   close(c->fd);
   c->fd = -1;
   c->dead = true;
+  store_conn_forget_owned(s, c);
   store_conn_unpark(s, c);
   store_conn_reset_frame(c);
   free(c->out);

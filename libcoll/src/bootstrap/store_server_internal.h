@@ -40,6 +40,9 @@ struct conn {
   uint8_t *out;
   size_t out_len, out_off;
   int64_t last_write_ns; /* progress of a pending reply */
+  /* Keys set with STORE_FLAG_OWNED: deleted from the table when this connection closes. */
+  char **owned;
+  size_t owned_n, owned_cap;
   conn_t *prev, *next;   /* every live connection; graveyard link once dead */
 };
 
@@ -83,6 +86,9 @@ bool store_conn_reply_message(store_server_t *s, conn_t *c, store_reply_t code, 
                               ...) __attribute__((format(printf, 4, 5)));
 
 /* ---- store_requests.c ---- */
+
+/* The connection is closing: delete the keys it owns (STORE_FLAG_OWNED) and free the list. */
+void store_conn_forget_owned(store_server_t *s, conn_t *c);
 
 /* Serve the complete request in c->args: answer it, or park it (get/wait). */
 void store_serve(store_server_t *s, conn_t *c);

@@ -91,6 +91,7 @@ static void comm_free(coll_comm_t *comm) {
   window_close_all(&comm->windows, &comm->base);
   arena_close(&comm->arena);
   transport_set_close(comm->transports);
+  store_client_close(comm->elastic_store);
   store_client_close(comm->base.store);
   store_server_stop(comm->base.server);
   trace_close(&comm->base.trace);
@@ -257,6 +258,8 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   if (st == COLL_OK) st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;
+  /* The first of its lineage (a shrink or grow sets its parent's afterwards). */
+  snprintf(comm->lineage_root, sizeof comm->lineage_root, "%s", comm->base.key_prefix);
   (void)coll_cheap_now_ns();
   *out = comm;
   coll_error_clear();

@@ -127,6 +127,15 @@ struct coll_comm {
   comm_premul_op_t *premul_ops;
   size_t premul_n, premul_cap;
   uint8_t barrier_byte; /* coll_barrier's output */
+
+  /* Surviving lost ranks (elastic_agree.c, elastic_members.c). The lineage is this
+   * communicator and those shrunk or grown from it: they share lineage_root, the key
+   * prefix of the first one, under which joiners register. */
+  char lineage_root[BASE_KEY_PREFIX_MAX];
+  uint64_t agree_epoch;             /* coll_comm_agree calls so far */
+  uint64_t shrinks, grows;          /* coll_comm_shrink / coll_comm_grow calls so far */
+  store_client_t *elastic_store;    /* the elastic calls' own store connection; NULL until
+                                     * the first (the progress thread uses base.store) */
 };
 
 /* ---- comm.c ---- */
@@ -138,6 +147,12 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
  * this communicator then hosts and stops at destroy; on failure the caller keeps it. */
 coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,
                                  coll_comm_t **out);
+
+/* ---- elastic_agree.c ---- */
+/* The elastic calls' store connection, made on first use. */
+coll_status_t elastic_store(coll_comm_t *comm, store_client_t **client);
+/* Processes registered to join comm's lineage and not yet taken in by a grow. */
+coll_status_t elastic_joiners_waiting(coll_comm_t *comm, store_client_t *c, int ms, int *waiting);
 
 /* ---- staging.c ---- */
 /* Staging bytes held now; comm_update_staging_peak keeps the peak. */

@@ -241,6 +241,18 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   }
   bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
   comm->cost = tcp ? all[0].tcp : all[0].shm;
+  /* Several hosts: the node map, and the constants inside a node (shm, or tcp where
+   * forced) apart from those between nodes (tcp), for the node-aware algorithms. */
+  algo_topo_free(&comm->base.topo);
+  st = algo_topo_from_hosts(&comm->base.topo, n, hosts);
+  if (st != COLL_OK) goto out;
+  if (!one_host) {
+    bool tcp_inside = strcasecmp(all[0].transport, "tcp") == 0;
+    comm->cost = tcp_inside ? all[0].tcp : all[0].shm;
+    comm->cost.inter_alpha = all[0].tcp.alpha;
+    comm->cost.inter_beta = all[0].tcp.beta;
+    comm->cost.gamma = all[0].tcp.gamma; /* as before the map: choices stay put */
+  }
   comm->segment_bytes = all[0].chunk;
   comm->algo = env_algo;
 
@@ -272,8 +284,10 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
   st = arena_open(&comm->arena, &comm->base, one_host, forced);
   if (st != COLL_OK) goto out;
-  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s, algo %s, chunk %zu",
-           comm->base.key_prefix, n, one_host ? "one host" : "several hosts",
+  char nodes[256];
+  algo_topo_describe(&comm->base.topo, nodes, sizeof nodes);
+  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s (%s), algo %s, chunk %zu",
+           comm->base.key_prefix, n, one_host ? "one host" : "several hosts", nodes,
            coll_algo_name(comm->algo), comm->segment_bytes);
 out:
   free(all);

@@ -1,0 +1,521 @@
+/* Surviving a lost rank, with real processes over shm and tcp and a store hosted outside
+ * the ranks (as collrun does): revoke reaching every member, agreement on who failed
+ * after a SIGKILL (every survivor the same set), shrink and go on, a slow rank fenced,
+ * the flag's AND, grow with joiners (one and two at once), a dead store giving a clear
+ * error, and shrink/grow cycles leaving no file descriptor, thread or segment behind. */
+#include <check.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "coll_test_util.h"
+#include "common/clock.h"
+#include "multiproc.h"
+#include "tp_util.h"
+
+enum { MAX_RANKS = 8, AGREE_MS = 600, TIMEOUT_MS = 8000, CYCLES = 40 };
+
+/* What the ranks report back (shared mapping made before the fork). */
+typedef struct {
+  int nfailed[MAX_RANKS];
+  int failed0[MAX_RANKS];
+  uint32_t flag[MAX_RANKS];
+  int64_t took_ms[MAX_RANKS];
+  int new_rank[MAX_RANKS];
+  char id_file[256];
+} shared_t;
+
+static shared_t *shared;
+
+static void shared_reset(void) {
+  if (shared == NULL) {
+    shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(shared, MAP_FAILED);
+  }
+  memset(shared, 0, sizeof *shared);
+}
+
+typedef struct {
+  ct_job_t job;
+  int victim;
+} elastic_job_t;
+
+static int sum_of(const int *ranks, int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++) s += ranks[i];
+  return s;
+}
+
+/* ---- revoke ---- */
+
+static int rank_revoke(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int bad = 0, v = rank;
+  if (rank == j->victim) {
+    ct_sleep_ms(200); /* the others are inside an all-reduce this rank never joins */
+    bad |= ct_ok(rank, "revoke", coll_comm_revoke(comm));
+    bad |= ct_ok(rank, "second revoke", coll_comm_revoke(comm));
+  } else {
+    int64_t start = coll_now_ms();
+    coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+    shared->took_ms[rank] = coll_now_ms() - start;
+    char who[64];
+    snprintf(who, sizeof who, "rank %d revoked", j->victim);
+    if (st != COLL_ERR_REVOKED || strstr(coll_last_error(), who) == NULL) {
+      fprintf(stderr, "rank %d: pending all-reduce gave %s: %s\n", rank, coll_status_name(st),
+              coll_last_error());
+      bad = 1;
+    }
+  }
+  coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+  if (st != COLL_ERR_REVOKED) {
+    fprintf(stderr, "rank %d: later call gave %s\n", rank, coll_status_name(st));
+    bad = 1;
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_revoke_reaches_every_member_within_milliseconds) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  elastic_job_t j = {.job = {.port = store.port,
+                             .transport = _i ? "tcp" : "shm",
+                             .timeout_ms = 20000,
+                             .store_elsewhere = true},
+                     .victim = 2};
+  int failed = mp_run(4, 30000, rank_revoke, &j);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+  for (int r = 0; r < 4; r++) {
+    if (r == j.victim) continue;
+    /* 200 ms before the revoke, then a store round trip and a 10 ms wait slice. */
+    ck_assert_msg(shared->took_ms[r] < 1500, "rank %d stopped %lld ms after its call began", r,
+                  (long long)shared->took_ms[r]);
+  }
+}
+END_TEST
+
+/* ---- kill, agree, shrink, go on ---- */
+
+static int rank_killed_then_shrink(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  static float data[1 << 15];
+  int bad = coll_all_reduce(data, data, 1 << 15, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
+  if (rank == j->victim) raise(SIGKILL);
+  int64_t start = coll_now_ms();
+  coll_status_t st = coll_all_reduce(data, data, 1 << 15, COLL_FLOAT32, COLL_SUM, comm);
+  if (st == COLL_OK) {
+    fprintf(stderr, "rank %d: the all-reduce without rank %d succeeded\n", rank, j->victim);
+    bad = 1;
+  }
+  coll_agreement_t a = {.flag = st == COLL_OK};
+  bad |= ct_ok(rank, "agree", coll_comm_agree(comm, &a));
+  shared->nfailed[rank] = a.nfailed;
+  shared->failed0[rank] = a.nfailed > 0 ? a.failed[0] : -1;
+  shared->flag[rank] = a.flag;
+  coll_comm_t *smaller = NULL;
+  bad |= ct_ok(rank, "shrink", coll_comm_shrink(comm, a.failed, a.nfailed, &smaller));
+  if (smaller != NULL) {
+    int r = -1, n = 0, v = rank;
+    coll_comm_rank(smaller, &r);
+    coll_comm_size(smaller, &n);
+    shared->new_rank[rank] = r;
+    bad |= ct_ok(rank, "all-reduce after shrink",
+                 coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, smaller));
+    int survivors[MAX_RANKS], k = 0;
+    for (int q = 0; q < nranks; q++)
+      if (q != j->victim) survivors[k++] = q;
+    if (v != sum_of(survivors, k) || n != nranks - 1) {
+      fprintf(stderr, "rank %d: after the shrink: size %d, sum %d\n", rank, n, v);
+      bad = 1;
+    }
+    shared->took_ms[rank] = coll_now_ms() - start;
+    bad |= ct_ok(rank, "destroy the new one", coll_comm_destroy(smaller));
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(survivors_of_a_kill_agree_on_it_shrink_and_go_on) {
+  static const int victims[] = {3, 0, 1};
+  const char *transport = _i % 2 ? "tcp" : "shm";
+  int victim = victims[_i / 2];
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  elastic_job_t j = {.job = {.port = store.port,
+                             .transport = transport,
+                             .timeout_ms = TIMEOUT_MS,
+                             .store_elsewhere = true},
+                     .victim = victim};
+  int failed = mp_run(4, 60000, rank_killed_then_shrink, &j);
+  tp_store_stop(&store);
+  ck_assert_msg(failed == 1, "%d ranks failed (only the victim should)", failed);
+  int64_t worst = 0;
+  for (int r = 0, want = 0; r < 4; r++) {
+    if (r == victim) continue;
+    ck_assert_msg(shared->nfailed[r] == 1 && shared->failed0[r] == victim,
+                  "rank %d agreed on %d failed (first %d), not rank %d", r, shared->nfailed[r],
+                  shared->failed0[r], victim);
+    ck_assert_int_eq(shared->flag[r], 0);
+    ck_assert_int_eq(shared->new_rank[r], want++);
+    if (shared->took_ms[r] > worst) worst = shared->took_ms[r];
+  }
+  fprintf(stderr, "%s, rank %d killed: failure to a working 3-rank communicator in %lld ms\n",
+          transport, victim, (long long)worst);
+  /* Far below the 8 s deadline: a dead rank is known from its connections and its
+   * store key, nobody waits for a timeout. */
+  ck_assert_msg(worst < 4000, "took %lld ms", (long long)worst);
+}
+END_TEST
+
+/* ---- a slow rank is fenced ---- */
+
+static int rank_slow(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  coll_agreement_t a = {.flag = 1};
+  if (rank == j->victim) {
+    ct_sleep_ms(3 * AGREE_MS); /* alive but late: the others' deadline passes */
+    coll_status_t st = coll_comm_agree(comm, &a);
+    if (st != COLL_ERR_FENCED) {
+      fprintf(stderr, "rank %d (late): agree gave %s: %s\n", rank, coll_status_name(st),
+              coll_last_error());
+      bad = 1;
+    }
+    coll_comm_destroy(comm);
+    return bad;
+  }
+  bad |= ct_ok(rank, "agree", coll_comm_agree(comm, &a));
+  shared->nfailed[rank] = a.nfailed;
+  shared->failed0[rank] = a.nfailed ? a.failed[0] : -1;
+  coll_comm_t *smaller = NULL;
+  bad |= ct_ok(rank, "shrink", coll_comm_shrink(comm, a.failed, a.nfailed, &smaller));
+  int v = 1;
+  if (smaller != NULL)
+    bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, smaller));
+  bad |= v != nranks - 1;
+  coll_comm_destroy(smaller);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_rank_that_comes_after_the_deadline_is_fenced) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  char ms[32];
+  snprintf(ms, sizeof ms, "%d", AGREE_MS);
+  elastic_job_t j = {.job = {.port = store.port, .timeout_ms = TIMEOUT_MS, .store_elsewhere = true},
+                     .victim = 1};
+  setenv("COLL_AGREE_MS", ms, 1); /* ct_init keeps COLL_AGREE_MS: see ct_clean_env */
+  int failed = mp_run(3, 30000, rank_slow, &j);
+  unsetenv("COLL_AGREE_MS");
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+  ck_assert(shared->nfailed[0] == 1 && shared->failed0[0] == 1);
+  ck_assert(shared->nfailed[2] == 1 && shared->failed0[2] == 1);
+}
+END_TEST
+
+/* ---- the flag's AND, many times ---- */
+
+static int rank_flags(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  int64_t start = coll_now_ms();
+  for (int k = 0; k < 200 && !bad; k++) {
+    /* Bit b is cleared by rank b % nranks on round k when (k >> b) & 1. */
+    uint32_t mine = ~0u, want = ~0u;
+    for (int b = 0; b < 8; b++)
+      if ((k >> b) & 1) {
+        want &= ~(1u << b);
+        if (b % nranks == rank) mine &= ~(1u << b);
+      }
+    coll_agreement_t a = {.flag = mine};
+    bad |= ct_ok(rank, "agree", coll_comm_agree(comm, &a));
+    if (!bad && (a.flag != want || a.nfailed != 0 || a.joiners != 0)) {
+      fprintf(stderr, "rank %d round %d: flag %#x (want %#x), %d failed, %d joiners\n", rank, k,
+              a.flag, want, a.nfailed, a.joiners);
+      bad = 1;
+    }
+  }
+  shared->took_ms[rank] = coll_now_ms() - start;
+  bad |= ct_ok(rank, "destroy", coll_comm_destroy(comm));
+  return bad;
+}
+
+START_TEST(agreement_ands_the_flags_of_every_rank) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  elastic_job_t j = {.job = {.port = store.port, .timeout_ms = TIMEOUT_MS, .store_elsewhere = true}};
+  int failed = mp_run(4, 60000, rank_flags, &j);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+  fprintf(stderr, "4 ranks: 200 agreements in %lld ms\n", (long long)shared->took_ms[0]);
+}
+END_TEST
+
+/* ---- grow ---- */
+
+static int write_id(const coll_unique_id_t *id) {
+  char tmp[300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", shared->id_file);
+  FILE *f = fopen(tmp, "wb");
+  if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1) return 1;
+  fclose(f);
+  return rename(tmp, shared->id_file) != 0;
+}
+
+static int read_id(coll_unique_id_t *id) {
+  for (int waited = 0; waited < 20000; waited += 10) {
+    FILE *f = fopen(shared->id_file, "rb");
+    if (f != NULL) {
+      size_t got = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (got == 1) return 0;
+    }
+    ct_sleep_ms(10);
+  }
+  return 1;
+}
+
+typedef struct {
+  ct_job_t job;
+  int members;
+  int cycles; /* grow tests: 0; cycles: shrink away the last rank and take it in again */
+} grow_job_t;
+
+static int count_dir(const char *path, const char *prefix) {
+  DIR *d = opendir(path);
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  closedir(d);
+  return n;
+}
+
+/* A joiner: read the id the members published, join, check an all-reduce. */
+static int join_and_check(int rank, int expect_size, coll_comm_t **out) {
+  coll_unique_id_t id;
+  if (read_id(&id) != 0) {
+    fprintf(stderr, "rank %d: no grow id\n", rank);
+    return 1;
+  }
+  coll_comm_t *comm = NULL;
+  int bad = ct_ok(rank, "join", coll_comm_join(&id, TIMEOUT_MS, &comm));
+  if (bad) return 1;
+  int r = -1, n = 0, v = 0;
+  coll_comm_rank(comm, &r);
+  coll_comm_size(comm, &n);
+  v = r;
+  bad |= ct_ok(rank, "all-reduce after join", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  if (n != expect_size || v != n * (n - 1) / 2) {
+    fprintf(stderr, "joiner %d: rank %d of %d, sum %d\n", rank, r, n, v);
+    bad = 1;
+  }
+  *out = comm;
+  return bad;
+}
+
+/* Members: wait until the agreement counts the joiners, grow, check. */
+static int members_grow(int rank, coll_comm_t **comm, int joiners) {
+  int bad = 0;
+  coll_agreement_t a = {.flag = 1};
+  for (int tries = 0; tries < 2000 && !bad; tries++) {
+    a.flag = 1;
+    bad |= ct_ok(rank, "agree", coll_comm_agree(*comm, &a));
+    if (a.joiners >= joiners) break;
+    ct_sleep_ms(5);
+  }
+  if (bad || a.joiners < joiners) {
+    fprintf(stderr, "rank %d: %d joiners counted, %d expected\n", rank, a.joiners, joiners);
+    return 1;
+  }
+  coll_comm_t *bigger = NULL;
+  bad |= ct_ok(rank, "grow", coll_comm_grow(*comm, a.joiners, &bigger));
+  if (bad) return 1;
+  int n = 0, r = -1, v = 0;
+  coll_comm_size(bigger, &n);
+  coll_comm_rank(bigger, &r);
+  v = r;
+  bad |= ct_ok(rank, "all-reduce after grow", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, bigger));
+  if (v != n * (n - 1) / 2) {
+    fprintf(stderr, "member %d: sum %d of %d ranks\n", rank, v, n);
+    bad = 1;
+  }
+  coll_comm_destroy(*comm);
+  *comm = bigger;
+  return bad;
+}
+
+static int rank_grow(int rank, int nranks, void *arg) {
+  const grow_job_t *g = arg;
+  coll_comm_t *comm = NULL;
+  if (rank >= g->members) {
+    ct_clean_env();
+    int bad = join_and_check(rank, nranks, &comm);
+    coll_comm_destroy(comm);
+    return bad;
+  }
+  if (ct_init(&g->job, rank, g->members, &comm) != 0) return 1;
+  int bad = 0;
+  if (rank == 0) {
+    coll_unique_id_t id;
+    bad |= ct_ok(rank, "grow id", coll_comm_grow_id(comm, &id));
+    bad |= write_id(&id);
+  }
+  bad |= members_grow(rank, &comm, nranks - g->members);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(joiners_are_taken_in_by_grow) {
+  int joiners = _i + 1;
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  snprintf(shared->id_file, sizeof shared->id_file, "/tmp/coll-elastic-id-%d", (int)getpid());
+  grow_job_t g = {.job = {.port = store.port, .timeout_ms = TIMEOUT_MS, .store_elsewhere = true},
+                  .members = 2};
+  int failed = mp_run(2 + joiners, 60000, rank_grow, &g);
+  unlink(shared->id_file);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* ---- cycles leave nothing behind ---- */
+
+static int rank_cycles(int rank, int nranks, void *arg) {
+  const grow_job_t *g = arg;
+  coll_comm_t *comm = NULL;
+  int last = nranks - 1, bad = 0;
+  if (ct_init(&g->job, rank, nranks, &comm) != 0) return 1;
+  if (rank == 0) {
+    coll_unique_id_t id;
+    bad |= ct_ok(rank, "grow id", coll_comm_grow_id(comm, &id));
+    bad |= write_id(&id);
+  }
+  int fds0 = count_dir("/proc/self/fd", ""), threads0 = count_dir("/proc/self/task", "");
+  int shm0 = count_dir("/dev/shm", "coll");
+  for (int k = 0; k < g->cycles && !bad; k++) {
+    /* Everyone's last call finished before anyone leaves: a revoke would stop it. */
+    coll_agreement_t a = {.flag = 1};
+    bad |= ct_ok(rank, "agree before the cycle", coll_comm_agree(comm, &a));
+    if (rank == last) {
+      /* Left out: a rank that leaves revokes what it leaves (the members' shrink does
+       * too), so that no destroy waits in a barrier; then it joins again. */
+      bad |= ct_ok(rank, "revoke", coll_comm_revoke(comm));
+      coll_comm_destroy(comm);
+      comm = NULL;
+      bad |= join_and_check(rank, nranks, &comm);
+      continue;
+    }
+    int out = last;
+    coll_comm_t *smaller = NULL;
+    bad |= ct_ok(rank, "shrink", coll_comm_shrink(comm, &out, 1, &smaller));
+    coll_comm_destroy(comm);
+    comm = smaller;
+    if (!bad) bad |= members_grow(rank, &comm, 1);
+  }
+  /* Every process has what it had after its first communicator: nothing accumulates. */
+  coll_comm_destroy(comm);
+  comm = NULL;
+  int fds1 = count_dir("/proc/self/fd", ""), threads1 = count_dir("/proc/self/task", "");
+  int shm1 = count_dir("/dev/shm", "coll");
+  (void)shm0;
+  (void)shm1;
+  if (fds1 > fds0 || threads1 > threads0) {
+    fprintf(stderr, "rank %d after %d cycles: fds %d -> %d, threads %d -> %d\n", rank, g->cycles,
+            fds0, fds1, threads0, threads1);
+    bad = 1;
+  }
+  return bad;
+}
+
+START_TEST(shrink_and_grow_cycles_leave_nothing_behind) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  snprintf(shared->id_file, sizeof shared->id_file, "/tmp/coll-elastic-cyc-%d", (int)getpid());
+  int shm_before = count_dir("/dev/shm", "coll");
+  grow_job_t g = {.job = {.port = store.port,
+                          .transport = _i ? "tcp" : "shm",
+                          .timeout_ms = TIMEOUT_MS,
+                          .store_elsewhere = true},
+                  .cycles = CYCLES};
+  int failed = mp_run(3, 120000, rank_cycles, &g);
+  unlink(shared->id_file);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+  int shm_after = count_dir("/dev/shm", "coll");
+  ck_assert_msg(shm_after <= shm_before, "/dev/shm coll* entries %d -> %d", shm_before, shm_after);
+}
+END_TEST
+
+/* ---- the store's host dies ---- */
+
+static int rank_store_host_dies(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int v = 1, bad = 0;
+  bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  if (rank == 0) raise(SIGKILL); /* it hosts the store */
+  coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+  int64_t start = coll_now_ms();
+  coll_agreement_t a = {.flag = st == COLL_OK};
+  st = coll_comm_agree(comm, &a);
+  int64_t took = coll_now_ms() - start;
+  if (st == COLL_OK || strstr(coll_last_error(), "store") == NULL || took > 2 * j->job.timeout_ms) {
+    fprintf(stderr, "rank %d: agree without the store gave %s after %lld ms: %s\n", rank,
+            coll_status_name(st), (long long)took, coll_last_error());
+    bad = 1;
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(agreement_without_the_store_fails_clearly) {
+  shared_reset();
+  elastic_job_t j = {.job = {.port = mp_free_port(), .timeout_ms = 1500}};
+  int failed = mp_run(3, 30000, rank_store_host_dies, &j);
+  ck_assert_int_eq(failed, 1); /* rank 0, killed */
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coll elastic");
+  TCase *tc = tcase_create("elastic");
+  tcase_set_timeout(tc, 300);
+  tcase_add_loop_test(tc, a_revoke_reaches_every_member_within_milliseconds, 0, 2);
+  tcase_add_loop_test(tc, survivors_of_a_kill_agree_on_it_shrink_and_go_on, 0, 6);
+  tcase_add_test(tc, a_rank_that_comes_after_the_deadline_is_fenced);
+  tcase_add_test(tc, agreement_ands_the_flags_of_every_rank);
+  tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);
+  tcase_add_loop_test(tc, shrink_and_grow_cycles_leave_nothing_behind, 0, 2);
+  tcase_add_test(tc, agreement_without_the_store_fails_clearly);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}
