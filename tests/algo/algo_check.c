@@ -27,11 +27,20 @@ static const char *const dtype_names[] = {"int8",   "uint8",   "int32",    "uint
 static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 
 const char *case_name(const run_case_t *c) {
-  static _Thread_local char buf[200];
-  snprintf(buf, sizeof buf, "%s %s n=%d count=%zu %s %s %s seg=%zu root=%d", algo_names[c->algo],
-           c->collective == COLL_KIND_BROADCAST ? "broadcast" : "allreduce", c->nranks, c->count,
-           dtype_names[c->dtype], op_names[c->op], c->in_place ? "in-place" : "out-of-place",
-           c->segment_bytes, c->root);
+  static _Thread_local char buf[320];
+  const char *algo = (size_t)c->algo < sizeof algo_names / sizeof algo_names[0]
+                         ? algo_names[c->algo]
+                         : coll_algo_name(c->algo);
+  const char *op =
+      (size_t)c->op < sizeof op_names / sizeof op_names[0] ? op_names[c->op] : coll_op_name(c->op);
+  int len = snprintf(buf, sizeof buf, "%s %s n=%d count=%zu %s %s %s seg=%zu root=%d", algo,
+                     c->collective == COLL_KIND_BROADCAST ? "broadcast" : "allreduce", c->nranks,
+                     c->count, dtype_names[c->dtype], op, c->in_place ? "in-place" : "out-of-place",
+                     c->segment_bytes, c->root);
+  /* the node of each rank, for the node-aware algorithms */
+  for (int r = 0; c->topo != NULL && r < c->nranks && len > 0 && (size_t)len < sizeof buf; r++)
+    len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%d",
+                    r ? "," : " nodes=", c->topo->node_of[r]);
   return buf;
 }
 
@@ -233,7 +242,8 @@ void check_case(const run_case_t *c, sim_result_t *res_out) {
                       .dtype = c->dtype,
                       .nranks = n,
                       .root = c->root,
-                      .segment_bytes = c->segment_bytes};
+                      .segment_bytes = c->segment_bytes,
+                      .topo = c->topo};
   sim_config_t cfg = {.dtype = c->dtype,
                       .op = c->op,
                       .inputs = inputs,

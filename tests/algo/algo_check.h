@@ -18,6 +18,7 @@ typedef struct {
   int in_place;
   size_t segment_bytes;
   int root;
+  const algo_topo_t *topo; /* the node map for the node-aware algorithms; NULL: one node */
 } run_case_t;
 
 /* Simulate the case, check every rank's output; on failure abort the Check test with a

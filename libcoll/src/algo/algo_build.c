@@ -19,6 +19,8 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_TREE] = algo_tree_allreduce,
             [COLL_ALGO_HD] = algo_halving_doubling_allreduce,
             [COLL_ALGO_MASTER] = algo_master_allreduce,
+            [COLL_ALGO_RING_NODES] = algo_ring_nodes_allreduce,
+            [COLL_ALGO_TWO_LEVEL] = algo_two_level_allreduce,
         },
     [COLL_KIND_BROADCAST] =
         {
@@ -53,6 +55,8 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_TREE] = algo_tree_allreduce,
             [COLL_ALGO_HD] = algo_halving_doubling_allreduce,
             [COLL_ALGO_MASTER] = algo_master_allreduce,
+            [COLL_ALGO_RING_NODES] = algo_ring_nodes_allreduce,
+            [COLL_ALGO_TWO_LEVEL] = algo_two_level_allreduce,
         },
     /* gather and scatter (gather.c): the root exchanging with every rank directly
      * (master) or a binomial tree (tree, hd); all_to_allv pairwise exchange (alltoallv.c). */
@@ -106,6 +110,10 @@ static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const s
                       p->nranks);
   if (p->count > SIZE_MAX / 16 / algo_elem_size(p->dtype) / (size_t)p->nranks)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "algo_build: count %zu is too large", p->count);
+  if (p->topo != NULL && (p->topo->nranks != p->nranks || p->topo->nnodes < 1))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "algo_build: the node map is of %d ranks, the call of %d", p->topo->nranks,
+                      p->nranks);
   size_t in_count, out_count;
   if (p->collective == COLL_KIND_ALL_TO_ALLV &&
       (p->vcounts == NULL || p->count != (size_t)p->nranks ||
@@ -117,6 +125,12 @@ static coll_status_t validate(coll_algo_t algo, const sched_params_t *p, const s
                       "fit in memory (count %zu)",
                       p->nranks, p->count);
   return COLL_OK;
+}
+
+coll_algo_t algo_effective(coll_algo_t algo, const sched_params_t *p) {
+  if (algo == COLL_ALGO_TWO_LEVEL && p != NULL && !algo_topo_uniform(p->topo))
+    return COLL_ALGO_RING_NODES;
+  return algo;
 }
 
 coll_status_t algo_build(coll_algo_t algo, const sched_params_t *p, sched_t *s) {

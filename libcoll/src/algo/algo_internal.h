@@ -92,6 +92,15 @@ coll_status_t algo_direct_scatter(const sched_params_t *p, sched_t *s);
 coll_status_t algo_binomial_scatter(const sched_params_t *p, sched_t *s);
 coll_status_t algo_pairwise_alltoallv(const sched_params_t *p, sched_t *s);
 
+/* The ring all-reduce (ring.c) over a given order of ranks on a range of the buffers,
+ * for the node-aware algorithms: see ring.c. algo_ring_nseg: segments per chunk when
+ * `count` elements are cut into n chunks. */
+size_t algo_ring_nseg(const sched_params_t *p, size_t count, int n);
+coll_status_t algo_ring_allreduce_among(sched_t *s, const int *ring, int n, int pos, size_t base,
+                                        size_t count, sched_buf_t src, size_t nseg);
+coll_status_t algo_ring_nodes_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_two_level_allreduce(const sched_params_t *p, sched_t *s);
+
 /* Double binary tree shape (tree.c), exported for the cost model and tests: for tree
  * t (0 or 1) of n ranks, rank's parent (-1 at the root), its children (-1 where absent)
  * and its depth. */

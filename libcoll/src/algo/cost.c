@@ -42,10 +42,25 @@
  *   of beta's two copies), S read and reduced. algo_select never returns it: only the
  *   layers above know whether the ranks share a host; algo_arena_preferred decides, by rule.
  *
+ *   Several nodes (sched_params_t.topo): alpha and beta are the costs inside a node,
+ *   inter_alpha and inter_beta through a node's link to the others (0: the same). The
+ *   flat algorithms pay the inter-node constants for every step and byte, as before the
+ *   node map (a pipeline runs at its slowest link); the rank-order ring pays inter_beta
+ *   times the most of its links that leave one node (1 when each node's ranks are
+ *   consecutive, k with k ranks per node placed round-robin: they share the node's link).
+ *   ring_nodes  the ring's formula with one link leaving each node
+ *   two_level   2(k-1) nseg steps alpha, 2(k-1)/k S beta, (k-1)/k S reduced inside the
+ *               nodes (phases 1 and 3), plus 2(N-1) nseg' steps inter_alpha,
+ *               2(N-1)/N S/k bytes per ring times k rings sharing the node's link
+ *               inter_beta, (N-1)/N S/k reduced across (phase 2); unequal nodes: ring_nodes
+ *   algo_select offers ring_nodes and two_level only with several nodes, so on one node
+ *   every choice is what it was before them.
+ *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
  * COLL_ALGO=master). */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "algo/algo_internal.h"
 
@@ -83,18 +98,101 @@ static double pipelined(double steps, double bytes, double reduced, double seg_b
   return steps * c->alpha + bytes * c->beta + reduced * c->gamma + seg_bytes * (c->beta + c->gamma);
 }
 
+/* The constants between nodes (the intra-node ones where none are given). */
+static algo_cost_t inter_cost(const algo_cost_t *c) {
+  algo_cost_t x = *c;
+  if (c->inter_alpha > 0) x.alpha = c->inter_alpha;
+  if (c->inter_beta > 0) x.beta = c->inter_beta;
+  x.inter_alpha = x.inter_beta = 0;
+  return x;
+}
+
+/* The most links of the rank-order ring (r -> r+1) that leave one node. */
+static int ring_links_out(const algo_topo_t *t) {
+  int most = 1;
+  int *out = calloc((size_t)t->nnodes, sizeof *out);
+  if (out == NULL) return t->max_local; /* the worst case */
+  for (int r = 0; r < t->nranks; r++)
+    if (t->node_of[r] != t->node_of[(r + 1) % t->nranks] && ++out[t->node_of[r]] > most)
+      most = out[t->node_of[r]];
+  free(out);
+  return most;
+}
+
+static double ring_cost(const sched_params_t *p, const algo_cost_t *c, double beta) {
+  int n = p->nranks;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = (double)algo_segment_elems(p) * esize;
+  double chunk = ceil((double)p->count / n) * esize;
+  double nseg = fmax(1.0, ceil(chunk / seg));
+  algo_cost_t x = *c;
+  x.beta = beta;
+  return pipelined(2.0 * (n - 1) * nseg, 2.0 * (n - 1) / n * S, (double)(n - 1) / n * S,
+                   fmin(seg, chunk), &x);
+}
+
+static double two_level_cost(const sched_params_t *p, const algo_cost_t *c) {
+  const algo_topo_t *t = p->topo;
+  int k = t->max_local, N = t->nnodes;
+  double esize = (double)algo_elem_size(p->dtype);
+  double S = (double)p->count * esize;
+  double seg = (double)algo_segment_elems(p) * esize;
+  double t_in = 0, t_out = 0;
+  if (k > 1) {
+    double part = ceil((double)p->count / k) * esize;
+    double nseg = fmax(1.0, ceil(part / seg));
+    t_in = pipelined(2.0 * (k - 1) * nseg, 2.0 * (k - 1) / k * S, (double)(k - 1) / k * S,
+                     fmin(seg, part), c);
+  }
+  if (N > 1) {
+    algo_cost_t x = inter_cost(c);
+    double part = ceil((double)p->count / k) * esize;
+    double chunk = ceil(part / esize / N) * esize;
+    double nseg = fmax(1.0, ceil(chunk / seg));
+    /* k rings share the node's link: it carries k times one ring's bytes */
+    x.beta *= k;
+    t_out = pipelined(2.0 * (N - 1) * nseg, 2.0 * (N - 1) / N * part, (double)(N - 1) / N * part,
+                      fmin(seg, chunk), &x);
+  }
+  return t_in + t_out;
+}
+
+static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
+
+/* Several nodes: the flat algorithms at the inter-node constants, the node-aware ones
+ * by their phases. */
+static double allreduce_cost_nodes(coll_algo_t algo, const sched_params_t *p,
+                                   const algo_cost_t *c) {
+  algo_cost_t x = inter_cost(c);
+  switch (algo_effective(algo, p)) {
+    case COLL_ALGO_RING:
+      return ring_cost(p, &x, x.beta * ring_links_out(p->topo));
+    case COLL_ALGO_RING_NODES:
+      return ring_cost(p, &x, x.beta);
+    case COLL_ALGO_TWO_LEVEL:
+      return two_level_cost(p, c);
+    case COLL_ALGO_ARENA:
+      return INFINITY; /* one host only */
+    default: {
+      sched_params_t flat = *p;
+      flat.topo = NULL;
+      return allreduce_cost(algo, &flat, &x);
+    }
+  }
+}
+
 static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c) {
+  if (algo_topo_nodes(p->topo) > 1) return allreduce_cost_nodes(algo, p, c);
   int n = p->nranks;
   double esize = (double)algo_elem_size(p->dtype);
   double S = (double)p->count * esize;
   double seg = (double)algo_segment_elems(p) * esize;
   switch (algo) {
-    case COLL_ALGO_RING: {
-      double chunk = ceil((double)p->count / n) * esize;
-      double nseg = fmax(1.0, ceil(chunk / seg));
-      return pipelined(2.0 * (n - 1) * nseg, 2.0 * (n - 1) / n * S, (double)(n - 1) / n * S,
-                       fmin(seg, chunk), c);
-    }
+    case COLL_ALGO_RING:
+    case COLL_ALGO_RING_NODES: /* one node: the same ring */
+    case COLL_ALGO_TWO_LEVEL:
+      return ring_cost(p, c, c->beta);
     case COLL_ALGO_TREE: {
       double half = ceil((double)p->count / 2) * esize;
       double nseg = fmax(1.0, ceil(half / seg));
@@ -216,6 +314,11 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
   if (p->count == 0) return 0.0;
   if (p->nranks == 1) /* one local copy */
     return (double)p->count * (double)algo_elem_size(p->dtype) * c->gamma;
+  if (p->collective == COLL_KIND_ALL_REDUCE || p->collective == COLL_KIND_BARRIER)
+    return allreduce_cost(algo, p, c);
+  /* the other collectives are flat: on several nodes every link counts as between nodes */
+  algo_cost_t x = algo_topo_nodes(p->topo) > 1 ? inter_cost(c) : *c;
+  c = &x;
   if (p->collective == COLL_KIND_BROADCAST) return broadcast_cost(algo, p, c);
   if (p->collective == COLL_KIND_ALL_REDUCE || p->collective == COLL_KIND_BARRIER)
     return allreduce_cost(algo, p, c);
@@ -302,5 +405,14 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
     double t = algo_predict(cand[i], p, c);
     if (t < best_t) best = cand[i], best_t = t;
   }
+  /* The node-aware all-reduces, after the others (equal cost keeps the flat choice), and
+   * only where there are nodes to be aware of: one node chooses as it did before them. */
+  static const coll_algo_t node_candidates[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL};
+  if (p != NULL && cand == allreduce_candidates && algo_topo_nodes(p->topo) > 1)
+    for (size_t i = 0; i < 2; i++) {
+      if (algo_effective(node_candidates[i], p) != node_candidates[i]) continue;
+      double t = algo_predict(node_candidates[i], p, c);
+      if (t < best_t) best = node_candidates[i], best_t = t;
+    }
   return best;
 }

@@ -30,48 +30,61 @@
  *   written to OUTPUT (one pass, no copy), later steps read what earlier ones wrote. */
 #include "algo/algo_internal.h"
 
-/* Segment j of chunk c: [*off, *off + *len). */
-static void segment(size_t count, int n, size_t nseg, int c, size_t j, size_t *off, size_t *len) {
+/* Segment j of chunk c of [base, base + count): [*off, *off + *len). */
+static void segment(size_t base, size_t count, int n, size_t nseg, int c, size_t j, size_t *off,
+                    size_t *len) {
   size_t cstart = algo_part_start(count, (size_t)n, (size_t)c);
   size_t clen = algo_part_len(count, (size_t)n, (size_t)c);
-  *off = cstart + algo_part_start(clen, nseg, j);
+  *off = base + cstart + algo_part_start(clen, nseg, j);
   *len = algo_part_len(clen, nseg, j);
 }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s) {
-  int n = p->nranks, r = p->rank;
-  int next = mod(r + 1, n), prev = mod(r - 1, n);
+size_t algo_ring_nseg(const sched_params_t *p, size_t count, int n) {
+  size_t max_chunk = algo_div_up(count, (size_t)n);
+  return algo_div_up(max_chunk, algo_segment_elems(p));
+}
+
+/* The ring above over positions 0..n-1 of `ring` (rank ring[i] at position i; NULL: rank
+ * i), this rank at position pos, on [base, base + count) of the buffers. A rank reads a
+ * chunk from `src` the first time it touches it (INPUT for a whole all-reduce; OUTPUT
+ * when an earlier phase left partial results there) and writes OUTPUT. */
+coll_status_t algo_ring_allreduce_among(sched_t *s, const int *ring, int n, int pos, size_t base,
+                                        size_t count, sched_buf_t src, size_t nseg) {
+  int next = ring ? ring[mod(pos + 1, n)] : mod(pos + 1, n);
+  int prev = ring ? ring[mod(pos - 1, n)] : mod(pos - 1, n);
   coll_status_t st = COLL_OK;
-  size_t max_chunk = algo_div_up(p->count, (size_t)n);
-  size_t nseg = algo_div_up(max_chunk, algo_segment_elems(p));
-  /* Reduce-scatter. In step 0 a rank sends its own data (INPUT); afterwards it forwards
+  /* Reduce-scatter. In step 0 a rank sends its own data (src); afterwards it forwards
    * the partial result it wrote into OUTPUT one step earlier. */
   for (int step = 0; step < n - 1 && st == COLL_OK; step++) {
-    int send_chunk = mod(r - step, n), recv_chunk = mod(r - step - 1, n);
-    sched_buf_t send_buf = step == 0 ? SCHED_BUF_INPUT : SCHED_BUF_OUTPUT;
+    int send_chunk = mod(pos - step, n), recv_chunk = mod(pos - step - 1, n);
+    sched_buf_t send_buf = step == 0 ? src : SCHED_BUF_OUTPUT;
     for (size_t j = 0; j < nseg && st == COLL_OK; j++) {
       size_t soff, slen, roff, rlen;
-      segment(p->count, n, nseg, send_chunk, j, &soff, &slen);
-      segment(p->count, n, nseg, recv_chunk, j, &roff, &rlen);
+      segment(base, count, n, nseg, send_chunk, j, &soff, &slen);
+      segment(base, count, n, nseg, recv_chunk, j, &roff, &rlen);
       st = sched_begin_step(s);
       if (st == COLL_OK) st = sched_send(s, next, send_buf, soff, slen);
-      if (st == COLL_OK)
-        st = sched_recv_reduce(s, prev, SCHED_BUF_OUTPUT, roff, SCHED_BUF_INPUT, roff, rlen);
+      if (st == COLL_OK) st = sched_recv_reduce(s, prev, SCHED_BUF_OUTPUT, roff, src, roff, rlen);
     }
   }
   /* All-gather of the reduced chunks, straight into OUTPUT. */
   for (int step = 0; step < n - 1 && st == COLL_OK; step++) {
-    int send_chunk = mod(r + 1 - step, n), recv_chunk = mod(r - step, n);
+    int send_chunk = mod(pos + 1 - step, n), recv_chunk = mod(pos - step, n);
     for (size_t j = 0; j < nseg && st == COLL_OK; j++) {
       size_t soff, slen, roff, rlen;
-      segment(p->count, n, nseg, send_chunk, j, &soff, &slen);
-      segment(p->count, n, nseg, recv_chunk, j, &roff, &rlen);
+      segment(base, count, n, nseg, send_chunk, j, &soff, &slen);
+      segment(base, count, n, nseg, recv_chunk, j, &roff, &rlen);
       st = sched_begin_step(s);
       if (st == COLL_OK) st = sched_send(s, next, SCHED_BUF_OUTPUT, soff, slen);
       if (st == COLL_OK) st = sched_recv_copy(s, prev, SCHED_BUF_OUTPUT, roff, rlen);
     }
   }
   return st;
+}
+
+coll_status_t algo_ring_allreduce(const sched_params_t *p, sched_t *s) {
+  return algo_ring_allreduce_among(s, NULL, p->nranks, p->rank, 0, p->count, SCHED_BUF_INPUT,
+                                   algo_ring_nseg(p, p->count, p->nranks));
 }

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algo/topo.h"
 #include "coll.h"
 
 typedef enum {
@@ -157,6 +158,9 @@ typedef struct {
   int root;              /* broadcast, reduce, gather, scatter */
   size_t segment_bytes;  /* pipelining unit; 0: the algorithm's default */
   const size_t *vcounts; /* all_to_allv: this rank's 4 * nranks counts (SCHED_V_*) */
+  /* Which ranks share a node (topo.h), for the node-aware algorithms and the cost model;
+   * NULL: unknown, taken as every rank on one node. */
+  const algo_topo_t *topo;
 } sched_params_t;
 
 /* Building (used by the algorithm files). */
@@ -183,6 +187,9 @@ size_t sched_bytes_sent(const sched_t *s);
 /* Build the schedule of `algo` (not AUTO) for p into s (initialised by the call).
  * COLL_ERR_UNSUPPORTED if the algorithm does not implement p->collective. */
 coll_status_t algo_build(coll_algo_t algo, const sched_params_t *p, sched_t *s);
+/* The algorithm algo_build really builds for p: two_level needs the same number of ranks
+ * on every node and builds ring_nodes otherwise (its sched_t.algo says so too). */
+coll_algo_t algo_effective(coll_algo_t algo, const sched_params_t *p);
 
 /* Cost-model constants (seconds per message, seconds per byte, seconds per reduced
  * byte) for the transport the ranks use; all ranks use rank 0's values. */
@@ -190,6 +197,11 @@ typedef struct {
   double alpha;
   double beta;
   double gamma;
+  /* Between nodes (sched_params_t.topo with several nodes): seconds per message and per
+   * byte through a node's link to the others; 0: alpha and beta. alpha, beta: inside a
+   * node. */
+  double inter_alpha;
+  double inter_beta;
 } algo_cost_t;
 
 /* Measured defaults for this machine kind (documented in docs/architecture.md). */

@@ -39,7 +39,10 @@ coll_status_t coll_comm_predict(const coll_comm_t *comm, coll_predict_t collecti
   const algo_cost_t *c = &comm->cost;
   if (collective == COLL_PREDICT_SEND) {
     /* One message: a step and its bytes through the link. */
-    *seconds = count == 0 ? 0.0 : c->alpha + (double)count * (double)elem * c->beta;
+    /* on several hosts, as between them (the link the peer is behind is not known) */
+    double alpha = c->inter_alpha > 0 ? c->inter_alpha : c->alpha;
+    double beta = c->inter_beta > 0 ? c->inter_beta : c->beta;
+    *seconds = count == 0 ? 0.0 : alpha + (double)count * (double)elem * beta;
     if (algo != NULL) *algo = COLL_ALGO_RING;
     coll_error_clear();
     return COLL_OK;
@@ -49,7 +52,8 @@ coll_status_t coll_comm_predict(const coll_comm_t *comm, coll_predict_t collecti
                       .dtype = collective == COLL_PREDICT_BARRIER ? COLL_UINT8 : dtype,
                       .rank = rank,
                       .nranks = comm->base.nranks,
-                      .segment_bytes = comm->segment_bytes};
+                      .segment_bytes = comm->segment_bytes,
+                      .topo = base_topo(&comm->base)};
   /* A forced algorithm the collective has (the arena is all-reduce only and has no
    * schedule to predict: its collective's cheapest schedule stands in). */
   coll_algo_t chosen = comm->algo;

@@ -24,7 +24,8 @@ static sched_params_t call_params(const coll_comm_t *comm, const coll_call_t *ca
                           .nranks = comm->base.nranks,
                           .root = call->root,
                           .segment_bytes = comm->segment_bytes,
-                          .vcounts = call->vcounts};
+                          .vcounts = call->vcounts,
+                          .topo = base_topo(&comm->base)};
 }
 
 /* The transport towards the ring neighbour, for the INFO line. */
@@ -83,8 +84,15 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
     if (n < 0) break;
     len += (size_t)n;
   }
-  char reason[160];
+  char reason[224];
   choice_reason(comm, pc, arena_ok, reason, sizeof reason);
+  coll_algo_t built = algo_effective(call->algo, p);
+  if (built != call->algo) { /* two_level on nodes of unequal rank counts */
+    size_t rlen = strlen(reason);
+    snprintf(reason + rlen, sizeof reason - rlen,
+             "; it needs the same number of ranks on every node, so %s runs",
+             coll_algo_name(built));
+  }
   bool reduces = coll_kind_reduces(call->kind);
   const char *op = !reduces ? "" : call->premul ? "premul_sum" : coll_op_name(call->op);
   size_t shown = call->count; /* all_to_allv's count is nranks: show the elements it sends */

@@ -13,7 +13,10 @@ void base_init(coll_base_t *base) {
   base->where.waiting_peer = -1;
 }
 
-void base_destroy(coll_base_t *base) { pthread_mutex_destroy(&base->failed_mu); }
+void base_destroy(coll_base_t *base) {
+  algo_topo_free(&base->topo);
+  pthread_mutex_destroy(&base->failed_mu);
+}
 
 coll_status_t base_check_usable(coll_base_t *base, const char *what) {
   if (base_aborted(base))

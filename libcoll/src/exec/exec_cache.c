@@ -78,6 +78,7 @@ static coll_status_t entry_build(exec_t *x, const coll_call_t *call, exec_cache_
       .root = call->root,
       .segment_bytes = call->segment_bytes,
       .vcounts = call->vcounts,
+      .topo = base_topo(base),
   };
   coll_status_t st = p2p_build(base, call, &e->sched);
   if (call->kind != COLL_KIND_P2P) st = algo_build(call->algo, &p, &e->sched);
