@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "common/test_hook.h"
 
 static coll_call_t make(coll_kind_t kind, const void *s, void *r, size_t count, coll_dtype_t dt,
                         coll_op_t op, int root) {
@@ -29,6 +30,7 @@ static coll_call_t broadcast_call(void *buf, size_t count, coll_dtype_t dtype, i
 
 coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_dtype_t dtype,
                               coll_op_t op, coll_comm_t *comm) {
+  coll_test_hook("all_reduce");
   return api_run(comm, "coll_all_reduce", all_reduce_call(sendbuf, recvbuf, count, dtype, op), NULL,
                  false);
 }
@@ -36,17 +38,20 @@ coll_status_t coll_all_reduce(const void *sendbuf, void *recvbuf, size_t count, 
 coll_status_t coll_all_reduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                     coll_request_t **request) {
+  coll_test_hook("all_reduce");
   return api_run(comm, "coll_all_reduce_async", all_reduce_call(sendbuf, recvbuf, count, dtype, op),
                  request, true);
 }
 
 coll_status_t coll_broadcast(void *buf, size_t count, coll_dtype_t dtype, int root,
                              coll_comm_t *comm) {
+  coll_test_hook("broadcast");
   return api_run(comm, "coll_broadcast", broadcast_call(buf, count, dtype, root), NULL, false);
 }
 
 coll_status_t coll_broadcast_async(void *buf, size_t count, coll_dtype_t dtype, int root,
                                    coll_comm_t *comm, coll_request_t **request) {
+  coll_test_hook("broadcast");
   return api_run(comm, "coll_broadcast_async", broadcast_call(buf, count, dtype, root), request,
                  true);
 }

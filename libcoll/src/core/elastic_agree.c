@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/test_hook.h"
 #include "core/comm.h"
 
 enum { KEY_MAX = 192, SLICE_MS = 20, DECISION_MAX = 1024 };
@@ -283,6 +284,7 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
 }
 
 coll_status_t coll_comm_agree(coll_comm_t *comm, coll_agreement_t *agreement) {
+  coll_test_hook("agree");
   coll_status_t st = comm_check(comm, "coll_comm_agree");
   if (st != COLL_OK) return st;
   const coll_base_t *b = &comm->base;

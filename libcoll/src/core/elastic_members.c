@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/test_hook.h"
 #include "core/comm.h"
 
 #define GROW_MAGIC "collgrow1"
@@ -88,6 +89,7 @@ static int by_value(const void *a, const void *b) {
 coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, int nexclude,
                                coll_comm_t **newcomm) {
   const char *what = "coll_comm_shrink";
+  coll_test_hook("shrink");
   coll_status_t st = check_members_call(comm, newcomm, what);
   if (st != COLL_OK) return st;
   coll_base_t *b = &comm->base;
@@ -199,6 +201,7 @@ static coll_status_t admit(coll_comm_t *comm, store_client_t *c, int joiners, co
 
 coll_status_t coll_comm_grow(coll_comm_t *comm, int joiners, coll_comm_t **newcomm) {
   const char *what = "coll_comm_grow";
+  coll_test_hook("grow");
   coll_status_t st = check_members_call(comm, newcomm, what);
   if (st != COLL_OK) return st;
   coll_base_t *b = &comm->base;
@@ -300,6 +303,7 @@ static coll_status_t join_point_from_env(join_point_t *jp) {
 }
 
 coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms, coll_comm_t **newcomm) {
+  coll_test_hook("join");
   if (newcomm == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_join: newcomm is NULL");
   *newcomm = NULL;
@@ -338,5 +342,6 @@ coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms, coll_co
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join: ");
   st = create_member(jp.addr, jp.port, jp.token, jp.root, gen, rank, size, timeout_ms, newcomm);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join (as rank %d of %d): ", rank, size);
+  coll_test_hook("joined");
   return COLL_OK;
 }
