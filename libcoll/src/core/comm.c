@@ -17,6 +17,8 @@
  *                      a tenth of it or longer (1000: progress.c)
  *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
  *   COLL_JOB_TOKEN     the store's job token (none)
+ *   COLL_AGREE_MS      how long coll_comm_agree waits for a live rank that has not taken
+ *                      part before declaring it failed (elastic_agree.c) (the timeout)
  *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
  *                      collrun sets it)
  *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (trace/trace.c) (unset)
