@@ -54,6 +54,31 @@ static const algo_info_t allreduce_info[COLL_ALGO_COUNT] = {
             .file = "libcoll/src/algo/master.c",
             .layout = LAYOUT_CIRCLE,
         },
+    [COLL_ALGO_RING_NODES] =
+        {
+            .title = "ring all-reduce in node order (--hosts: each node's ranks, node by node)",
+            .rule = "the ring's rule over positions: position i is the i-th rank of the node "
+                    "map's list (node 0's ranks in rank order, then node 1's, ...); one link "
+                    "leaves each node and one enters it, whatever the placement",
+            .steps_formula = "2 (n-1) x nseg",
+            .bytes_formula = "every rank sends 2 (n-1)/n x S",
+            .file = "libcoll/src/algo/nodes.c",
+            .layout = LAYOUT_CIRCLE,
+        },
+    [COLL_ALGO_TWO_LEVEL] =
+        {
+            .title = "two-level all-reduce (reduce-scatter in the node, all-reduce across "
+                     "nodes, all-gather in the node)",
+            .rule = "N nodes of k ranks: local rank l ends phase 1 (ring reduce-scatter of k "
+                    "parts inside its node) with part l, all-reduces part l with the local "
+                    "rank l of every node (a ring of N, k rings in parallel), then the node's "
+                    "ring all-gathers the k parts (unequal nodes: ring_nodes)",
+            .steps_formula = "2 (k-1) x nseg inside + 2 (N-1) x nseg' across",
+            .bytes_formula = "every rank sends 2 (k-1)/k x S inside its node and "
+                             "2 (N-1)/N x S/k to other nodes",
+            .file = "libcoll/src/algo/nodes.c",
+            .layout = LAYOUT_CIRCLE,
+        },
 };
 
 static const algo_info_t broadcast_info[COLL_ALGO_COUNT] = {
@@ -176,7 +201,8 @@ static sched_params_t params_of(const trace_t *t) {
                           .dtype = q->dtype,
                           .nranks = q->nranks,
                           .root = q->root,
-                          .segment_bytes = q->segment_bytes};
+                          .segment_bytes = q->segment_bytes,
+                          .topo = q->topo};
 }
 
 size_t info_nseg(const trace_t *t) {
@@ -184,7 +210,12 @@ size_t info_nseg(const trace_t *t) {
   size_t seg = algo_segment_elems(&p), n = (size_t)p.nranks;
   if (p.count == 0) return 0;
   if (p.collective == COLL_KIND_ALL_REDUCE) {
-    if (t->req.algo == COLL_ALGO_RING) return algo_div_up(algo_div_up(p.count, n), seg);
+    if (t->req.algo == COLL_ALGO_RING || t->req.algo == COLL_ALGO_RING_NODES)
+      return algo_div_up(algo_div_up(p.count, n), seg);
+    if (t->req.algo == COLL_ALGO_TWO_LEVEL) { /* the node's parts (phases 1 and 3) */
+      size_t k = p.topo != NULL ? (size_t)p.topo->max_local : n;
+      return algo_div_up(algo_div_up(p.count, k), seg);
+    }
     if (t->req.algo == COLL_ALGO_TREE) return algo_div_up(algo_part_len(p.count, 2, 0), seg);
     if (t->req.algo == COLL_ALGO_HD) return 1;
   } else if (t->req.algo == COLL_ALGO_TREE || t->req.algo == COLL_ALGO_HD) {
@@ -263,7 +294,16 @@ long info_expected_steps(const trace_t *t) {
   if (n == 1) return 1; /* one local copy */
   switch (t->req.algo) {
     case COLL_ALGO_RING:
+    case COLL_ALGO_RING_NODES:
       return 2L * (n - 1) * nseg;
+    case COLL_ALGO_TWO_LEVEL: {
+      const algo_topo_t *m = t->req.topo;
+      if (m == NULL || !algo_topo_uniform(m)) return 2L * (n - 1) * nseg;
+      sched_params_t p = params_of(t);
+      size_t part = algo_div_up(t->req.count, (size_t)m->max_local);
+      long across = (long)algo_div_up(algo_div_up(part, (size_t)m->nnodes), algo_segment_elems(&p));
+      return 2L * (m->max_local - 1) * nseg + (m->nnodes > 1 ? 2L * (m->nnodes - 1) * across : 0);
+    }
     case COLL_ALGO_HD: {
       size_t pw = pow2_below(n);
       return 2L * (long)log2_ceil((int)pw) + (pw != (size_t)n ? 2 : 0);
@@ -302,8 +342,19 @@ void info_expected_bytes(const trace_t *t, double *out) {
     }
     switch (t->req.algo) {
       case COLL_ALGO_RING:
+      case COLL_ALGO_RING_NODES:
         out[r] = 2.0 * (n - 1) / n * S;
         break;
+      case COLL_ALGO_TWO_LEVEL: {
+        const algo_topo_t *m = t->req.topo;
+        if (m == NULL || !algo_topo_uniform(m)) {
+          out[r] = 2.0 * (n - 1) / n * S;
+          break;
+        }
+        double k = m->max_local, N = m->nnodes;
+        out[r] = 2.0 * (k - 1) / k * S + 2.0 * (N - 1) / N * S / k;
+        break;
+      }
       case COLL_ALGO_MASTER:
         out[r] = r == 0 ? (double)(n - 1) * S : S;
         break;

@@ -23,6 +23,8 @@ static const char *const help_sections[] = {
     "bytes each rank sends, and the time the cost model predicts.\n"
     "\n"
     "ALGO, all_reduce:  ring | tree (double binary tree) | hd (halving-doubling) | master\n"
+    "                   | ring_nodes (the ring in node order) | two_level (reduce-scatter\n"
+    "                   in the node, all-reduce across, all-gather in the node); see --hosts\n"
     "ALGO, broadcast:   chain (= ring) | binomial (= tree, hd) | direct (= master)\n"
     "ALGO, gather and scatter: direct (= master) | binomial (= tree, hd)\n"
     "ALGO, all_to_allv: pairwise (= ring)\n"
@@ -42,6 +44,10 @@ static const char *const help_sections[] = {
     "                          (default float32)\n"
     "  -s, --segment BYTES     pipelining unit (default: the algorithm's, 512K); suffixes\n"
     "                          as for --bytes\n"
+    "      --hosts LIST        the node of each rank, N numbers (e.g. 0,1,0,1: round-robin\n"
+    "                          on 2 nodes), for ring_nodes and two_level and the cost model\n"
+    "                          (between nodes: tcp's constants, inside: the transport's);\n"
+    "                          default: every rank on one node\n"
     "\n",
     "cost model (time ~ steps x alpha + bytes x beta + reduced bytes x gamma):\n"
     "  -t, --transport T       shm (default) or tcp: the constants measured on this machine\n"
@@ -261,6 +267,7 @@ enum {
   OPT_MAX_PANELS,
   OPT_MAX_STEPS,
   OPT_NO_TABLE,
+  OPT_HOSTS,
   OPT_TIMING,
   OPT_RANKS_PER_NODE,
   OPT_ROUND_ROBIN,
@@ -297,6 +304,7 @@ static const struct option long_opts[] = {
     {.name = "timing", .has_arg = no_argument, .val = OPT_TIMING},
     {.name = "ranks-per-node", .has_arg = required_argument, .val = OPT_RANKS_PER_NODE},
     {.name = "round-robin", .has_arg = no_argument, .val = OPT_ROUND_ROBIN},
+    {.name = "hosts", .has_arg = required_argument, .val = OPT_HOSTS},
     {.name = "intra-bw", .has_arg = required_argument, .val = OPT_INTRA_BW},
     {.name = "intra-lat", .has_arg = required_argument, .val = OPT_INTRA_LAT},
     {.name = "uplink-bw", .has_arg = required_argument, .val = OPT_UPLINK_BW},
@@ -451,6 +459,9 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
           return bad("--ranks-per-node: '%s' is not 1..65536", arg);
         cli->scale.topo.ranks_per_node = (int)v;
         cli->scale.on = 1;
+        break;
+      case OPT_HOSTS:
+        cli->hosts = arg;
         break;
       case OPT_ROUND_ROBIN:
         cli->scale.round_robin = cli->scale.on = 1;

@@ -17,6 +17,7 @@ typedef struct cli {
   size_t max_steps;  /* text table steps before the middle ones are left out; 0: all */
   int table;         /* print the step table */
   scale_opts_t scale; /* timing mode for large jobs (scale.c) */
+  const char *hosts;  /* --hosts: node of each rank, "0,1,0,1" (main.c builds the map) */
 } cli_t;
 
 enum { CLI_OK = 0, CLI_HELP = 1, CLI_ERROR = 2 };

@@ -16,7 +16,8 @@ static sched_params_t request_params(const trace_t *t) {
                           .dtype = t->req.dtype,
                           .nranks = t->req.nranks,
                           .root = t->req.root,
-                          .segment_bytes = t->req.segment_bytes};
+                          .segment_bytes = t->req.segment_bytes,
+                          .topo = t->req.topo};
 }
 
 double report_predict(const trace_t *t, coll_algo_t algo) {
@@ -258,7 +259,8 @@ static void print_cost(FILE *out, const cli_t *cli, const trace_t *t) {
   double best_t = INFINITY;
   /* The arena (one host, shared memory, no schedule) is not simulated: named apart. */
   int listed = 0;
-  for (int a = COLL_ALGO_RING; a < COLL_ALGO_ARENA; a++) {
+  for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT; a++) {
+    if (a == COLL_ALGO_ARENA) continue;
     if ((t->req.collective == COLL_KIND_BROADCAST || t->req.collective == COLL_KIND_GATHER ||
          t->req.collective == COLL_KIND_SCATTER) &&
         a == COLL_ALGO_HD)

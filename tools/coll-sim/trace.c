@@ -17,7 +17,9 @@ const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
                                                          [COLL_ALGO_TREE] = "tree",
                                                          [COLL_ALGO_HD] = "hd",
                                                          [COLL_ALGO_MASTER] = "master",
-                                                         [COLL_ALGO_ARENA] = "arena"};
+                                                         [COLL_ALGO_ARENA] = "arena",
+                                                         [COLL_ALGO_RING_NODES] = "ring_nodes",
+                                                         [COLL_ALGO_TWO_LEVEL] = "two_level"};
   /* Broadcast: the builders behind each algorithm id (see schedule.c). */
   static const char *const broadcast[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
                                                          [COLL_ALGO_RING] = "chain",
@@ -77,7 +79,8 @@ static unit_t choose_unit(const sim_request_t *q) {
                       .dtype = q->dtype,
                       .nranks = q->nranks,
                       .root = q->root,
-                      .segment_bytes = q->segment_bytes};
+                      .segment_bytes = q->segment_bytes,
+                      .topo = q->topo};
   size_t seg = algo_segment_elems(&p);
   if (q->collective == COLL_KIND_ALL_REDUCE) {
     /* Ring and tree pipeline each unit as segments cut the way ring.c and tree.c do. */
@@ -300,7 +303,8 @@ coll_status_t trace_build(const sim_request_t *req, trace_t *t) {
                       .dtype = req->dtype,
                       .nranks = req->nranks,
                       .root = req->root,
-                      .segment_bytes = req->segment_bytes};
+                      .segment_bytes = req->segment_bytes,
+                      .topo = req->topo};
   sim_config_t cfg = {.dtype = req->dtype, .op = COLL_SUM, .record_events = 1};
   size_t **layouts = NULL, n4 = 4 * (size_t)req->nranks;
   if (req->collective == COLL_KIND_ALL_TO_ALLV) {

@@ -23,6 +23,7 @@ typedef struct {
   size_t segment_bytes; /* 0: the algorithm's default */
   algo_cost_t cost;
   const char *transport; /* "shm", "tcp" or "custom" */
+  const algo_topo_t *topo; /* --hosts: the node of each rank; NULL: one node */
 } sim_request_t;
 
 /* A matched message: src sent [src_offset, +count) of src_buf, dst received it into
