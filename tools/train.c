@@ -47,7 +47,26 @@ static void usage(FILE *out) {
           "                       communication share and step phases; they still train (0)\n"
           "  --log-every N        steps between progress lines when stdout is no TTY (100)\n"
           "  --no-eval            skip the test-set evaluation after each epoch\n"
-          "  --quiet              no per-step progress (epoch summaries only)\n"
+          "  --quiet              no per-step progress (epoch summaries only)\n");
+  /* Two strings: C11 promises 4095 characters in one literal. */
+  fprintf(out,
+          "  --elastic            survive lost ranks: every step is committed only when all\n"
+          "                       ranks agree; when a rank dies the others shrink the job\n"
+          "                       and redo that step; replacements (collrun --replace, or\n"
+          "                       COLL_ELASTIC_JOIN=1) are taken in and get the state.\n"
+          "                       Needs collrun's store; CPU only; no --accumulate,\n"
+          "                       --checkpoint or evaluation. A rank the others declared\n"
+          "                       failed (stopped, too slow) exits with status 3\n"
+          "  --shards S           --elastic: a step is S shards of --batch samples, shard s\n"
+          "                       on rank s mod world, so the global batch stays S x batch\n"
+          "                       whatever the world size (8; needs S >= ranks)\n"
+          "  --bit-identical      --elastic: reduce per shard and add the shards in a fixed\n"
+          "                       order, so a run that lost ranks ends with exactly the\n"
+          "                       parameters of one that lost none (S times the bytes)\n"
+          "  --sample-log FILE    --elastic: each process appends to FILE.<pid> one line per\n"
+          "                       committed step: step, epoch and all its sample indices\n"
+          "  --elastic-timeout-ms N  --elastic: communicator deadline; a stopped rank is\n"
+          "                       declared failed after it (10000)\n"
           "  --help               this text\n"
           "\n"
           "Ranks come from the launcher: RANK/WORLD_SIZE/LOCAL_RANK with MASTER_ADDR/\n"
@@ -86,6 +105,11 @@ enum {
   OPT_LOG_EVERY,
   OPT_NO_EVAL,
   OPT_QUIET,
+  OPT_ELASTIC,
+  OPT_SHARDS,
+  OPT_BIT_IDENTICAL,
+  OPT_SAMPLE_LOG,
+  OPT_ELASTIC_TIMEOUT,
   OPT_HELP,
 };
 
@@ -115,6 +139,11 @@ static const struct option options[] = {
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},
     {"no-eval", no_argument, NULL, OPT_NO_EVAL},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"elastic", no_argument, NULL, OPT_ELASTIC},
+    {"shards", required_argument, NULL, OPT_SHARDS},
+    {"bit-identical", no_argument, NULL, OPT_BIT_IDENTICAL},
+    {"sample-log", required_argument, NULL, OPT_SAMPLE_LOG},
+    {"elastic-timeout-ms", required_argument, NULL, OPT_ELASTIC_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -274,6 +303,23 @@ static int parse_args(int argc, char **argv, train_config_t *cfg) {
       case OPT_QUIET:
         cfg->quiet = true;
         break;
+      case OPT_ELASTIC:
+        cfg->elastic = true;
+        break;
+      case OPT_SHARDS:
+        if (!parse_long(name, optarg, 1, 4096, &v)) return 2;
+        cfg->shards = (int)v;
+        break;
+      case OPT_BIT_IDENTICAL:
+        cfg->bit_identical = true;
+        break;
+      case OPT_SAMPLE_LOG:
+        cfg->sample_log = optarg;
+        break;
+      case OPT_ELASTIC_TIMEOUT:
+        if (!parse_long(name, optarg, 100, 24L * 3600 * 1000, &v)) return 2;
+        cfg->elastic_timeout_ms = (int)v;
+        break;
       case OPT_HELP:
         usage(stdout);
         return 1;
@@ -291,6 +337,10 @@ static int parse_args(int argc, char **argv, train_config_t *cfg) {
     fprintf(stderr, "train: --resume needs --checkpoint FILE\n");
     return 2;
   }
+  if (!cfg->elastic && (cfg->bit_identical || cfg->sample_log != NULL)) {
+    fprintf(stderr, "train: --bit-identical and --sample-log need --elastic\n");
+    return 2;
+  }
   return 0;
 }
 
@@ -304,7 +354,7 @@ int main(int argc, char **argv) {
   train_status_t st = train_run(&cfg, &res);
   if (st != TRAIN_OK) {
     fprintf(stderr, "train: %s: %s\n", train_status_string(st), train_last_error());
-    return 1;
+    return st == TRAIN_ERR_FENCED ? 3 : 1; /* 3: documented in --help (--elastic) */
   }
   return 0;
 }

@@ -24,6 +24,8 @@ typedef enum {
   TRAIN_ERR_COMM = -5,        /* a libcoll call failed */
   TRAIN_ERR_UNSUPPORTED = -6, /* not in this build or not implemented for the device */
   TRAIN_ERR_DIVERGED = -7,    /* --check-sync found ranks with different parameters */
+  TRAIN_ERR_FENCED = -8,      /* --elastic: the other ranks declared this one failed and went
+                                 on without it (it was stopped or too slow); it must exit */
 } train_status_t;
 
 const char *train_status_string(train_status_t status);
@@ -304,6 +306,15 @@ typedef struct {
   int log_every;     /* steps between progress lines when stdout is not a TTY */
   bool evaluate;     /* test accuracy at the end of each epoch */
   coll_comm_t *comm; /* NULL: from the environment (or one rank if WORLD_SIZE is unset) */
+  /* --elastic (trainer_elastic.c): survive lost ranks and take in replacements. Needs a
+   * launcher's store (COLL_STORE_HOSTED=1) and cfg->comm == NULL; CPU only; no
+   * accumulation, evaluation or checkpoints. Each step is `shards` shards of `batch`
+   * samples, spread over the ranks; a step is committed only when every rank agrees. */
+  bool elastic;
+  int shards;              /* >= the largest world size (8) */
+  bool bit_identical;      /* reduce per shard, so the result does not depend on the world */
+  const char *sample_log;  /* NULL: none; else each process appends to <path>.<pid> */
+  int elastic_timeout_ms;  /* communicator deadline of elastic runs (10000) */
 } train_config_t;
 
 /* Defaults of tools/train (784-256-256-10, SGD momentum 0.9, lr 0.05, batch 64, ...). */

@@ -24,6 +24,8 @@ const char *train_status_string(train_status_t status) {
       return "not supported";
     case TRAIN_ERR_DIVERGED:
       return "ranks diverged";
+    case TRAIN_ERR_FENCED:
+      return "declared failed by the other ranks";
   }
   return "unknown status";
 }

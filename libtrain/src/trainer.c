@@ -151,14 +151,19 @@ train_status_t train_run(const train_config_t *cfg, train_result_t *result) {
   if (st != TRAIN_OK) return st;
   trainer_run_t r = {.cfg = cfg};
   st = trainer_setup(&r);
-  if (st == TRAIN_OK) st = train_ddp_broadcast_params(r.ddp);
-  if (st == TRAIN_OK && cfg->resume) st = trainer_resume(&r);
-  if (st == TRAIN_OK) st = train_loop(&r, &res);
-  uint64_t hash = 0;
-  if (st == TRAIN_OK) st = trainer_params_hash(&r, &hash);
-  if (st == TRAIN_OK && cfg->check_sync) st = train_ddp_check_sync(r.ddp, &hash);
-  if (st == TRAIN_OK) res.param_hash = hash;
-  if (st != TRAIN_OK && r.own_comm && r.world > 1) {
+  if (cfg->elastic) {
+    /* Every rank builds the same initial model from the seed; see trainer_elastic.c. */
+    if (st == TRAIN_OK) st = trainer_elastic_run(&r, &res);
+  } else {
+    if (st == TRAIN_OK) st = train_ddp_broadcast_params(r.ddp);
+    if (st == TRAIN_OK && cfg->resume) st = trainer_resume(&r);
+    if (st == TRAIN_OK) st = train_loop(&r, &res);
+    uint64_t hash = 0;
+    if (st == TRAIN_OK) st = trainer_params_hash(&r, &hash);
+    if (st == TRAIN_OK && cfg->check_sync) st = train_ddp_check_sync(r.ddp, &hash);
+    if (st == TRAIN_OK) res.param_hash = hash;
+  }
+  if (st != TRAIN_OK && st != TRAIN_ERR_FENCED && r.own_comm && r.world > 1) {
     /* Peers blocked in a collective with us learn at once instead of at the timeout. */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", train_last_error());

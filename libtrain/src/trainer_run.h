@@ -49,6 +49,16 @@ train_status_t trainer_resume(trainer_run_t *r);
 /* The hash of the parameters' bytes, wherever they are. */
 train_status_t trainer_params_hash(trainer_run_t *r, uint64_t *hash);
 
+/* trainer_elastic_comm.c: the checks of an --elastic configuration, and its communicator:
+ * the launcher's job (a store that outlives the ranks is required), or, with
+ * COLL_ELASTIC_JOIN=1, none yet: a replacement joins once it is set up
+ * (trainer_elastic_join). */
+train_status_t trainer_elastic_validate(const train_config_t *cfg);
+train_status_t trainer_elastic_comm(trainer_run_t *r, const coll_launch_info_t *launch);
+bool trainer_elastic_joining(void);
+/* trainer_elastic.c: the elastic loop behind train_run when cfg->elastic. */
+train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res);
+
 /* trainer_eval.c: test accuracy, each rank on its slice of the test set, counts summed. */
 train_status_t trainer_evaluate(trainer_run_t *r, double *accuracy);
 

@@ -29,6 +29,8 @@ void train_config_defaults(train_config_t *cfg) {
       .device = TRAIN_DEVICE_CPU,
       .log_every = 100,
       .evaluate = true,
+      .shards = 8,
+      .elastic_timeout_ms = 10000,
   };
 }
 
@@ -44,6 +46,9 @@ train_status_t trainer_validate(const train_config_t *c) {
     return train_error(TRAIN_ERR_INVALID, "--resume needs --checkpoint FILE");
   if (c->max_steps < 0) return train_error(TRAIN_ERR_INVALID, "--max-steps must be >= 0");
   if (c->warmup_steps < 0) return train_error(TRAIN_ERR_INVALID, "--warmup-steps must be >= 0");
+  if (c->elastic) return trainer_elastic_validate(c);
+  if (c->bit_identical || c->sample_log != NULL)
+    return train_error(TRAIN_ERR_INVALID, "--bit-identical and --sample-log need --elastic");
   return TRAIN_OK;
 }
 
@@ -57,6 +62,7 @@ static train_status_t setup_comm(trainer_run_t *r) {
   r->local_rank = launch.local_rank;
   /* Without a launcher (or with a world of one) there is nobody to talk to: run alone
    * without a store, like `python train.py` next to `torchrun train.py`. */
+  if (r->cfg->elastic) return trainer_elastic_comm(r, &launch);
   if (r->comm == NULL && launch.found && launch.size > 1) {
     coll_status_t cs = coll_comm_init_env(&r->comm);
     if (cs != COLL_OK) return train_comm_error(cs, "joining the job (coll_comm_init_env)");
@@ -98,11 +104,15 @@ train_status_t trainer_setup(trainer_run_t *r) {
                           &r->model);
   if (st == TRAIN_OK)
     st = train_optimizer_create(r->be, &c->opt, train_model_param_count(r->model), &r->opt);
+  /* An elastic run replaces its communicator when ranks come and go: no DDP window on
+   * it, and one sampler of the whole epoch's order (trainer_elastic.c cuts it in shards). */
   if (st == TRAIN_OK)
-    st = train_ddp_create(r->comm, r->model, (size_t)(c->bucket_mb * 1024 * 1024), &r->ddp);
+    st = train_ddp_create(c->elastic ? NULL : r->comm, r->model,
+                          (size_t)(c->bucket_mb * 1024 * 1024), &r->ddp);
   if (st == TRAIN_OK)
-    st = train_sampler_init(&r->sampler, r->train.count, r->rank, r->world, c->seed, c->shuffle,
-                            c->drop_last);
+    st = train_sampler_init(&r->sampler, r->train.count, c->elastic ? 0 : r->rank,
+                            c->elastic ? 1 : r->world, c->seed, c->shuffle,
+                            c->elastic ? false : c->drop_last);
   if (st == TRAIN_OK) st = trainer_batches_open(&r->batches, r->be, r->max_batch, inputs);
   if (st != TRAIN_OK || backend_is_host(r->be)) return st;
   size_t n = train_model_param_count(r->model);

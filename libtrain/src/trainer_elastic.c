@@ -1,0 +1,323 @@
+/* The elastic training loop (--elastic): every step's gradients come from --shards
+ * shards spread over the ranks alive, are summed with one all-reduce, and the step is
+ * committed (optimizer, position, sample log) only when every rank agrees that all went
+ * well (coll_comm_agree). Otherwise the survivors shrink the communicator and compute the
+ * same step again: the parameters are still those before it, so no committed step is
+ * lost and at most one is computed twice. Replacements waiting to join are taken in after
+ * a committed step and receive the state from rank 0.
+ *
+ * Reduction, default: each rank sums its shards' gradients (backward accumulates) and one
+ * all-reduce sums P floats. --bit-identical: an all-reduce of S rows of P floats where
+ * each rank fills the rows of its shards and leaves zeros elsewhere (x + 0 is exact), then
+ * every rank adds the rows in shard order 0..S-1: the sum's order no longer depends on
+ * which rank computed which shard, so a run that lost ranks ends bit for bit where one that
+ * lost none does; the price is S times the bytes on the wire. Every row carries one more
+ * float, the shard's loss. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "trainer_elastic.h"
+
+enum { MAX_TRIES = 10 };
+
+typedef struct {
+  trainer_run_t *r;
+  const train_config_t *c;
+  size_t n_params, row;  /* row: the gradients and the loss */
+  float *rows;           /* reduced in place: shards x row (bit-identical) or one row */
+  float *sum;            /* the step's summed row (bit-identical; else rows) */
+  uint64_t steps_per_epoch, total_steps;
+  size_t first, count;   /* positions of the step in flight */
+  FILE *log;
+  int launch_rank, die_rank;
+  long die_step;
+  bool die_after; /* the test hook: after the all-reduce returned, before the agreement */
+  bool joined;
+  double join_t0_ms; /* a replacement: when it called coll_comm_join */
+  double loss_epoch, samples_epoch, last_epoch_loss;
+} elastic_t;
+
+/* Test hook, read only from the environment: TRAIN_TEST_DIE_AT=RANK:STEP[:after] makes the
+ * process started as RANK raise SIGKILL in global step STEP (before its all-reduce, or
+ * after it returned). Replacements never die by it. */
+static void read_die_hook(elastic_t *e) {
+  e->die_rank = -1;
+  const char *v = getenv("TRAIN_TEST_DIE_AT");
+  if (v == NULL || e->joined) return;
+  char phase[16] = "";
+  if (sscanf(v, "%d:%ld:%15s", &e->die_rank, &e->die_step, phase) < 2) e->die_rank = -1;
+  e->die_after = strcmp(phase, "after") == 0;
+}
+
+static void maybe_die(const elastic_t *e, bool after) {
+  if (e->die_rank != e->launch_rank || e->die_after != after ||
+      (long)e->r->global_step != e->die_step)
+    return;
+  fprintf(stderr, "elastic: rank %d dies in step %ld (TRAIN_TEST_DIE_AT) at unix time %.3f\n",
+          e->launch_rank, e->die_step, elastic_unix_s());
+  fflush(stderr);
+  raise(SIGKILL);
+}
+
+/* Forward and backward of this rank's shards, then the all-reduce. */
+static train_status_t compute_step(elastic_t *e) {
+  trainer_run_t *r = e->r;
+  const train_config_t *c = e->c;
+  size_t nrows = c->bit_identical ? (size_t)c->shards : 1;
+  memset(e->rows, 0, nrows * e->row * sizeof(float));
+  float scale = 1.0f / (float)e->count;
+  float *grads = train_model_grads(r->model);
+  double loss_mine = 0.0;
+  bool any = false;
+  train_status_t st = TRAIN_OK;
+  for (int s = r->rank; s < c->shards && st == TRAIN_OK; s += r->world) {
+    size_t first, n;
+    elastic_shard_range(e->first, e->count, c->batch, s, &first, &n);
+    if (n == 0) continue;
+    trainer_batches_t *b = &r->batches;
+    double loss = 0.0;
+    st = trainer_batches_load(b, r->be, &r->train, r->sampler.indices + first, n);
+    if (st == TRAIN_OK) st = train_model_forward(r->model, b->dev_x, n);
+    if (st == TRAIN_OK) st = train_model_loss(r->model, b->dev_labels, n, scale, &loss, NULL);
+    if (st == TRAIN_OK)
+      st = train_model_backward(r->model, b->dev_x, n, !c->bit_identical && any, NULL, NULL);
+    if (st != TRAIN_OK) break;
+    if (c->bit_identical) {
+      memcpy(e->rows + (size_t)s * e->row, grads, e->n_params * sizeof(float));
+      e->rows[(size_t)s * e->row + e->n_params] = (float)loss;
+    }
+    loss_mine += loss;
+    any = true;
+  }
+  if (st != TRAIN_OK) return st;
+  if (!c->bit_identical && any) {
+    memcpy(e->rows, grads, e->n_params * sizeof(float));
+    e->rows[e->n_params] = (float)loss_mine;
+  }
+  maybe_die(e, false);
+  coll_status_t cs =
+      coll_all_reduce(e->rows, e->rows, nrows * e->row, COLL_FLOAT32, COLL_SUM, r->comm);
+  if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of the step's gradients");
+  maybe_die(e, true);
+  if (c->bit_identical) {
+    /* Starting from +0 also turns a -0 into +0, whatever the world size. */
+    for (size_t i = 0; i < e->row; i++) e->sum[i] = 0.0f;
+    for (int s = 0; s < c->shards; s++) {
+      const float *src = e->rows + (size_t)s * e->row;
+      for (size_t i = 0; i < e->row; i++) e->sum[i] += src[i];
+    }
+  }
+  return TRAIN_OK;
+}
+
+static void position_step(elastic_t *e) {
+  elastic_step_range(e->r->train.count, e->c->batch, e->c->shards, e->r->step_in_epoch,
+                     &e->first, &e->count);
+}
+
+static bool rank0_prints(const elastic_t *e) { return e->r->rank == 0; }
+
+/* The agreed step: optimizer, sample log, position. */
+static train_status_t commit(elastic_t *e) {
+  trainer_run_t *r = e->r;
+  const train_config_t *c = e->c;
+  train_optimizer_set_lr(r->opt,
+                         train_lr_at(c->lr_schedule, c->opt.lr, r->global_step, e->total_steps));
+  train_status_t st = train_optimizer_step(r->opt, train_model_params(r->model), e->sum);
+  if (st == TRAIN_OK)
+    st = elastic_log_step(e->log, r->global_step, r->epoch, r->step_in_epoch,
+                          r->sampler.indices + e->first, e->count);
+  if (st != TRAIN_OK) return st;
+  double loss = e->sum[e->n_params];
+  e->loss_epoch += loss;
+  e->samples_epoch += (double)e->count;
+  r->global_step++;
+  r->step_in_epoch++;
+  if (!c->quiet && rank0_prints(e) && r->global_step % (uint64_t)c->log_every == 0)
+    printf("step %llu (epoch %llu): loss %.4f on %d ranks\n", (unsigned long long)r->global_step,
+           (unsigned long long)r->epoch + 1, loss / (double)e->count, r->world);
+  if (r->step_in_epoch == e->steps_per_epoch) {
+    if (rank0_prints(e))
+      printf("epoch %llu: loss %.4f on %d ranks\n", (unsigned long long)r->epoch + 1,
+             e->loss_epoch / e->samples_epoch, r->world);
+    e->last_epoch_loss = e->loss_epoch / e->samples_epoch;
+    r->epoch++;
+    r->step_in_epoch = 0;
+    e->loss_epoch = e->samples_epoch = 0.0;
+    train_sampler_set_epoch(&r->sampler, r->epoch);
+  }
+  fflush(stdout);
+  return TRAIN_OK;
+}
+
+static void list_failed(const coll_agreement_t *a, char *out, size_t size) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (int i = 0; i < a->nfailed && i < COLL_AGREE_MAX_FAILED && len < size; i++)
+    len += (size_t)snprintf(out + len, size - len, "%s%d", i ? "," : "", a->failed[i]);
+}
+
+/* Replacements wait: take them in and hand them the state (the step is committed). A
+ * failure here is left to the next step's agreement, which sees who is missing. */
+static void take_in(elastic_t *e, int joiners) {
+  trainer_run_t *r = e->r;
+  double t0 = elastic_now_ms();
+  int before = r->world;
+  train_status_t st = elastic_grow(r, joiners);
+  double t_grow = elastic_now_ms();
+  if (st == TRAIN_OK) st = elastic_state_share(r);
+  double t_end = elastic_now_ms();
+  if (st != TRAIN_OK) {
+    fprintf(stderr, "elastic: rank %d: taking in %d replacement(s) failed: %s\n", r->rank,
+            joiners, train_last_error());
+    return;
+  }
+  if (rank0_prints(e))
+    printf("elastic: took in %d replacement(s) after step %llu: %d -> %d ranks; stall %.1f ms "
+           "(grow %.1f, state %.1f)\n",
+           joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0,
+           t_grow - t0, t_end - t_grow);
+}
+
+/* Run step `global_step` until it is committed on every rank alive. */
+static train_status_t run_step(elastic_t *e) {
+  trainer_run_t *r = e->r;
+  position_step(e);
+  double t_fail = -1.0, t_agree = 0.0, t_shrink = 0.0;
+  train_status_t st = compute_step(e);
+  char failed[256] = "";
+  for (int tries = 1;; tries++) {
+    if (tries > MAX_TRIES)
+      return train_error(TRAIN_ERR_COMM, "step %llu: not committed after %d tries: %s",
+                         (unsigned long long)r->global_step, MAX_TRIES, train_last_error());
+    if (st != TRAIN_OK) {
+      if (t_fail < 0) t_fail = elastic_now_ms();
+      coll_comm_revoke(r->comm); /* peers waiting for this rank learn at once */
+    }
+    coll_agreement_t a = {.flag = st == TRAIN_OK};
+    double t0 = elastic_now_ms();
+    coll_status_t cs = coll_comm_agree(r->comm, &a);
+    t_agree += elastic_now_ms() - t0;
+    if (cs == COLL_ERR_FENCED)
+      return train_error(TRAIN_ERR_FENCED,
+                         "rank %d: the other ranks declared this one failed in step %llu (it was "
+                         "stopped or slower than --elastic-timeout-ms) and went on without it: %s",
+                         r->rank, (unsigned long long)r->global_step, coll_last_error());
+    if (cs != COLL_OK) {
+      st = train_comm_error(cs, "agreement");
+      struct timespec pause = {0, 50 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+      continue;
+    }
+    if (a.flag == 1 && a.nfailed == 0) {
+      st = commit(e);
+      if (st != TRAIN_OK) return st;
+      if (t_fail >= 0 && rank0_prints(e))
+        printf("elastic: step %llu committed on %d ranks %.1f ms after the failure was seen "
+               "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f\n",
+               (unsigned long long)r->global_step - 1, r->world, elastic_now_ms() - t_fail,
+               failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s());
+      if (e->joined && e->join_t0_ms > 0) {
+        printf("elastic: replacement (rank %d of %d) committed its first step, %llu, %.1f ms "
+               "after it called coll_comm_join\n",
+               r->rank, r->world, (unsigned long long)r->global_step - 1,
+               elastic_now_ms() - e->join_t0_ms);
+        e->join_t0_ms = 0;
+      }
+      if (a.joiners > 0) take_in(e, a.joiners);
+      return TRAIN_OK;
+    }
+    if (t_fail < 0) t_fail = t0; /* first seen by the agreement (a peer died after the reduce) */
+    if (a.nfailed > 0) list_failed(&a, failed, sizeof failed);
+    t0 = elastic_now_ms();
+    st = elastic_shrink(r, &a);
+    t_shrink += elastic_now_ms() - t0;
+    if (st != TRAIN_OK) continue; /* agree again on the communicator we still have */
+    st = compute_step(e);         /* the same step, on the smaller world */
+  }
+}
+
+static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
+  const train_config_t *c = r->cfg;
+  *e = (elastic_t){.r = r,
+                   .c = c,
+                   .n_params = train_model_param_count(r->model),
+                   .last_epoch_loss = NAN};
+  e->row = e->n_params + 1;
+  coll_launch_info_t launch;
+  e->launch_rank = coll_launch_info(&launch) == COLL_OK && launch.found ? launch.rank : -1;
+  e->joined = trainer_elastic_joining();
+  read_die_hook(e);
+  size_t nrows = c->bit_identical ? (size_t)c->shards : 1;
+  e->rows = malloc(nrows * e->row * sizeof(float));
+  e->sum = c->bit_identical ? malloc(e->row * sizeof(float)) : e->rows;
+  if (e->rows == NULL || e->sum == NULL)
+    return train_error(TRAIN_ERR_NO_MEMORY, "elastic: cannot allocate %zu x %zu floats", nrows,
+                       e->row);
+  e->steps_per_epoch = elastic_steps_per_epoch(r->train.count, c->batch, c->shards);
+  e->total_steps = e->steps_per_epoch * (uint64_t)c->epochs;
+  return elastic_log_open(c->sample_log, &e->log);
+}
+
+static void close_elastic(elastic_t *e) {
+  if (e->sum != e->rows) free(e->sum);
+  free(e->rows);
+  if (e->log != NULL) fclose(e->log);
+}
+
+/* Every rank the same parameters? (--check-sync, at the end) */
+static train_status_t check_sync(trainer_run_t *r, uint64_t hash) {
+  uint64_t lo = hash, hi = hash;
+  coll_status_t cs = coll_all_reduce(&lo, &lo, 1, COLL_UINT64, COLL_MIN, r->comm);
+  if (cs == COLL_OK) cs = coll_all_reduce(&hi, &hi, 1, COLL_UINT64, COLL_MAX, r->comm);
+  if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of the parameter hash");
+  if (lo != hi)
+    return train_error(TRAIN_ERR_DIVERGED, "--check-sync: ranks hold different parameters");
+  return TRAIN_OK;
+}
+
+train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
+  elastic_t e;
+  train_status_t st = open_elastic(&e, r);
+  if (st == TRAIN_OK && e.joined) {
+    e.join_t0_ms = elastic_now_ms();
+    st = elastic_join(r);
+    if (st == TRAIN_OK) st = elastic_state_share(r);
+    if (st == TRAIN_OK) {
+      train_sampler_set_epoch(&r->sampler, r->epoch);
+      printf("elastic: joined as rank %d of %d at step %llu (epoch %llu); state verified by "
+             "its hashes, %.1f ms after the join call\n",
+             r->rank, r->world, (unsigned long long)r->global_step,
+             (unsigned long long)r->epoch + 1, elastic_now_ms() - e.join_t0_ms);
+    }
+  }
+  const train_config_t *c = r->cfg;
+  double t0 = elastic_now_ms();
+  uint64_t step0 = r->global_step;
+  while (st == TRAIN_OK && r->epoch < (uint64_t)c->epochs &&
+         !(c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps))
+    st = run_step(&e);
+  double took_s = (elastic_now_ms() - t0) / 1e3;
+  uint64_t hash = 0;
+  if (st == TRAIN_OK) st = trainer_params_hash(r, &hash);
+  if (st == TRAIN_OK && c->check_sync) st = check_sync(r, hash);
+  if (st == TRAIN_OK) {
+    uint64_t steps = r->global_step - step0;
+    printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,
+           (unsigned long long)r->global_step, (unsigned long long)hash);
+    if (rank0_prints(&e))
+      printf("done: %llu steps on %d ranks (at the end), %.2f steps/s, %.0f samples/s\n",
+             (unsigned long long)steps, r->world, (double)steps / (took_s + 1e-12),
+             (double)steps * (double)(c->batch * (size_t)c->shards) / (took_s + 1e-12));
+    res->global_step = r->global_step;
+    res->param_hash = hash;
+    res->final_loss = e.samples_epoch > 0 ? e.loss_epoch / e.samples_epoch : e.last_epoch_loss;
+  }
+  close_elastic(&e);
+  fflush(stdout);
+  return st;
+}
