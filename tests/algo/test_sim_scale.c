@@ -8,6 +8,7 @@
 #include "algo/algo_internal.h"
 #include "algo/sim.h"
 #include "algo/sim_time.h"
+#include "algo/topo.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
   return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};
@@ -76,6 +77,47 @@ START_TEST(rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm) {
           compared++;
         }
   ck_assert_int_gt(compared, 300);
+}
+END_TEST
+
+/* With a node map in the parameters (sched_params_t.topo, what node-aware algorithms such
+ * as two_level read) every algorithm, whatever it builds from the map, runs here exactly
+ * as in sim.c, and the uplink bytes are those of sim.c's links between the map's nodes. */
+START_TEST(node_aware_schedules_run_unchanged_with_the_node_map) {
+  static const int ranks[] = {12, 16, 64};
+  int compared = 0;
+  for (size_t ni = 0; ni < 3; ni++)
+    for (int rr = 0; rr < 2; rr++)
+      for (int algo = COLL_ALGO_RING; algo < COLL_ALGO_COUNT; algo++) {
+        int n = ranks[ni], per = 4;
+        algo_topo_t map = {0};
+        ck_assert_int_eq(algo_topo_placed(&map, n, per, rr != 0), COLL_OK);
+        sched_params_t p = params(COLL_KIND_ALL_REDUCE, n, 4096 + 3);
+        p.topo = &map;
+        sim_config_t cfg = {.dtype = COLL_FLOAT32, .op = COLL_SUM};
+        sim_result_t ref;
+        if (sim_run_algo((coll_algo_t)algo, &p, &cfg, &ref) != COLL_OK) {
+          algo_topo_free(&map);
+          continue;
+        }
+        sim_topo_t topo = bandwidth_only(per);
+        topo.node_of = map.node_of;
+        sim_time_result_t res;
+        ck_assert_msg(sim_time_algo((coll_algo_t)algo, &p, &topo, &res) == COLL_OK, "%s",
+                      coll_last_error());
+        ck_assert_uint_eq(res.nrounds, ref.nrounds);
+        ck_assert_int_eq(res.nnodes, map.nnodes);
+        uint64_t up = 0;
+        for (int a = 0; a < n; a++)
+          for (int b = 0; b < n; b++)
+            if (map.node_of[a] != map.node_of[b]) up += ref.link_bytes[(size_t)a * n + b];
+        ck_assert_uint_eq(res.bytes_uplink, up);
+        sim_time_result_free(&res);
+        sim_result_free(&ref);
+        algo_topo_free(&map);
+        compared++;
+      }
+  ck_assert_int_ge(compared, 24);
 }
 END_TEST
 
@@ -238,6 +280,7 @@ static Suite *sim_scale_suite(void) {
   TCase *tc = tcase_create("sim_time");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm);
+  tcase_add_test(tc, node_aware_schedules_run_unchanged_with_the_node_map);
   tcase_add_test(tc, dbtree_depth_formula_matches_the_deepest_node);
   tcase_add_test(tc, uplink_sharing_makes_a_crossing_ring_k_times_slower);
   tcase_add_test(tc, a_rank_ordered_ring_sends_one_flow_per_node_and_sharing_changes_nothing);

@@ -326,6 +326,9 @@ static int scale_options(cli_t *cli, const char *algo_name, const char *sweep_al
   scale_opts_t *sc = &cli->scale;
   if (cli->req.collective == COLL_KIND_ALL_TO_ALLV)
     return bad("timing mode does not take all_to_allv (its layout is per rank)");
+  if (cli->hosts != NULL)
+    return bad("timing mode places ranks with --ranks-per-node (and --round-robin), not "
+               "--hosts");
   if (!sc->sweep) return CLI_OK;
   if (sc->nranks == 0) {
     if (n < 0) return bad("--sweep-sizes/--sweep-algos need --sweep-ranks (or -n)");

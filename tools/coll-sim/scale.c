@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "algo/algo_internal.h"
+#include "algo/topo.h"
 #include "common/error.h"
 #include "options.h"
 #include "writers.h"
@@ -50,22 +51,21 @@ static coll_status_t run_one(const cli_t *cli, int algo, int n, size_t bytes,
                       .nranks = n,
                       .root = q->root,
                       .segment_bytes = q->segment_bytes};
+  /* One node map for both sides: the simulator's links and the schedules (node-aware
+   * algorithms read it from p; the others ignore it). */
   sim_topo_t topo = cli->scale.topo;
-  int *node_of = NULL;
-  if (cli->scale.round_robin) {
-    int per = topo.ranks_per_node > 0 && topo.ranks_per_node < n ? topo.ranks_per_node : n;
-    int nodes = (n + per - 1) / per;
-    node_of = malloc((size_t)n * sizeof *node_of);
-    if (node_of == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll-sim: out of memory");
-    for (int r = 0; r < n; r++) node_of[r] = r % nodes;
-    topo.node_of = node_of;
+  algo_topo_t map = {0};
+  int per = topo.ranks_per_node > 0 && topo.ranks_per_node < n ? topo.ranks_per_node : n;
+  if (per < n) {
+    coll_status_t st = algo_topo_placed(&map, n, per, cli->scale.round_robin != 0);
+    if (st != COLL_OK) return st;
+    topo.node_of = map.node_of;
+    p.topo = &map;
   }
-  /* Node-aware algorithms read the node map from p; a map for the same placement is where
-   * it goes once sched_params_t carries one. */
   double t0 = now_s();
   coll_status_t st = sim_time_algo((coll_algo_t)algo, &p, &topo, res);
   *wall = now_s() - t0;
-  free(node_of);
+  algo_topo_free(&map);
   return st;
 }
 
