@@ -101,6 +101,7 @@ static const struct {
   {.name = "master", .algo = COLL_ALGO_MASTER}, {.name = "arena", .algo = COLL_ALGO_ARENA},
   {.name = "ring_nodes", .algo = COLL_ALGO_RING_NODES},
   {.name = "two_level", .algo = COLL_ALGO_TWO_LEVEL},
+  {.name = "leaders", .algo = COLL_ALGO_LEADERS},
 };
 
 static const char *const transport_names[] = {"shm", "tcp", "ib"};
@@ -418,8 +419,8 @@ void bench_args_usage(const char *prog, FILE *out) {
           "  -R, --local_register 0|1 1: allocate the buffers with coll_mem_alloc (shared\n"
           "                           windows: the zero-copy all-reduce on one host over\n"
           "                           shm; plain memory elsewhere) (default 0)\n"
-          "  -A, --algo ALGO          ring tree hd master arena ring_nodes two_level auto\n"
-          "                           (coll_comm_set_algo; ring_nodes and two_level follow the\n"
+          "  -A, --algo ALGO          ring tree hd master arena ring_nodes two_level leaders\n"
+          "                           auto (coll_comm_set_algo; the last three follow the\n"
           "                           hosts of the ranks, COLL_HOST_ID)\n"
           "  -T, --transport T        shm or tcp (sets COLL_TRANSPORT before init)\n"
           "      --csv FILE           also write the results as CSV (rank 0)\n"

@@ -156,11 +156,13 @@ typedef enum {
   COLL_ALGO_RING_NODES, /* the ring visiting ranks node by node (hosts from rendezvous) */
   COLL_ALGO_TWO_LEVEL,  /* reduce-scatter in each node, all-reduce across nodes, all-gather
                          * in each node; equal ranks per node, else ring_nodes */
+  COLL_ALGO_LEADERS,    /* reduce to one rank per node, all-reduce among them, broadcast in
+                         * each node (small messages; NCCL's tree shape from 64 KiB) */
   COLL_ALGO_COUNT
 } coll_algo_t;
 
-/* "ring", "tree", "hd", "master", "arena", "ring_nodes", "two_level", "auto"; NULL for
- * unknown values. */
+/* "ring", "tree", "hd", "master", "arena", "ring_nodes", "two_level", "leaders", "auto";
+ * NULL for unknown values. */
 COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 typedef struct coll_comm coll_comm_t;

@@ -11,7 +11,9 @@
 #include "algo/algo_internal.h"
 #include "algo_check.h"
 
-static const coll_algo_t node_algos[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL};
+static const coll_algo_t node_algos[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL,
+                                         COLL_ALGO_LEADERS};
+enum { NNODE_ALGOS = sizeof node_algos / sizeof node_algos[0] };
 
 /* ---- the map ---- */
 
@@ -55,11 +57,13 @@ static void check_all(const algo_topo_t *t, int n) {
                   {COLL_FLOAT64, COLL_AVG},
                   {COLL_UINT8, COLL_MAX},
                   {COLL_FLOAT16, COLL_SUM}};
-  static const size_t counts[] = {1, 5, 67, 1031};
-  for (size_t a = 0; a < 2; a++)
-    for (size_t ci = 0; ci < 4; ci++)
+  /* 20000 float32: leaders' chain and tree form (ALGO_LEADERS_TREE_MIN_BYTES) */
+  static const size_t counts[] = {1, 5, 67, 1031, 20000};
+  for (size_t a = 0; a < NNODE_ALGOS; a++)
+    for (size_t ci = 0; ci < 5; ci++)
       for (size_t ti = 0; ti < 5; ti++)
         for (int in_place = 0; in_place < 2; in_place++) {
+          if (ci == 4 && (node_algos[a] != COLL_ALGO_LEADERS || ti > 1)) continue;
           run_case_t c = {.algo = node_algos[a],
                           .collective = COLL_KIND_ALL_REDUCE,
                           .nranks = n,
@@ -67,7 +71,9 @@ static void check_all(const algo_topo_t *t, int n) {
                           .dtype = type_ops[ti].dtype,
                           .op = type_ops[ti].op,
                           .in_place = in_place,
-                          .segment_bytes = ci == 3 ? 40 : 0, /* many segments */
+                          .segment_bytes = ci == 3   ? 40
+                                           : ci == 4 ? 4000
+                                                     : 0, /* many */
                           .topo = t};
           check_case(&c, NULL);
         }
@@ -213,6 +219,35 @@ START_TEST(two_level_sends_one_kth_of_the_ring_bytes_between_nodes) {
 }
 END_TEST
 
+/* Only a node's leader (its lowest rank) sends to other nodes, log2 N whole buffers
+ * for small messages (recursive doubling among N = 4 leaders). */
+START_TEST(leaders_cross_nodes_from_the_leaders_only) {
+  for (int rr = 0; rr < 2; rr++) {
+    algo_topo_t t;
+    ck_assert_int_eq(algo_topo_placed(&t, 12, 3, rr), COLL_OK);
+    for (int r = 0; r < 12; r++) {
+      sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE,
+                          .count = 100,
+                          .dtype = COLL_FLOAT32,
+                          .rank = r,
+                          .nranks = 12,
+                          .topo = &t};
+      sched_t s;
+      ck_assert_int_eq(algo_build(COLL_ALGO_LEADERS, &p, &s), COLL_OK);
+      size_t cross = 0;
+      for (size_t i = 0; i < s.nops; i++)
+        if (s.ops[i].kind == SCHED_SEND && algo_topo_crosses(&t, r, s.ops[i].peer)) {
+          cross++;
+          ck_assert_uint_eq(s.ops[i].count, 100);
+        }
+      ck_assert_uint_eq(cross, t.local_of[r] == 0 ? 2 : 0);
+      sched_free(&s);
+    }
+    algo_topo_free(&t);
+  }
+}
+END_TEST
+
 /* ---- the cost model ---- */
 
 static const algo_cost_t two_kinds = {.alpha = 0.91e-6,
@@ -262,6 +297,10 @@ START_TEST(several_nodes_choose_two_level_where_the_node_link_is_faster) {
       ck_assert_msg(algo_select(&p, &fast_inside) == COLL_ALGO_TWO_LEVEL, "%zu floats: %s", count,
                     coll_algo_name(algo_select(&p, &fast_inside)));
     }
+    /* small messages: leaders, 2 + 2 steps inside and 2 across */
+    p.count = 256;
+    ck_assert_msg(algo_select(&p, &two_kinds) == COLL_ALGO_LEADERS, "%s",
+                  coll_algo_name(algo_select(&p, &two_kinds)));
     /* shm against loopback tcp (2x): two_level for its fewer steps between nodes */
     p.count = 16384;
     ck_assert_int_eq(algo_select(&p, &two_kinds), COLL_ALGO_TWO_LEVEL);
@@ -306,6 +345,7 @@ static Suite *nodes_suite(void) {
   tcase_add_test(cross,
                  ring_nodes_crosses_nodes_twice_per_node_per_pass_with_round_robin_placement);
   tcase_add_test(cross, two_level_sends_one_kth_of_the_ring_bytes_between_nodes);
+  tcase_add_test(cross, leaders_cross_nodes_from_the_leaders_only);
   suite_add_tcase(s, cross);
   TCase *cost = tcase_create("cost");
   tcase_add_test(cost, one_node_chooses_as_without_a_map);

@@ -1,4 +1,4 @@
-/* The node-aware all-reduces (ring_nodes, two_level) over real forked ranks on two made-up
+/* The node-aware all-reduces (ring_nodes, two_level, leaders) over real forked ranks on two made-up
  * hosts (COLL_HOST_ID per rank: shared memory inside a "host", tcp between them), in
  * block and round-robin placement: the node map rendezvous builds, and every result
  * bit-identical to the simulator's run of the same schedules on the same inputs (sums
@@ -90,6 +90,8 @@ static int one(coll_comm_t *comm, const case_t *c, int rank, int nranks, size_t 
     goto out;
   }
   if (ct_check_all_reduce(res, count, dt, COLL_SUM, nranks, salt, what) != 0) goto out;
+  /* rank 0 against the simulator, the others against rank 0 (ct_agree) */
+  if (rank != 0) goto agree;
   sched_params_t p = {.collective = COLL_KIND_ALL_REDUCE,
                       .count = count,
                       .dtype = dt,
@@ -107,6 +109,7 @@ static int one(coll_comm_t *comm, const case_t *c, int rank, int nranks, size_t 
     fprintf(stderr, "rank %d: %s: result differs from the simulator's bits\n", rank, what);
     goto out;
   }
+agree:
   if (ct_agree(comm, res, bytes, what) != 0) goto out;
   rc = 0;
 out:
@@ -139,22 +142,21 @@ static int rank_sums(int rank, int nranks, void *arg) {
   }
   static const coll_dtype_t types[] = {COLL_INT32,   COLL_INT64,   COLL_UINT8,   COLL_FLOAT32,
                                        COLL_FLOAT64, COLL_FLOAT16, COLL_BFLOAT16};
+  /* 20011: many 4 KiB segments, and leaders' chain and tree form for 4- and 8-byte types */
   static const size_t counts[] = {1, 7, 1023, 20011};
   uint32_t salt = 1;
   for (size_t t = 0; t < sizeof types / sizeof types[0] && fails == 0; t++)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0] && fails == 0; k++)
-      for (int in_place = 0; in_place < 2 && fails == 0; in_place++)
-        fails += one(comm, c, rank, nranks, counts[k], types[t], in_place, salt++);
+      fails += one(comm, c, rank, nranks, counts[k], types[t], (int)(k + t) % 2, salt++);
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
 
-/* Loop index: algorithm (ring_nodes, two_level) x placement (blocks, round-robin). */
+/* Loop index: algorithm (ring_nodes, two_level, leaders) x placement (blocks,
+ * round-robin). */
 START_TEST(node_aware_sums_are_bit_exact_on_two_made_up_hosts) {
-  case_t c = {.port = mp_free_port(),
-              .nodes = 2,
-              .round_robin = _i % 2,
-              .algo = _i / 2 ? COLL_ALGO_TWO_LEVEL : COLL_ALGO_RING_NODES};
+  static const coll_algo_t algos[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL, COLL_ALGO_LEADERS};
+  case_t c = {.port = mp_free_port(), .nodes = 2, .round_robin = _i % 2, .algo = algos[_i / 2]};
   c.expect_built = c.algo;
   ck_assert_msg(mp_run(4, 60000, rank_sums, &c) == 0, "%s, %s placement failed",
                 coll_algo_name(c.algo), c.round_robin ? "round-robin" : "block");
@@ -172,12 +174,24 @@ START_TEST(two_level_on_unequal_hosts_runs_ring_nodes) {
 }
 END_TEST
 
+/* leaders takes unequal nodes as they are. */
+START_TEST(leaders_on_unequal_hosts_runs_itself) {
+  case_t c = {.port = mp_free_port(),
+              .nodes = 2,
+              .round_robin = 0,
+              .algo = COLL_ALGO_LEADERS,
+              .expect_built = COLL_ALGO_LEADERS};
+  ck_assert_int_eq(mp_run(3, 60000, rank_sums, &c), 0);
+}
+END_TEST
+
 static Suite *nodes_suite(void) {
   Suite *s = suite_create("coll_nodes");
   TCase *tc = tcase_create("two hosts");
   tcase_set_timeout(tc, 90);
-  tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 4);
+  tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 6);
   tcase_add_test(tc, two_level_on_unequal_hosts_runs_ring_nodes);
+  tcase_add_test(tc, leaders_on_unequal_hosts_runs_itself);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -79,6 +79,20 @@ static const algo_info_t allreduce_info[COLL_ALGO_COUNT] = {
             .file = "libcoll/src/algo/nodes.c",
             .layout = LAYOUT_CIRCLE,
         },
+    [COLL_ALGO_LEADERS] =
+        {
+            .title = "leaders all-reduce (reduce to each node's lowest rank, all-reduce "
+                     "among them, broadcast in the node)",
+            .rule = "below 64 KiB: binomial reduce in the node, halving-doubling among the "
+                    "leaders, binomial broadcast; from 64 KiB: pipelined chain reduce, "
+                    "double binary tree among the leaders, chain broadcast (NCCL's tree "
+                    "shape); only the leaders send between nodes",
+            .steps_formula = "small: 2 ceil(log2 k) + hd's steps for N leaders",
+            .bytes_formula = "leaders: hd's (or the tree's) bytes for N ranks on S; inside "
+                             "a node the reduce's and the broadcast's",
+            .file = "libcoll/src/algo/leaders.c",
+            .layout = LAYOUT_CIRCLE,
+        },
 };
 
 static const algo_info_t broadcast_info[COLL_ALGO_COUNT] = {
@@ -315,6 +329,44 @@ long info_expected_steps(const trace_t *t) {
   }
 }
 
+/* Bytes rank r of n sends in the hd or tree all-reduce of S bytes. */
+static double flat_bytes(const trace_t *t, coll_algo_t algo, int n, int r, double S) {
+  if (n < 2) return 0;
+  if (algo == COLL_ALGO_HD) {
+    size_t pw = pow2_below(n);
+    int rem = n - (int)pw;
+    double hd = 2.0 * (double)(pw - 1) / (double)pw * S;
+    if (r < 2 * rem) return r % 2 == 0 ? S : hd + S;
+    return hd;
+  }
+  double sum = 0;
+  for (int tree = 0; tree < 2; tree++) {
+    double half = (double)algo_part_len(t->req.count, 2, (size_t)tree) * (double)t->esize;
+    algo_tree_node_t node;
+    algo_dbtree_node(n, tree, r, &node);
+    int links = (node.parent >= 0) + (node.child[0] >= 0) + (node.child[1] >= 0);
+    sum += links * half;
+  }
+  return sum;
+}
+
+/* leaders.c: reduce to local 0 (binomial or chain: every rank but the leader sends S),
+ * the leaders' all-reduce (hd or tree), the broadcast (binomial: S per child; chain: S
+ * from every rank but the last). */
+static double leaders_bytes(const trace_t *t, int r, double S) {
+  const algo_topo_t *m = t->req.topo;
+  int n = t->req.nranks, node = m ? m->node_of[r] : 0, l = m ? m->local_of[r] : r;
+  int k = m ? algo_topo_local_count(m, node) : n, N = m ? m->nnodes : 1;
+  sched_params_t p = params_of(t);
+  bool tree = algo_leaders_tree_form(&p);
+  double bytes = l > 0 ? S : 0;
+  if (l == 0) bytes += flat_bytes(t, tree ? COLL_ALGO_TREE : COLL_ALGO_HD, N, node, S);
+  if (tree) return bytes + (l < k - 1 ? S : 0);
+  for (int mask = 1; mask < k; mask <<= 1)
+    if (l < mask && l + mask < k) bytes += S;
+  return bytes;
+}
+
 void info_expected_bytes(const trace_t *t, double *out) {
   int n = t->req.nranks, root = t->req.root;
   double S = (double)t->req.count * (double)t->esize;
@@ -358,24 +410,12 @@ void info_expected_bytes(const trace_t *t, double *out) {
       case COLL_ALGO_MASTER:
         out[r] = r == 0 ? (double)(n - 1) * S : S;
         break;
-      case COLL_ALGO_HD: {
-        size_t pw = pow2_below(n);
-        int rem = n - (int)pw;
-        double hd = 2.0 * (double)(pw - 1) / (double)pw * S;
-        if (r < 2 * rem)
-          out[r] = r % 2 == 0 ? S : hd + S;
-        else
-          out[r] = hd;
-        break;
-      }
+      case COLL_ALGO_HD:
       case COLL_ALGO_TREE:
-        for (int tree = 0; tree < 2; tree++) {
-          double half = (double)algo_part_len(t->req.count, 2, (size_t)tree) * (double)t->esize;
-          algo_tree_node_t node;
-          algo_dbtree_node(n, tree, r, &node);
-          int links = (node.parent >= 0) + (node.child[0] >= 0) + (node.child[1] >= 0);
-          out[r] += links * half;
-        }
+        out[r] = flat_bytes(t, t->req.algo, n, r, S);
+        break;
+      case COLL_ALGO_LEADERS:
+        out[r] = leaders_bytes(t, r, S);
         break;
       default:
         break;

@@ -24,7 +24,8 @@ static const char *const help_sections[] = {
     "\n"
     "ALGO, all_reduce:  ring | tree (double binary tree) | hd (halving-doubling) | master\n"
     "                   | ring_nodes (the ring in node order) | two_level (reduce-scatter\n"
-    "                   in the node, all-reduce across, all-gather in the node); see --hosts\n"
+    "                   in the node, all-reduce across, all-gather in the node) | leaders\n"
+    "                   (reduce to one rank per node, all-reduce, broadcast); see --hosts\n"
     "ALGO, broadcast:   chain (= ring) | binomial (= tree, hd) | direct (= master)\n"
     "ALGO, gather and scatter: direct (= master) | binomial (= tree, hd)\n"
     "ALGO, all_to_allv: pairwise (= ring)\n"
@@ -45,7 +46,7 @@ static const char *const help_sections[] = {
     "  -s, --segment BYTES     pipelining unit (default: the algorithm's, 512K); suffixes\n"
     "                          as for --bytes\n"
     "      --hosts LIST        the node of each rank, N numbers (e.g. 0,1,0,1: round-robin\n"
-    "                          on 2 nodes), for ring_nodes and two_level and the cost model\n"
+    "                          on 2 nodes), for the node-aware algorithms and the cost model\n"
     "                          (between nodes: tcp's constants, inside: the transport's);\n"
     "                          default: every rank on one node\n"
     "\n",

@@ -19,7 +19,8 @@ const char *trace_algo_name(coll_kind_t kind, coll_algo_t algo) {
                                                          [COLL_ALGO_MASTER] = "master",
                                                          [COLL_ALGO_ARENA] = "arena",
                                                          [COLL_ALGO_RING_NODES] = "ring_nodes",
-                                                         [COLL_ALGO_TWO_LEVEL] = "two_level"};
+                                                         [COLL_ALGO_TWO_LEVEL] = "two_level",
+                                                         [COLL_ALGO_LEADERS] = "leaders"};
   /* Broadcast: the builders behind each algorithm id (see schedule.c). */
   static const char *const broadcast[COLL_ALGO_COUNT] = {[COLL_ALGO_AUTO] = "auto",
                                                          [COLL_ALGO_RING] = "chain",

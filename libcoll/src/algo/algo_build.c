@@ -21,6 +21,7 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_MASTER] = algo_master_allreduce,
             [COLL_ALGO_RING_NODES] = algo_ring_nodes_allreduce,
             [COLL_ALGO_TWO_LEVEL] = algo_two_level_allreduce,
+            [COLL_ALGO_LEADERS] = algo_leaders_allreduce,
         },
     [COLL_KIND_BROADCAST] =
         {
@@ -57,6 +58,7 @@ static const builder_fn builders[COLL_KIND_COUNT][COLL_ALGO_COUNT] = {
             [COLL_ALGO_MASTER] = algo_master_allreduce,
             [COLL_ALGO_RING_NODES] = algo_ring_nodes_allreduce,
             [COLL_ALGO_TWO_LEVEL] = algo_two_level_allreduce,
+            [COLL_ALGO_LEADERS] = algo_leaders_allreduce,
         },
     /* gather and scatter (gather.c): the root exchanging with every rank directly
      * (master) or a binomial tree (tree, hd); all_to_allv pairwise exchange (alltoallv.c). */

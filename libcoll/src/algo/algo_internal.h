@@ -100,6 +100,11 @@ coll_status_t algo_ring_allreduce_among(sched_t *s, const int *ring, int n, int 
                                         size_t count, sched_buf_t src, size_t nseg);
 coll_status_t algo_ring_nodes_allreduce(const sched_params_t *p, sched_t *s);
 coll_status_t algo_two_level_allreduce(const sched_params_t *p, sched_t *s);
+coll_status_t algo_leaders_allreduce(const sched_params_t *p, sched_t *s);
+/* leaders (leaders.c) takes the chain / double binary tree / chain form from this size
+ * up, the binomial / halving-doubling / binomial one below. */
+#define ALGO_LEADERS_TREE_MIN_BYTES ((size_t)64 << 10)
+bool algo_leaders_tree_form(const sched_params_t *p);
 
 /* Double binary tree shape (tree.c), exported for the cost model and tests: for tree
  * t (0 or 1) of n ranks, rank's parent (-1 at the root), its children (-1 where absent)

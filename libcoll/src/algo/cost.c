@@ -53,7 +53,12 @@
  *               nodes (phases 1 and 3), plus 2(N-1) nseg' steps inter_alpha,
  *               2(N-1)/N S/k bytes per ring times k rings sharing the node's link
  *               inter_beta, (N-1)/N S/k reduced across (phase 2); unequal nodes: ring_nodes
- *   algo_select offers ring_nodes and two_level only with several nodes, so on one node
+ *   leaders     the sum of its phases' predictions: reduce over the largest node's k
+ *               ranks (binomial, or chain from ALGO_LEADERS_TREE_MIN_BYTES) and
+ *               broadcast back (binomial or chain) at the intra-node constants, the
+ *               all-reduce among the N leaders (hd, or the double binary tree) at the
+ *               inter-node ones
+ *   algo_select offers ring_nodes, two_level and leaders only with several nodes, so on one node
  *   every choice is what it was before them.
  *
  * Master is never chosen by algo_select (it is a teaching baseline; force it with
@@ -159,6 +164,33 @@ static double two_level_cost(const sched_params_t *p, const algo_cost_t *c) {
 }
 
 static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
+static double broadcast_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
+static double reduce_cost(coll_algo_t algo, const sched_params_t *p, const algo_cost_t *c);
+
+/* leaders.c's three phases (k ranks in the largest node, N nodes). */
+static double leaders_cost(const sched_params_t *p, const algo_cost_t *c) {
+  const algo_topo_t *t = p->topo;
+  int k = t != NULL ? t->max_local : p->nranks, N = t != NULL ? t->nnodes : 1;
+  bool tree = algo_leaders_tree_form(p);
+  sched_params_t q = *p;
+  q.topo = NULL;
+  q.root = 0;
+  double total = 0;
+  if (k > 1) {
+    q.nranks = k;
+    q.collective = COLL_KIND_REDUCE;
+    total += reduce_cost(tree ? COLL_ALGO_RING : COLL_ALGO_TREE, &q, c);
+    q.collective = COLL_KIND_BROADCAST;
+    total += broadcast_cost(tree ? COLL_ALGO_RING : COLL_ALGO_TREE, &q, c);
+  }
+  if (N > 1) {
+    algo_cost_t x = inter_cost(c);
+    q.nranks = N;
+    q.collective = COLL_KIND_ALL_REDUCE;
+    total += allreduce_cost(tree ? COLL_ALGO_TREE : COLL_ALGO_HD, &q, &x);
+  }
+  return total;
+}
 
 /* Several nodes: the flat algorithms at the inter-node constants, the node-aware ones
  * by their phases. */
@@ -172,6 +204,8 @@ static double allreduce_cost_nodes(coll_algo_t algo, const sched_params_t *p,
       return ring_cost(p, &x, x.beta);
     case COLL_ALGO_TWO_LEVEL:
       return two_level_cost(p, c);
+    case COLL_ALGO_LEADERS:
+      return leaders_cost(p, c);
     case COLL_ALGO_ARENA:
       return INFINITY; /* one host only */
     default: {
@@ -193,6 +227,8 @@ static double allreduce_cost(coll_algo_t algo, const sched_params_t *p, const al
     case COLL_ALGO_RING_NODES: /* one node: the same ring */
     case COLL_ALGO_TWO_LEVEL:
       return ring_cost(p, c, c->beta);
+    case COLL_ALGO_LEADERS:
+      return leaders_cost(p, c);
     case COLL_ALGO_TREE: {
       double half = ceil((double)p->count / 2) * esize;
       double nseg = fmax(1.0, ceil(half / seg));
@@ -407,9 +443,10 @@ coll_algo_t algo_select(const sched_params_t *p, const algo_cost_t *c) {
   }
   /* The node-aware all-reduces, after the others (equal cost keeps the flat choice), and
    * only where there are nodes to be aware of: one node chooses as it did before them. */
-  static const coll_algo_t node_candidates[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL};
+  static const coll_algo_t node_candidates[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL,
+                                                COLL_ALGO_LEADERS};
   if (p != NULL && cand == allreduce_candidates && algo_topo_nodes(p->topo) > 1)
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 3; i++) {
       if (algo_effective(node_candidates[i], p) != node_candidates[i]) continue;
       double t = algo_predict(node_candidates[i], p, c);
       if (t < best_t) best = node_candidates[i], best_t = t;

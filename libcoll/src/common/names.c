@@ -33,6 +33,7 @@ static const char *const algo_table[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring",     [COLL_ALGO_TREE] = "tree",
     [COLL_ALGO_HD] = "hd",     [COLL_ALGO_MASTER] = "master", [COLL_ALGO_ARENA] = "arena",
     [COLL_ALGO_RING_NODES] = "ring_nodes", [COLL_ALGO_TWO_LEVEL] = "two_level",
+    [COLL_ALGO_LEADERS] = "leaders",
 };
 
 /* Casts through unsigned reject negative values of the enums as well. */
