@@ -29,6 +29,7 @@ typedef struct {
   int trace;             /* set COLL_TRACE */
   size_t chunk;          /* COLL_CHUNK_SIZE when > 0 */
   const char *transport; /* COLL_TRANSPORT when set */
+  int hosts;             /* > 0: rank r on made-up host r % hosts (COLL_HOST_ID) */
 } job_t;
 
 /* The two calls every traced run makes: a pipelined size and an odd small one. */
@@ -51,7 +52,13 @@ static int init(const job_t *j, int rank, int nranks, coll_comm_t **comm) {
   unsetenv("COLL_CHUNK_SIZE");
   unsetenv("COLL_TRANSPORT");
   unsetenv("COLL_TRACE");
+  unsetenv("COLL_HOST_ID");
   if (j->transport != NULL) setenv("COLL_TRANSPORT", j->transport, 1);
+  if (j->hosts > 0) {
+    char host[32];
+    snprintf(host, sizeof host, "trace-host-%d", rank % j->hosts);
+    setenv("COLL_HOST_ID", host, 1);
+  }
   if (j->chunk > 0) {
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%zu", j->chunk);
@@ -309,6 +316,7 @@ static const struct {
   coll_kind_t kind;
   coll_algo_t algo;
   const char *transport; /* NULL: the default (shm on one host) */
+  int hosts;             /* made-up hosts, round-robin (job_t.hosts) */
 } cases[] = {
     {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_RING},
     {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_TREE},
@@ -329,6 +337,10 @@ static const struct {
     {.kind = COLL_KIND_GATHER, .algo = COLL_ALGO_TREE},
     {.kind = COLL_KIND_SCATTER, .algo = COLL_ALGO_MASTER},
     {.kind = COLL_KIND_SCATTER, .algo = COLL_ALGO_TREE},
+    /* the node-aware all-reduces on two hosts, ranks placed round-robin */
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_RING_NODES, .hosts = 2},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_TWO_LEVEL, .hosts = 2},
+    {.kind = COLL_KIND_ALL_REDUCE, .algo = COLL_ALGO_LEADERS, .hosts = 2},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -339,9 +351,12 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
              .root = 1,
              .trace = 1,
              .chunk = 16384, /* pipelined: many segments per chunk */
-             .transport = cases[_i].transport};
+             .transport = cases[_i].transport,
+             .hosts = cases[_i].hosts};
   make_dir(&j);
   ck_assert_int_eq(mp_run(NRANKS, 60000, rank_calls, &j), 0);
+  algo_topo_t map = {0};
+  if (j.hosts > 0) ck_assert_int_eq(algo_topo_placed(&map, NRANKS, NRANKS / j.hosts, true), 0);
   for (int r = 0; r < NRANKS; r++) {
     traced_call_t calls[NCALLS];
     read_calls(&j, r, calls);
@@ -355,7 +370,8 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
                           .dtype = COLL_FLOAT32,
                           .nranks = NRANKS,
                           .root = j.root,
-                          .segment_bytes = j.chunk};
+                          .segment_bytes = j.chunk,
+                          .topo = j.hosts > 0 ? &map : NULL};
       sim_config_t cfg = {.dtype = COLL_FLOAT32, .op = COLL_SUM, .record_events = 1};
       sim_result_t res;
       ck_assert_msg(sim_run_algo(algo, &p, &cfg, &res) == COLL_OK, "sim: %s", coll_last_error());
@@ -365,6 +381,7 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
       free(calls[c].ops);
     }
   }
+  algo_topo_free(&map);
   remove_dir(&j);
 }
 END_TEST
