@@ -3,7 +3,8 @@
 # Boots ONE qemu guest with soft-RoCE rxe0 (../shared/rdma-vm/run-in-rxe-vm.sh beside the
 # clone, or $RXE_VM_SCRIPT) and runs there, with COLL_TRANSPORT=ib: coll-info --ib, the
 # rdma suites (transport rings, reductions, credits, length mismatch, killed peers, every
-# algorithm x types x ops x 2-5 ranks, broadcast, zero-copy) and allreduce_bench on 2 and
+# algorithm x types x ops x 2-5 ranks, broadcast, zero-copy), the elastic test (kill, agree,
+# shrink, grow) and allreduce_bench on 2 and
 # 4 ranks (then, not counted, the same bench over tcp and over ib without zero-copy).
 # Prints "rdma: skipped: <reason>" and exits 0 when ibverbs support was not built, the VM
 # script is missing or qemu cannot run; otherwise ends with "rdma: N passed, M failed"
@@ -28,8 +29,8 @@ vm=${RXE_VM_SCRIPT:-$root/../shared/rdma-vm/run-in-rxe-vm.sh}
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1 && [ "$(id -u)" != 0 ]; then
   skip "qemu-system-x86_64 is not installed and only root can install it"
 fi
-for t in tests/rdma/test_rdma_ib tests/rdma/test_rdma_host tools/coll-info tools/collrun \
-  bench/allreduce_bench; do
+for t in tests/rdma/test_rdma_ib tests/rdma/test_rdma_host tests/coll/test_coll_elastic \
+  tools/coll-info tools/collrun bench/allreduce_bench; do
   [ -x "$build/$t" ] || {
     echo "rdma: $build/$t is missing: build first (ninja -C $build)"
     echo "rdma: 0 passed, 1 failed"
@@ -96,6 +97,8 @@ export CK_FORK=yes CK_DEFAULT_TIMEOUT=300 COLL_INFO_BIN=$build/tools/coll-info
 step "coll-info --ib" "$build/tools/coll-info" --ib
 step "rdma_host (device present: ib used)" "$build/tests/rdma/test_rdma_host"
 step "rdma_ib (transport and collectives over ib)" timeout 900 "$build/tests/rdma/test_rdma_ib"
+step "coll_elastic over ib (revoke, kill + agree + shrink, fencing, shrink/grow cycles)" \
+  env COLL_TEST_TRANSPORT=ib timeout 600 "$build/tests/coll/test_coll_elastic"
 step "allreduce_bench, 2 ranks over ib" bench_check 2
 step "allreduce_bench, 4 ranks over ib" bench_check 4
 # Not counted: the same bench over tcp in the same guest, to read the ib numbers against.

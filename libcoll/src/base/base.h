@@ -158,8 +158,13 @@ coll_status_t failure_conclude(coll_base_t *base, coll_status_t st, int dead_pee
 void failure_linger(coll_base_t *base);
 
 /* ---- failure_watch.c ---- */
-/* Start (at init, after the rendezvous) and stop (first thing at destroy) the thread
- * that learns of other ranks' failures through the store. */
+/* Open the watcher's store connection and register this rank as alive
+ * ("<prefix>alive/<rank>", owned by that connection): during the rendezvous, once the key
+ * prefix is known and before this rank's record is published, so that a rank past the
+ * rendezvous finds every other rank's key (elastic agreement reads them). */
+coll_status_t failure_watch_open(coll_base_t *base);
+/* Start (at init, after the rendezvous; opens first when not open) and stop (first thing
+ * at destroy) the thread that learns of other ranks' failures through the store. */
 coll_status_t failure_watch_start(coll_base_t *base);
 void failure_watch_stop(coll_base_t *base);
 

@@ -21,6 +21,7 @@ enum { PARK_MS = 60000, RETRY_MS = 200, KEY_MAX = 128 };
 
 struct failure_watch {
   pthread_t thread;
+  bool started;
   store_client_t *client;
   atomic_int stop;
   coll_base_t *base;
@@ -80,8 +81,8 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-coll_status_t failure_watch_start(coll_base_t *base) {
-  if (base->nranks < 2 || base->store == NULL) return COLL_OK;
+coll_status_t failure_watch_open(coll_base_t *base) {
+  if (base->nranks < 2 || base->store == NULL || base->watch != NULL) return COLL_OK;
   struct failure_watch *w = calloc(1, sizeof *w);
   if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for the failure watcher");
   w->base = base;
@@ -101,14 +102,19 @@ coll_status_t failure_watch_start(coll_base_t *base) {
     return coll_error_prefix(st, "rank %d: registering with the failure watcher's store: ",
                              base->rank);
   }
+  base->watch = w;
+  return COLL_OK;
+}
+
+coll_status_t failure_watch_start(coll_base_t *base) {
+  coll_status_t st = failure_watch_open(base);
+  struct failure_watch *w = base->watch;
+  if (st != COLL_OK || w == NULL || w->started) return st;
   int rc = pthread_create(&w->thread, NULL, watch_main, w);
-  if (rc != 0) {
-    store_client_close(w->client);
-    free(w);
+  if (rc != 0)
     return coll_error_errno(COLL_ERR_SYSTEM, rc, "rank %d: creating the failure watcher",
                             base->rank);
-  }
-  base->watch = w;
+  w->started = true;
   return COLL_OK;
 }
 
@@ -117,7 +123,7 @@ void failure_watch_stop(coll_base_t *base) {
   if (w == NULL) return;
   atomic_store(&w->stop, 1);
   store_client_interrupt(w->client);
-  pthread_join(w->thread, NULL);
+  if (w->started) pthread_join(w->thread, NULL);
   store_client_close(w->client);
   free(w);
   base->watch = NULL;

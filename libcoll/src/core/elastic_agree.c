@@ -94,10 +94,11 @@ typedef struct {
   int joiners;
 } decision_t;
 
-static int op_ms(int64_t deadline_ns, int cap_ms) {
+/* How long the decision's get may park: the rest of the deadline, at most a slice. */
+static int slice_ms(int64_t deadline_ns) {
   int64_t left = (deadline_ns - coll_now_ns()) / 1000000;
   if (left < 1) left = 1;
-  return left < cap_ms ? (int)left : cap_ms;
+  return left < SLICE_MS ? (int)left : SLICE_MS;
 }
 
 static bool key_exists(store_client_t *c, const char *key, int ms, coll_status_t *st) {
@@ -155,11 +156,11 @@ static bool parse_decision(const char *text, int nranks, decision_t *d) {
 
 /* Write the decision (the ranks not in are failed), or read the one written first. */
 static coll_status_t decide(coll_comm_t *comm, store_client_t *c, uint64_t epoch,
-                            const bool *in, int64_t deadline, decision_t *out) {
+                            const bool *in, decision_t *out) {
   const coll_base_t *b = &comm->base;
   decision_t d = {.flag = ~0u};
   char key[KEY_MAX], text[DECISION_MAX];
-  int ms = op_ms(deadline, b->timeout_ms);
+  int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
   coll_status_t st = COLL_OK;
   for (int r = 0; r < b->nranks && st == COLL_OK; r++) {
     if (!in[r]) {
@@ -204,10 +205,10 @@ static coll_status_t decide(coll_comm_t *comm, store_client_t *c, uint64_t epoch
 
 /* Who is in, and whether every rank is in or dead. */
 static coll_status_t survey(coll_comm_t *comm, store_client_t *c, uint64_t epoch, bool *in,
-                            int64_t deadline, bool *settled) {
+                            bool *settled) {
   const coll_base_t *b = &comm->base;
   char key[KEY_MAX];
-  int ms = op_ms(deadline, b->timeout_ms);
+  int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
   coll_status_t st = COLL_OK;
   *settled = true;
   for (int r = 0; r < b->nranks; r++) {
@@ -241,16 +242,16 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
   snprintf(key, sizeof key, "%sagree/%llu/in/%d", b->key_prefix, (unsigned long long)epoch,
            b->rank);
   snprintf(text, sizeof text, "%u", flag);
-  st = store_set(c, key, text, strlen(text), op_ms(deadline, b->timeout_ms));
+  st = store_set(c, key, text, strlen(text), b->timeout_ms);
   int64_t arrived = 0;
   snprintf(key, sizeof key, "%sagree/%llu/n", b->key_prefix, (unsigned long long)epoch);
-  if (st == COLL_OK) st = store_add(c, key, 1, &arrived, op_ms(deadline, b->timeout_ms));
+  if (st == COLL_OK) st = store_add(c, key, 1, &arrived, b->timeout_ms);
   if (st != COLL_OK) return st;
   bool *in = calloc((size_t)b->nranks, sizeof *in);
   if (in == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
   if (arrived >= b->nranks) {
     for (int r = 0; r < b->nranks; r++) in[r] = true;
-    st = decide(comm, c, epoch, in, deadline, d);
+    st = decide(comm, c, epoch, in, d);
     free(in);
     return st;
   }
@@ -258,7 +259,7 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
   for (;;) {
     void *value = NULL;
     size_t len = 0;
-    st = store_get(c, key, &value, &len, op_ms(deadline, SLICE_MS));
+    st = store_get(c, key, &value, &len, slice_ms(deadline));
     if (st == COLL_OK) {
       char dtext[DECISION_MAX];
       snprintf(dtext, sizeof dtext, "%.*s", (int)(len < DECISION_MAX ? len : DECISION_MAX - 1),
@@ -272,10 +273,10 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
     free(value);
     if (st != COLL_ERR_TIMEOUT) break;
     bool settled = false;
-    st = survey(comm, c, epoch, in, deadline, &settled);
+    st = survey(comm, c, epoch, in, &settled);
     if (st != COLL_OK) break;
     if (settled || coll_now_ns() >= deadline) {
-      st = decide(comm, c, epoch, in, deadline, d);
+      st = decide(comm, c, epoch, in, d);
       break;
     }
   }

@@ -186,6 +186,9 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   mine.tcp = algo_cost_tcp_default;
   if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_ZERO(&mine.cpus);
 
+  /* Alive before anyone can be past the rendezvous (base/failure_watch.c). */
+  st = failure_watch_open(&comm->base);
+  if (st != COLL_OK) return st;
   char text[INFO_MAX], key[KEY_MAX];
   format_info(&mine, text, sizeof text);
   snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, comm->base.rank);
