@@ -152,6 +152,10 @@ coll_status_t failure_record(coll_base_t *base, coll_status_t st, int dead_peer)
  * hang report. Returns st. */
 coll_status_t failure_conclude(coll_base_t *base, coll_status_t st, int dead_peer,
                                bool stopped_by_peer);
+/* Whether peer is alive by the store: its failure watcher's connection still holds
+ * "<prefix>alive/<peer>" (the store drops it when the process dies). 1: alive, 0: dead,
+ * -1: the store did not answer (coll_last_error() then says why). */
+int failure_peer_alive(coll_base_t *base, int peer);
 /* Destroy of a failed communicator, after its connections closed: ranks announce they
  * left; the store's host keeps serving until every rank left or was seen dead (bounded),
  * so the others can still read the failure record. */

@@ -83,6 +83,17 @@ static bool accounted(coll_base_t *base, int r) {
   return store_check(base->store, k2, 1, &exists, 200) == COLL_OK && exists;
 }
 
+int failure_peer_alive(coll_base_t *base, int peer) {
+  if (base->store == NULL || peer < 0 || peer >= base->nranks) return 1;
+  char key[KEY_MAX];
+  snprintf(key, sizeof key, "%salive/%d", base->key_prefix, peer);
+  bool exists = false;
+  const char *keys[1] = {key};
+  coll_status_t st = store_check(base->store, keys, 1, &exists, base_failure_store_ms(base));
+  if (st != COLL_OK) return -1;
+  return exists ? 1 : 0;
+}
+
 void failure_linger(coll_base_t *base) {
   if (base->store == NULL || base->nranks < 2) return;
   char key[KEY_MAX];

@@ -62,7 +62,7 @@ coll_status_t coll_comm_revoke(coll_comm_t *comm) {
   if (comm->base.nranks > 1) {
     /* A connection of its own: revoke may come from another thread than the caller's. */
     store_client_t *client = NULL;
-    int bound = base_failure_store_ms(&comm->base);
+    int bound = comm->base.timeout_ms;
     st = store_client_connect(comm->base.store_addr, (uint16_t)comm->base.store_port,
                               comm->base.token[0] ? comm->base.token : NULL, bound, &client);
     if (st == COLL_OK) {

@@ -41,7 +41,7 @@
 #include "trace/trace.h"
 
 enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
-enum { MAX_INFLIGHT = 64, WAIT_SLICE_MS = 10, SCRATCH_ALIGN = 64 };
+enum { MAX_INFLIGHT = 64, WAIT_SLICE_MS = 10, SCRATCH_ALIGN = 64, LIVENESS_MS = 250 };
 
 /* Everything one run needs, resolved once. */
 typedef struct {
@@ -395,6 +395,19 @@ static const sched_op_t *note_state(exec_run_t *run) {
   return waiting;
 }
 
+/* The peer this rank waits for first (note_state's, without recording it): the first
+ * posted op's, or the fingerprint agreement's; -1 when none. The transports block on its
+ * link where they mix kinds (transport_set_wait_for). */
+static int awaited_peer(const exec_run_t *run) {
+  const exec_cache_entry_t *e = run->entry;
+  const fpa_t *a = &run->x->fpa;
+  size_t i = run->lo;
+  while (i < run->hi && e->state[i] != OP_POSTED) i++;
+  if (run->fp_active && !fpa_all_taken(a) && (i == run->hi || a->checked == 0))
+    return fpa_recv_peer(a, a->checked);
+  return i < run->hi ? e->sched.ops[i].peer : -1;
+}
+
 /* This rank's deadline passed: note where it is stuck and fail. */
 static coll_status_t timed_out(exec_run_t *run) {
   const sched_op_t *waiting = note_state(run);
@@ -418,6 +431,27 @@ static coll_status_t stopped_by_peer(exec_run_t *run, coll_status_t failed) {
   return coll_error(failed, "stopped: %s", run->base->failed_message);
 }
 
+/* A transport that cannot see its peer die (ib: a queue pair to a dead process just goes
+ * quiet) would wait for the deadline. So after every LIVENESS_MS without progress, look
+ * up the awaited peer's liveness key in the store (base/failure.c); missing twice in a
+ * row (a live rank whose store connection broke registers again within ~200 ms), the
+ * peer is dead: fail now, naming it. Costs nothing while data moves. */
+static coll_status_t check_awaited_alive(exec_run_t *run, int64_t now, int64_t *last_look,
+                                         int *misses) {
+  if (now - *last_look < (int64_t)LIVENESS_MS * 1000000LL) return COLL_OK;
+  *last_look = now;
+  int peer = awaited_peer(run);
+  if (peer < 0) return COLL_OK;
+  int alive = failure_peer_alive(run->base, peer);
+  *misses = alive == 0 ? *misses + 1 : 0;
+  if (*misses < 2) return COLL_OK;
+  run->err_peer = peer;
+  return coll_error(COLL_ERR_REMOTE,
+                    "rank %d died: its process is gone (the store dropped its liveness key) "
+                    "while this rank waited for it",
+                    peer);
+}
+
 static coll_status_t run_schedule(exec_run_t *run) {
   coll_base_t *base = run->base;
   exec_t *x = run->x;
@@ -427,6 +461,8 @@ static coll_status_t run_schedule(exec_run_t *run) {
   int64_t now = coll_now_ns();
   int64_t last_progress = now;
   int64_t idle_since = 0;
+  int64_t last_liveness = now; /* check_awaited_alive's last look */
+  int misses = 0;
   int64_t timeout_ns = (int64_t)base->timeout_ms * 1000000LL;
   bool dirty = true;
   while (!finished(run)) {
@@ -463,10 +499,12 @@ static coll_status_t run_schedule(exec_run_t *run) {
     if (idle_since == 0) idle_since = now;
     if (coll_wait_spin(now - idle_since, base->spin_ns, base->pure_spin_ns)) continue;
     if (now - last_progress > timeout_ns) return timed_out(run);
+    st = check_awaited_alive(run, now, &last_liveness, &misses);
+    if (st != COLL_OK) return st;
     int64_t left_ms = (timeout_ns - (now - last_progress)) / 1000000LL + 1;
     trace_wait_begin(base->trace);
-    st = transport_set_wait(run->links->transports,
-                            left_ms < WAIT_SLICE_MS ? (int)left_ms : WAIT_SLICE_MS);
+    st = transport_set_wait_for(run->links->transports, awaited_peer(run),
+                                left_ms < WAIT_SLICE_MS ? (int)left_ms : WAIT_SLICE_MS);
     trace_wait_end(base->trace);
     if (st != COLL_OK && st != COLL_ERR_TIMEOUT) return st;
   }
