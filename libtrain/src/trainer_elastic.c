@@ -36,6 +36,7 @@ typedef struct {
   int launch_rank, die_rank;
   long die_step;
   bool die_after; /* the test hook: after the all-reduce returned, before the agreement */
+  long await_join_step; /* test hook TRAIN_TEST_AWAIT_JOIN: -1 none */
   bool joined;
   double join_t0_ms; /* a replacement: when it called coll_comm_join */
   double loss_epoch, samples_epoch, last_epoch_loss;
@@ -51,6 +52,35 @@ static void read_die_hook(elastic_t *e) {
   char phase[16] = "";
   if (sscanf(v, "%d:%ld:%15s", &e->die_rank, &e->die_step, phase) < 2) e->die_rank = -1;
   e->die_after = strcmp(phase, "after") == 0;
+}
+
+/* Test hook TRAIN_TEST_AWAIT_JOIN=STEP: before step STEP the members agree (flag 1) every
+ * 10 ms, for up to 30 s, until a replacement waits, and take it in: so a test's joiner is
+ * taken in at a known step however slowly it starts. Every member asks the same
+ * agreements, so they stay in step. */
+static void read_await_hook(elastic_t *e) {
+  const char *v = getenv("TRAIN_TEST_AWAIT_JOIN");
+  e->await_join_step = v != NULL && !e->joined ? atol(v) : -1;
+}
+
+static void take_in(elastic_t *e, int joiners);
+
+static train_status_t await_joiner(elastic_t *e) {
+  trainer_run_t *r = e->r;
+  if ((long)r->global_step != e->await_join_step) return TRAIN_OK;
+  for (int waited = 0; waited < 30000; waited += 10) {
+    coll_agreement_t a = {.flag = 1};
+    coll_status_t cs = coll_comm_agree(r->comm, &a);
+    if (cs != COLL_OK) return train_comm_error(cs, "agreement (TRAIN_TEST_AWAIT_JOIN)");
+    if (a.nfailed > 0) return elastic_shrink(r, &a);
+    if (a.joiners > 0) {
+      take_in(e, a.joiners);
+      return TRAIN_OK;
+    }
+    struct timespec pause = {0, 10 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return TRAIN_OK;
 }
 
 static void maybe_die(const elastic_t *e, bool after) {
@@ -177,7 +207,7 @@ static void take_in(elastic_t *e, int joiners) {
     return;
   }
   if (rank0_prints(e))
-    printf("elastic: took in %d replacement(s) after step %llu: %d -> %d ranks; stall %.1f ms "
+    printf("elastic: took in %d replacement(s) at step %llu: %d -> %d ranks; stall %.1f ms "
            "(grow %.1f, state %.1f)\n",
            joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0,
            t_grow - t0, t_end - t_grow);
@@ -252,6 +282,7 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   e->launch_rank = coll_launch_info(&launch) == COLL_OK && launch.found ? launch.rank : -1;
   e->joined = trainer_elastic_joining();
   read_die_hook(e);
+  read_await_hook(e);
   size_t nrows = c->bit_identical ? (size_t)c->shards : 1;
   e->rows = malloc(nrows * e->row * sizeof(float));
   e->sum = c->bit_identical ? malloc(e->row * sizeof(float)) : e->rows;
@@ -299,12 +330,15 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
   double t0 = elastic_now_ms();
   uint64_t step0 = r->global_step;
   while (st == TRAIN_OK && r->epoch < (uint64_t)c->epochs &&
-         !(c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps))
-    st = run_step(&e);
+         !(c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps)) {
+    st = await_joiner(&e);
+    if (st == TRAIN_OK) st = run_step(&e);
+  }
   double took_s = (elastic_now_ms() - t0) / 1e3;
   uint64_t hash = 0;
   if (st == TRAIN_OK) st = trainer_params_hash(r, &hash);
   if (st == TRAIN_OK && c->check_sync) st = check_sync(r, hash);
+  if (st == TRAIN_OK) st = trainer_save_checkpoint(r); /* rank 0, with --checkpoint */
   if (st == TRAIN_OK) {
     uint64_t steps = r->global_step - step0;
     printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,

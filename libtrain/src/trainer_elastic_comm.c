@@ -38,10 +38,10 @@ train_status_t trainer_elastic_validate(const train_config_t *c) {
                        "--batch samples, summed");
   if (c->device != TRAIN_DEVICE_CPU)
     return train_error(TRAIN_ERR_UNSUPPORTED, "--elastic runs on the CPU only");
-  if (c->checkpoint != NULL || c->resume)
+  if (c->resume || c->checkpoint_every > 0)
     return train_error(TRAIN_ERR_INVALID,
-                       "--checkpoint/--resume with --elastic: not implemented (the state "
-                       "survives in the ranks that live)");
+                       "--resume/--checkpoint-every with --elastic: not implemented (the state "
+                       "survives in the ranks that live; --checkpoint FILE is written at the end)");
   if (c->elastic_timeout_ms < 100)
     return train_error(TRAIN_ERR_INVALID, "--elastic-timeout-ms must be >= 100");
   return TRAIN_OK;

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""train --elastic under collrun --elastic / --replace on a small synthetic data set: a rank
+SIGKILLed mid-run (TRAIN_TEST_DIE_AT) leaves the survivors finishing with every sample of
+every epoch used exactly once (--sample-log); --bit-identical ends with the exact
+parameters of a run that lost no rank (killed before or after its all-reduce, at 3 and 4
+ranks); a replacement joins, is handed the state and ends with the same parameters; the
+default mode's difference to the failure-free run is measured (checkpoints) and bounded.
+Usage: elastic_test.py TRAIN COLLRUN"""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+TRAIN, COLLRUN = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="elastic-test-")
+SAMPLES, SIDE, HIDDEN = 1000, 8, (32, 24)
+COMMON = ["--elastic", "--data", TMP, "--no-eval", "--hidden", ",".join(map(str, HIDDEN)),
+          "--batch", "16", "--shards", "8", "--epochs", "4", "--lr", "0.1",
+          "--lr-schedule", "constant", "--log-every", "1000"]
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(1)
+
+
+def make_data():
+    """A learnable set: class c brightens pixels p with p % 10 == c, plus noise."""
+    seed = 12345
+    imgs, labels = bytearray(), bytearray()
+    for _ in range(SAMPLES):
+        seed = (seed * 6364136223846793005 + 1442695040888963407) % 2**64
+        c = (seed >> 33) % 10
+        labels.append(c)
+        for p in range(SIDE * SIDE):
+            seed = (seed * 6364136223846793005 + 1442695040888963407) % 2**64
+            imgs.append(((seed >> 33) % 60) + (150 if p % 10 == c else 0))
+    with open(os.path.join(TMP, "train-images-idx3-ubyte"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, SAMPLES, SIDE, SIDE) + imgs)
+    with open(os.path.join(TMP, "train-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, SAMPLES) + labels)
+
+
+def run(name, nranks, extra, die=None, replace=0, await_join=None):
+    env = dict(os.environ)
+    env.pop("TRAIN_TEST_DIE_AT", None)
+    env.pop("TRAIN_TEST_AWAIT_JOIN", None)
+    if die:
+        env["TRAIN_TEST_DIE_AT"] = die
+    if await_join is not None:
+        env["TRAIN_TEST_AWAIT_JOIN"] = str(await_join)
+    launcher = [COLLRUN, "-n", str(nranks), "--timeout", "50"]
+    launcher += ["--replace", str(replace)] if replace else ["--elastic"]
+    cmd = launcher + [TRAIN] + COMMON + extra
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=60, text=True)
+    if p.returncode != 0:
+        fail(f"{name}: exit {p.returncode}\n{p.stdout}")
+    return p.stdout
+
+
+def finals(name, out, want_ranks):
+    """The final hash of every rank alive at the end (all equal), and the step."""
+    done = re.findall(r"elastic: rank (\d+) of (\d+) done at step (\d+), params hash (\w+)", out)
+    if len(done) != want_ranks or len({d[3] for d in done}) != 1 or len({d[2] for d in done}) != 1:
+        fail(f"{name}: expected {want_ranks} ranks ending with one hash:\n{out}")
+    return done[0][3], int(done[0][2])
+
+
+def check_sample_log(name, prefix, steps_expected):
+    """Union of the per-process logs: each committed step's lines agree, steps 0..N-1 all
+    there, and each epoch uses every sample exactly once."""
+    steps = {}
+    folder, base = os.path.split(prefix)
+    files = [f for f in os.listdir(folder) if f.startswith(base + ".")]
+    if not files:
+        fail(f"{name}: no sample log")
+    for fname in files:
+        with open(os.path.join(folder, fname)) as f:
+            for line in f:
+                m = re.match(r"step (\d+) epoch (\d+) k (\d+) n (\d+): (.*) end$", line)
+                if not m:
+                    fail(f"{name}: malformed log line in {fname}: {line[:80]}")
+                step, epoch, k, n = (int(m.group(i)) for i in range(1, 5))
+                idx = tuple(int(x) for x in m.group(5).split())
+                if len(idx) != n:
+                    fail(f"{name}: step {step}: {len(idx)} indices, line says {n}")
+                rec = (epoch, k, idx)
+                if steps.setdefault(step, rec) != rec:
+                    fail(f"{name}: two different lines for step {step}")
+    if sorted(steps) != list(range(steps_expected)):
+        fail(f"{name}: committed steps {sorted(steps)[:5]}... not 0..{steps_expected - 1}")
+    per_epoch = {}
+    for epoch, _, idx in steps.values():
+        per_epoch.setdefault(epoch, []).extend(idx)
+    for epoch, idx in per_epoch.items():
+        if sorted(idx) != list(range(SAMPLES)):
+            fail(f"{name}: epoch {epoch} does not use every sample exactly once")
+    return len(files)
+
+
+def params(path):
+    """The parameters of a checkpoint (the floats before the state arrays and the CRC)."""
+    n, prev = 0, SIDE * SIDE
+    for h in HIDDEN + (10,):
+        n += prev * h + h
+        prev = h
+    data = open(path, "rb").read()
+    start = len(data) - 4 - 2 * n * 4  # SGD: parameters, momentum, CRC-32
+    return struct.unpack(f"{n}f", data[start:start + n * 4])
+
+
+def main():
+    make_data()
+    steps = 4 * -(-SAMPLES // (16 * 8))  # 4 epochs of ceil(1000 / 128) steps
+
+    # (a) 4 ranks, rank 2 killed in step 13 before its all-reduce: 3 survivors finish.
+    log = os.path.join(TMP, "a.log")
+    out = run("kill at 4 ranks", 4, ["--sample-log", log], die="2:13")
+    _, step = finals("kill at 4 ranks", out, 3)
+    if step != steps:
+        fail(f"kill at 4 ranks: ended at step {step}, not {steps}")
+    if not re.search(r"step 13 committed on 3 ranks [0-9.]+ ms after the failure", out):
+        fail(f"kill at 4 ranks: no recovery line:\n{out}")
+    nfiles = check_sample_log("kill at 4 ranks", log, steps)
+    losses = [float(x) for x in re.findall(r"epoch \d+: loss ([0-9.]+)", out)]
+    if len(losses) != 4 or not losses[-1] < losses[0] - 0.3 or not losses[-1] < 1.8:
+        fail(f"kill at 4 ranks: the loss did not fall: {losses}")
+    print(f"ok: 4 ranks, one killed: {steps} steps, exactly-once over {nfiles} logs, "
+          f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+
+    # (b) --bit-identical: 3 ranks with a kill (before / after the all-reduce) end with
+    # exactly the parameters of 3 ranks without one, and of 4 ranks losing one.
+    bit = ["--bit-identical"]
+    h0, _ = finals("bit-identical, no kill", run("bit-identical, no kill", 3, bit), 3)
+    for die in ("1:10", "2:17:after", "0:5"):
+        h, _ = finals(f"bit-identical, kill {die}", run(f"bit-identical, kill {die}", 3, bit, die), 2)
+        if h != h0:
+            fail(f"bit-identical, rank:step {die} killed: hash {h}, without a kill {h0}")
+    h, _ = finals("bit-identical, 4 ranks", run("bit-identical, 4 ranks", 4, bit, "3:20"), 3)
+    if h != h0:
+        fail(f"bit-identical: 4 ranks losing one end with {h}, 3 ranks with {h0}")
+    print(f"ok: --bit-identical: hash {h0} with and without a kill (3 and 4 ranks)")
+
+    # (c) A replacement joins after rank 1 dies: it is handed the state (checked by its
+    # hashes) and all three end with the failure-free run's parameters.
+    log = os.path.join(TMP, "c.log")
+    out = run("replacement", 3, bit + ["--sample-log", log], die="1:10", replace=1, await_join=16)
+    h, _ = finals("replacement", out, 3)
+    if h != h0:
+        fail(f"replacement: hash {h}, without a kill {h0}:\n{out}")
+    m = re.search(r"joined as rank (\d) of 3 at step (16) .*state verified", out)
+    stall = re.search(r"took in 1 replacement\(s\) at step 16: 2 -> 3 ranks; stall ([0-9.]+) ms", out)
+    first = re.search(r"committed its first step, \d+, ([0-9.]+) ms after it called", out)
+    if not m or not stall or not first:
+        fail(f"replacement: no join / stall / first-step lines:\n{out}")
+    check_sample_log("replacement", log, steps)
+    print(f"ok: replacement joined at step {m.group(2)}: survivors' stall {stall.group(1)} ms, "
+          f"join call to its first committed step {first.group(1)} ms; hash {h}")
+
+    # Default mode: a kill changes which rank sums which shards, so the parameters differ
+    # in the last bits; measure by how much.
+    ck0, ck1 = os.path.join(TMP, "ck0"), os.path.join(TMP, "ck1")
+    finals("default, no kill", run("default, no kill", 3, ["--checkpoint", ck0]), 3)
+    finals("default, kill", run("default, kill", 3, ["--checkpoint", ck1], "1:10"), 2)
+    p0, p1 = params(ck0), params(ck1)
+    diff = max(abs(a - b) for a, b in zip(p0, p1))
+    scale = max(abs(a) for a in p0)
+    if diff > 1e-3 * scale:
+        fail(f"default mode: parameters differ by {diff} (largest {scale})")
+    print(f"ok: default mode: largest parameter difference after a kill {diff:.3g} "
+          f"(largest parameter {scale:.3g}; bound 1e-3 of it)")
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
