@@ -118,6 +118,10 @@ transport_conn_t *transport_set_conn(transport_set_t *set, int peer);
  * are allowed, missed wake-ups are not; timeout_ms <= 0 only checks. Call progress() on
  * the connections with pending work before waiting again. */
 coll_status_t transport_set_wait(transport_set_t *set, int timeout_ms);
+/* The same, for a caller that knows which peer it waits for most (-1: none): where the
+ * set mixes transports it blocks on that peer's (shm: its futex, tcp: its sockets), so a
+ * message from a peer on this host is not left until the socket wait's slice ends. */
+coll_status_t transport_set_wait_for(transport_set_t *set, int peer, int timeout_ms);
 /* Bytes of staging memory this rank holds for its connections: shm FIFOs it receives
  * through (each FIFO is counted by its receiver) and reduction staging chunks. */
 size_t transport_set_staging_bytes(const transport_set_t *set);
