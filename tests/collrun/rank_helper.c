@@ -7,6 +7,11 @@
  *   sleep [grandchild]        print PID= (and CHILD= of a forked sleeping child), sleep
  *   lines COUNT WIDTH         COUNT lines of WIDTH payload bytes (and some on stderr)
  *   cpus                      "RANK=<r> CPUS=<list>": the kernel's Cpus_allowed_list
+ *   elastic R HOW MS          (collrun --elastic) rank R (-1: every rank, -2: all but 0) fails by HOW: kill
+ *                             (SIGKILL), exit3, or late5 (exit 5 after 3*MS); the others
+ *                             print DONE after MS ms and exit 0; a replacement
+ *                             (COLL_ELASTIC_JOIN=1) prints JOINER and its variables, exits 0
+ *                             after MS ms
  * Sleeping ranks print "PID=<pid>" first, so a test knows whom to look for afterwards. */
 #include <signal.h>
 #include <stdbool.h>
@@ -74,6 +79,31 @@ static int run_lines(int rank, long count, long width) {
   return 0;
 }
 
+static int run_elastic(int rank, char **argv) {
+  const char *join = getenv("COLL_ELASTIC_JOIN");
+  if (join != NULL) {
+    printf("JOINER RANK=%d COLL_ELASTIC_JOIN=%s WORLD_SIZE=%s LOCAL_RANK=%s MASTER_PORT=%s\n", rank,
+           join, env_or_dash("WORLD_SIZE"), env_or_dash("LOCAL_RANK"), env_or_dash("MASTER_PORT"));
+    fflush(stdout);
+    usleep((useconds_t)(atol(argv[4]) * 1000));
+    return 0;
+  }
+  int victim = atoi(argv[2]);
+  const char *how = argv[3];
+  long ms = atol(argv[4]);
+  if (victim == rank || victim == -1 || (victim == -2 && rank != 0)) {
+    printf("VICTIM PID=%d\n", (int)getpid());
+    fflush(stdout);
+    if (strcmp(how, "kill") == 0) raise(SIGKILL);
+    if (strcmp(how, "exit3") == 0) return 3;
+    usleep((useconds_t)(3 * ms * 1000));
+    return 5;
+  }
+  usleep((useconds_t)(ms * 1000));
+  printf("DONE\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 100;
   int rank = atoi(getenv("RANK") != NULL ? getenv("RANK") : "-1");
@@ -115,6 +145,7 @@ int main(int argc, char **argv) {
     return sleep_forever();
   }
   if (strcmp(mode, "cpus") == 0) return print_cpus(rank);
+  if (strcmp(mode, "elastic") == 0 && argc >= 5) return run_elastic(rank, argv);
   if (strcmp(mode, "lines") == 0 && argc >= 4) return run_lines(rank, atol(argv[2]), atol(argv[3]));
   return 100;
 }

@@ -7,7 +7,15 @@
  * "stopping": SIGTERM to the process group of every rank still running, SIGKILL to those
  * left after the grace period, and after that at most KILL_WAIT_MS for them to be reaped.
  * With several nodes the failure is also told to the other nodes' collruns (nodes.c), and
- * a failure they tell stops this node the same way. */
+ * a failure they tell stops this node the same way.
+ *
+ * Elastic jobs (--elastic, --replace): a rank that dies is reported and the others go on
+ * (they survive it through libcoll's agreement and shrink); its process group is killed so
+ * nothing it started lingers. With replacements left and no rank finished yet, a new
+ * process is started in its slot (same local rank, COLL_ELASTIC_JOIN=1) after
+ * --replace-delay-ms. Once a rank has exited 0 the job is ending: a later failure fails
+ * the job, and replacements still running JOIN_LINGER_MS after every other process ended
+ * (never taken in) are stopped without counting as failed. */
 #include "job.h"
 
 #include <errno.h>
@@ -25,7 +33,8 @@
 #include "output.h"
 
 enum {
-  KILL_WAIT_MS = 5000, /* SIGKILLed ranks not reaped by then are given up on */
+  KILL_WAIT_MS = 5000,   /* SIGKILLed ranks not reaped by then are given up on */
+  JOIN_LINGER_MS = 5000, /* a replacement alone after the others finished: stopped then */
   MAX_EVENTS = 64,
   TAIL_TEXT_MAX = OUTPUT_TAIL_LINES * (OUTPUT_TAIL_WIDTH + 3) + 16,
   WHY_MAX = TAIL_TEXT_MAX + 256,
@@ -44,6 +53,9 @@ typedef struct {
   int rank;     /* global */
   pid_t pid;    /* also the id of its process group */
   bool running; /* not reaped yet: while so, its pid and group id cannot be reused */
+  bool replacement;   /* started by --replace (COLL_ELASTIC_JOIN=1) */
+  bool abandoned;     /* a replacement collrun stopped after the others finished */
+  int64_t respawn_ns; /* start its replacement then; INT64_MAX: none due */
   output_stream_t out;
   output_stream_t err;
   output_tail_t tail;
@@ -64,6 +76,14 @@ typedef struct {
   int64_t give_up_ns;       /* after SIGKILL; INT64_MAX: not killed yet */
   int64_t next_watch_ns;    /* next look for other nodes' failures; INT64_MAX: none */
   char why[WHY_MAX];        /* a rank's failure, as printed at the end (without "collrun: ") */
+  /* Elastic jobs only. */
+  const spawn_plan_t *plan;
+  int replacements_left;
+  int respawns_due;        /* slots with a respawn_ns set */
+  int succeeded;           /* processes that exited 0 */
+  int last_failure_code;   /* exit code of the last process that failed; 0: none */
+  bool failed_after_success;
+  int64_t abandon_ns;      /* stop the lingering replacements then; INT64_MAX: not due */
 } job_t;
 
 static sigset_t job_signals(void) {
@@ -137,6 +157,82 @@ static void drain_rank(job_t *job, job_rank_t *r) {
   output_stream_drain(&r->err, &job->sink, &r->tail);
 }
 
+static bool start_rank(job_t *job, int local_rank, bool replacement);
+
+static const char *death_text(int status, char *buf, size_t cap) {
+  if (WIFEXITED(status))
+    snprintf(buf, cap, "exited with code %d", WEXITSTATUS(status));
+  else
+    snprintf(buf, cap, "was killed by SIG%s", signal_name(WTERMSIG(status)));
+  return buf;
+}
+
+/* Every process still running is a replacement, and some rank has finished: the job is
+ * over for everyone but joiners nobody took in. */
+static bool only_replacements_left(const job_t *job) {
+  if (job->succeeded == 0 || job->live == 0) return false;
+  for (int i = 0; i < job->nranks; i++)
+    if (job->ranks[i].running && !job->ranks[i].replacement) return false;
+  return true;
+}
+
+/* An elastic job's process ended (it is reaped and drained). */
+static void elastic_ended(job_t *job, job_rank_t *r, int status) {
+  if (!status_failed(status)) {
+    job->succeeded++;
+  } else if (r->abandoned) {
+    fprintf(stderr, "collrun: the replacement for rank %d (pid %d) was stopped: it was never "
+                    "taken in\n", r->rank, (int)r->pid);
+  } else if (job->stop == STOP_NONE) {
+    char what[64], tail[TAIL_TEXT_MAX];
+    output_tail_format(&r->tail, tail, sizeof tail);
+    fprintf(stderr, "collrun: rank %d (pid %d) %s; the job goes on with the others (%d running)\n"
+            "collrun: rank %d's last output: %s\n",
+            r->rank, (int)r->pid, death_text(status, what, sizeof what), job->live, r->rank, tail);
+    job->last_failure_code = status_exit_code(status);
+    if (job->succeeded > 0) job->failed_after_success = true;
+    kill(-r->pid, SIGKILL); /* what it started must not outlive it */
+    if (job->replacements_left > 0 && job->succeeded == 0 && job->live > 0) {
+      job->replacements_left--;
+      r->respawn_ns = coll_deadline_ns(job->options->replace_delay_ms);
+      job->respawns_due++;
+    }
+  }
+  if (only_replacements_left(job) && job->abandon_ns == INT64_MAX)
+    job->abandon_ns = coll_deadline_ns(JOIN_LINGER_MS);
+}
+
+/* Respawns whose time came; a slot whose job has no process left is not refilled. */
+static void elastic_respawn(job_t *job, int64_t now) {
+  for (int i = 0; i < job->nranks && job->respawns_due > 0; i++) {
+    job_rank_t *r = &job->ranks[i];
+    if (r->respawn_ns > now) continue;
+    r->respawn_ns = INT64_MAX;
+    job->respawns_due--;
+    if (job->live == 0 || job->succeeded > 0 || job->stop != STOP_NONE) {
+      fprintf(stderr, "collrun: not replacing rank %d: %s\n", r->rank,
+              job->live == 0 ? "no process is left to take it in" : "the job is ending");
+      continue;
+    }
+    if (!start_rank(job, i, true)) {
+      fprintf(stderr, "collrun: could not start a replacement for rank %d\n", r->rank);
+      continue;
+    }
+    fprintf(stderr, "collrun: started a replacement for rank %d (pid %d, COLL_ELASTIC_JOIN=1; %d "
+                    "replacements left)\n", r->rank, (int)r->pid, job->replacements_left);
+  }
+}
+
+static void elastic_abandon(job_t *job) {
+  job->abandon_ns = INT64_MAX;
+  for (int i = 0; i < job->nranks; i++) {
+    job_rank_t *r = &job->ranks[i];
+    if (!r->running || !r->replacement) continue;
+    r->abandoned = true;
+    kill(-r->pid, SIGKILL);
+  }
+}
+
 static void reap_children(job_t *job) {
   for (;;) {
     int status;
@@ -150,7 +246,9 @@ static void reap_children(job_t *job) {
       /* What it wrote before exiting is in the pipes now: read it before reporting, so
        * that its last lines are really its last lines. */
       drain_rank(job, r);
-      if (status_failed(status) && job->stop == STOP_NONE) {
+      if (job->options->elastic) {
+        elastic_ended(job, r, status);
+      } else if (status_failed(status) && job->stop == STOP_NONE) {
         describe_failure(r, status, job->why, sizeof job->why);
         begin_stop(job, STOP_RANK_FAILED, status_exit_code(status), SIGTERM, job->why);
       }
@@ -189,6 +287,16 @@ static void read_signals(job_t *job) {
 
 static void check_deadlines(job_t *job) {
   int64_t now = coll_now_ns();
+  if (job->respawns_due > 0) elastic_respawn(job, now);
+  if (now >= job->abandon_ns) {
+    if (only_replacements_left(job)) {
+      fprintf(stderr, "collrun: %d replacements still running %d ms after the other ranks "
+                      "finished; stopping them\n", job->live, JOIN_LINGER_MS);
+      elastic_abandon(job);
+    } else {
+      job->abandon_ns = INT64_MAX;
+    }
+  }
   if (job->stop == STOP_NONE && now >= job->job_deadline_ns) {
     fprintf(stderr, "collrun: job timed out after %g s (--timeout); stopping %d running ranks\n",
             job->options->timeout_s, job->live);
@@ -216,6 +324,9 @@ static int next_wait_ms(const job_t *job) {
   if (job->kill_deadline_ns < deadline) deadline = job->kill_deadline_ns;
   if (job->give_up_ns < deadline) deadline = job->give_up_ns;
   if (job->next_watch_ns < deadline) deadline = job->next_watch_ns;
+  if (job->abandon_ns < deadline) deadline = job->abandon_ns;
+  for (int i = 0; i < job->nranks && job->respawns_due > 0; i++)
+    if (job->ranks[i].respawn_ns < deadline) deadline = job->ranks[i].respawn_ns;
   return coll_ms_left(deadline);
 }
 
@@ -237,14 +348,26 @@ static bool watch(job_t *job, int fd, uint64_t tag) {
   return false;
 }
 
-static bool start_rank(job_t *job, const spawn_plan_t *plan, int local_rank) {
-  spawn_child_t child;
-  if (!spawn_rank(plan, local_rank, &child)) return false;
+/* Start local rank `local_rank` in its slot: the first time, or (replacement) again after
+ * its process died, the old process's pipes closed first. */
+static bool start_rank(job_t *job, int local_rank, bool replacement) {
+  const spawn_plan_t *plan = job->plan;
   job_rank_t *r = &job->ranks[local_rank];
+  if (replacement) {
+    for (int k = 0; k < 2; k++) {
+      output_stream_t *s = k == 0 ? &r->out : &r->err;
+      if (s->fd >= 0) epoll_ctl(job->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+      output_stream_close(s, &job->sink, &r->tail);
+    }
+  }
+  spawn_child_t child;
+  if (!spawn_rank(plan, local_rank, replacement, &child)) return false;
   r->rank = plan->node_rank * plan->nproc + local_rank;
   r->pid = child.pid;
   r->running = true;
-  job->nranks++;
+  r->replacement = replacement;
+  r->respawn_ns = INT64_MAX;
+  if (!replacement) job->nranks++;
   job->live++;
   /* Both always: each takes its fd, so cleanup closes both. */
   bool out_ok = output_stream_init(&r->out, child.out_fd, STDOUT_FILENO, r->rank);
@@ -257,7 +380,7 @@ static bool start_rank(job_t *job, const spawn_plan_t *plan, int local_rank) {
 
 static void event_loop(job_t *job) {
   struct epoll_event events[MAX_EVENTS];
-  while (job->live > 0) {
+  while (job->live > 0 || job->respawns_due > 0) {
     if (coll_now_ns() >= job->give_up_ns) {
       for (int i = 0; i < job->nranks; i++)
         if (job->ranks[i].running)
@@ -295,6 +418,9 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
       .kill_deadline_ns = INT64_MAX,
       .give_up_ns = INT64_MAX,
       .next_watch_ns = options->nodes != NULL ? 0 : INT64_MAX,
+      .plan = plan,
+      .replacements_left = options->elastic ? options->replace : 0,
+      .abandon_ns = INT64_MAX,
   };
   sigset_t set = job_signals();
   job.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -308,7 +434,7 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
   if (options->timeout_s > 0)
     job.job_deadline_ns = coll_now_ns() + (int64_t)(options->timeout_s * 1e9);
   for (int i = 0; i < plan->nproc; i++) {
-    if (!start_rank(&job, plan, i)) {
+    if (!start_rank(&job, i, false)) {
       fprintf(stderr, "collrun: could not start local rank %d; killing the %d started\n", i,
               job.live);
       begin_stop(&job, STOP_LAUNCH_FAILED, JOB_EXIT_LAUNCH_FAILED, SIGKILL,
@@ -323,6 +449,15 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
   }
   /* Last, after every output line: the failing rank (other reasons were told as they came). */
   if (job.stop == STOP_RANK_FAILED) fprintf(stderr, "collrun: %s\n", job.why);
+  if (options->elastic && job.stop == STOP_NONE) {
+    job.exit_code = job.succeeded > 0 && !job.failed_after_success ? 0
+                    : job.last_failure_code != 0                  ? job.last_failure_code
+                                                                  : JOB_EXIT_LAUNCH_FAILED;
+    if (job.exit_code != 0)
+      fprintf(stderr, "collrun: elastic job failed: %s (exit %d)\n",
+              job.succeeded == 0 ? "no rank finished" : "a rank failed after the first finished",
+              job.exit_code);
+  }
 cleanup:
   if (job.sigfd >= 0) close(job.sigfd);
   if (job.epfd >= 0) close(job.epfd);

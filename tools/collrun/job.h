@@ -1,5 +1,6 @@
 /* The running job: start the ranks of this node, relay their output, and bring them all
- * down together when one fails, a signal arrives or the deadline passes. */
+ * down together when one fails, a signal arrives or the deadline passes (or, in an
+ * elastic job, let the others go on when one dies and start its replacement). */
 #ifndef TOOLS_COLLRUN_JOB_H
 #define TOOLS_COLLRUN_JOB_H
 
@@ -15,6 +16,9 @@ typedef struct {
   int grace_ms;     /* SIGTERM ... SIGKILL */
   double timeout_s; /* 0: none */
   nodes_t *nodes;   /* several nodes: watch and tell the others; NULL on one node */
+  bool elastic;     /* a rank's death does not stop the job */
+  int replace;      /* replacements to start in all (elastic only) */
+  int replace_delay_ms;
 } job_options_t;
 
 /* Block the signals the job's signalfd takes (SIGCHLD, SIGINT, SIGTERM) and ignore

@@ -132,6 +132,9 @@ int main(int argc, char **argv) {
       .grace_ms = options.grace_ms,
       .timeout_s = options.timeout_s,
       .nodes = nodes,
+      .elastic = options.elastic,
+      .replace = options.replace,
+      .replace_delay_ms = options.replace_delay_ms,
   };
   char hang_path[64];
   hang_report_path(hang_path, sizeof hang_path);

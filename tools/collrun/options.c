@@ -45,6 +45,15 @@ static const char *const help_sections[] = {
     "                          rank inherits collrun's mask (libcoll only picks a CPU in it\n"
     "                          for each rank to start on and return to when it waits,\n"
     "                          COLL_SPREAD). Default from $COLLRUN_BIND.\n"
+    "      --elastic           a rank that dies (signal or non-zero exit) does not stop the\n"
+    "                          job: collrun says so and the others go on (they must survive\n"
+    "                          it: coll_comm_agree/coll_comm_shrink, docs/elastic.md); see\n"
+    "                          \"elastic jobs\" below\n"
+    "      --replace N         implies --elastic; up to N times in all, start a new process\n"
+    "                          for a dead rank, with its argv and environment plus\n"
+    "                          COLL_ELASTIC_JOIN=1 (it joins the survivors: coll_comm_join)\n"
+    "      --replace-delay-ms MS  wait MS ms after a death before starting its replacement\n"
+    "                          (default 0)\n"
     "  -h, --help              show this help and exit\n"
     "torchrun's spellings (--nproc_per_node, --node_rank, --master_addr, --master_port)\n"
     "are accepted too.\n"
@@ -60,6 +69,7 @@ static const char *const help_sections[] = {
     "  MASTER_PORT        port of the store\n"
     "  COLL_JOB_TOKEN     the job token; unset when the job has none\n"
     "  COLL_STORE_HOSTED  1: a launcher hosts the store, so rank 0 must not start its own\n"
+    "  COLL_ELASTIC_JOIN  1 in a replacement started by --replace (unset otherwise)\n"
     "  OMP_NUM_THREADS    1 when N > 1 and collrun's environment does not set it (as\n"
     "                     torchrun does: N ranks sharing the cores should not each start\n"
     "                     one thread per core)\n"
@@ -93,6 +103,16 @@ static const char *const help_sections[] = {
     "the same code). Node 0 keeps the store up after its own ranks end until every other\n"
     "node's ranks have ended (at most 60 s; after a failure, --grace-ms plus 5 s).\n"
     "\n"
+    "elastic jobs (--elastic, --replace): a rank's death is reported as\n"
+    "  collrun: rank 2 (pid 1234) was killed by SIGKILL; the job goes on with the others\n"
+    "and the job goes on; the store stays up until every process has ended. With --replace\n"
+    "a new process is started for the dead rank (same RANK, LOCAL_RANK, argv...) while no\n"
+    "rank has finished yet and replacements are left. A replacement still running 5 s after\n"
+    "every other process ended (never taken in) is stopped and not counted as failed. Exit\n"
+    "status: 0 when at least one rank exited 0 and no rank failed after that; else the\n"
+    "code of the last failure (128+S for signal S). Several nodes: each collrun replaces\n"
+    "only its own node's ranks, and a death is not reported to the other nodes.\n"
+    "\n"
     "exit status: 0 when every rank exited 0; the exit code of the first rank that failed,\n"
     "or 128+S when it was killed by signal S; 128+S when collrun got signal S; 124 when\n"
     "--timeout expired; 127 when PROG cannot be found; 2 for a usage error; 1 when the\n"
@@ -109,6 +129,9 @@ enum {
   OPT_GRACE_MS,
   OPT_TIMEOUT,
   OPT_BIND,
+  OPT_ELASTIC,
+  OPT_REPLACE,
+  OPT_REPLACE_DELAY_MS,
 };
 
 static const struct option long_options[] = {
@@ -126,6 +149,9 @@ static const struct option long_options[] = {
     {.name = "grace-ms", .has_arg = required_argument, .val = OPT_GRACE_MS},
     {.name = "timeout", .has_arg = required_argument, .val = OPT_TIMEOUT},
     {.name = "bind", .has_arg = required_argument, .val = OPT_BIND},
+    {.name = "elastic", .has_arg = no_argument, .val = OPT_ELASTIC},
+    {.name = "replace", .has_arg = required_argument, .val = OPT_REPLACE},
+    {.name = "replace-delay-ms", .has_arg = required_argument, .val = OPT_REPLACE_DELAY_MS},
     {.name = "help", .has_arg = no_argument, .val = 'h'},
     {0},
 };
@@ -226,6 +252,16 @@ options_result_t options_parse(int argc, char **argv, options_t *options) {
       case OPT_BIND:
         if (!binding_parse_policy(optarg, &options->bind))
           return usage_error("--bind '%s' must be core or none", optarg);
+        break;
+      case OPT_ELASTIC:
+        options->elastic = true;
+        break;
+      case OPT_REPLACE:
+        ok = parse_int_option("--replace", optarg, 0, 1000000, &options->replace);
+        options->elastic = true;
+        break;
+      case OPT_REPLACE_DELAY_MS:
+        ok = parse_int_option("--replace-delay-ms", optarg, 0, 3600000, &options->replace_delay_ms);
         break;
       case ':':
         return usage_error("option '%s' needs a value", argv[optind - 1]);

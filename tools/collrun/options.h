@@ -24,6 +24,9 @@ typedef struct {
   int grace_ms;
   double timeout_s;      /* 0: no deadline */
   binding_policy_t bind; /* --bind, else $COLLRUN_BIND, else core */
+  bool elastic;          /* --elastic (or --replace): a rank that dies does not stop the job */
+  int replace;           /* --replace N: new processes for dead ranks, N in all */
+  int replace_delay_ms;  /* --replace-delay-ms: from a rank's death to its replacement */
   char **prog_argv;      /* PROG ARGS..., NULL-terminated (points into argv) */
 } options_t;
 

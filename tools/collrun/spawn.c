@@ -20,7 +20,7 @@ extern char **environ;
 static const char *const rank_vars[] = {
     "RANK",           "WORLD_SIZE",        "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
     "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR", "MASTER_PORT",
-    "COLL_JOB_TOKEN", "COLL_STORE_HOSTED",
+    "COLL_JOB_TOKEN", "COLL_STORE_HOSTED", "COLL_ELASTIC_JOIN",
 };
 enum { RANK_VAR_COUNT = sizeof rank_vars / sizeof rank_vars[0], ENV_EXTRA = RANK_VAR_COUNT + 1 };
 
@@ -80,7 +80,8 @@ static char *format_var(const char *fmt, ...) {
 
 /* environ minus rank_vars, then this rank's variables. Entries from first_own on are
  * malloc'ed. */
-static char **build_env(const spawn_plan_t *plan, int local_rank, size_t *first_own) {
+static char **build_env(const spawn_plan_t *plan, int local_rank, bool replacement,
+                        size_t *first_own) {
   size_t n = 0;
   while (environ[n] != NULL) n++;
   char **env = calloc(n + ENV_EXTRA + 2, sizeof *env);
@@ -109,6 +110,7 @@ static char **build_env(const spawn_plan_t *plan, int local_rank, size_t *first_
   size_t nown = 9;
   if (plan->token != NULL) own[nown++] = format_var("COLL_JOB_TOKEN=%s", plan->token);
   if (!has_omp && plan->nproc > 1) own[nown++] = format_var("OMP_NUM_THREADS=1");
+  if (replacement) own[nown++] = format_var("COLL_ELASTIC_JOIN=1");
   bool complete = true;
   for (size_t i = 0; i < nown; i++) complete = complete && own[i] != NULL;
   if (!complete) {
@@ -147,11 +149,11 @@ static _Noreturn void exec_child(const spawn_plan_t *plan, int local_rank, char 
   _exit(127);
 }
 
-bool spawn_rank(const spawn_plan_t *plan, int local_rank, spawn_child_t *child) {
+bool spawn_rank(const spawn_plan_t *plan, int local_rank, bool replacement, spawn_child_t *child) {
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   size_t first_own = 0;
   bool ok = false;
-  char **env = build_env(plan, local_rank, &first_own);
+  char **env = build_env(plan, local_rank, replacement, &first_own);
   if (env == NULL) {
     fprintf(stderr, "collrun: out of memory building the environment of local rank %d\n",
             local_rank);

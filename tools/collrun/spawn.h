@@ -33,8 +33,9 @@ typedef struct {
  * or NULL after printing why to stderr. */
 char *spawn_resolve_program(const char *prog);
 
-/* Fork and exec local rank `local_rank`. false (after printing why) when a pipe or the
- * fork failed; a failed exec shows up later as the rank exiting with code 127. */
-bool spawn_rank(const spawn_plan_t *plan, int local_rank, spawn_child_t *child);
+/* Fork and exec local rank `local_rank`; a `replacement` (--replace) also gets
+ * COLL_ELASTIC_JOIN=1. false (after printing why) when a pipe or the fork failed; a failed
+ * exec shows up later as the rank exiting with code 127. */
+bool spawn_rank(const spawn_plan_t *plan, int local_rank, bool replacement, spawn_child_t *child);
 
 #endif

@@ -1,0 +1,611 @@
+#!/usr/bin/python3
+"""Kill trials for elastic jobs: run `collrun --elastic [--replace K] -n N PROG`, where PROG
+is `train --elastic` (a small MLP on a subset of Fashion-MNIST, --bit-identical) or
+elastic_worker (tests/elastic, coll.h alone), kill ranks at random moments or at chosen
+points of libcoll (COLL_TEST_KILL_AT, libcoll/src/common/test_hook.h), and check each
+trial: the job ends before its deadline with exit 0 (every survivor exits 0), only the
+processes the trial killed died, the sample log shows each sample used exactly once, and
+the final parameters equal the failure-free run's bit for bit. Also times each recovery
+(detect, agree, shrink, resume, grow with state transfer) and, with --restart-compare, the
+usual recovery: the whole job restarted from its last checkpoint.
+
+Standard library only. `--ci` runs the short seeded set ./dev test runs; bench/elastic_kill.sh
+runs the 200 trials."""
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+EV_RE = re.compile(r"^\[(\d+)\] EV (\d+\.\d+) (\d+) (\w+)(.*)$")
+HOOK_RE = re.compile(r"COLL_TEST_KILL_AT: rank (\S+) pid (\d+) raises SIG(\w+) at (\w+) #(\d+) t=([\d.]+)")
+DEATH_RE = re.compile(r"^collrun: rank (\d+) \(pid (\d+)\) (.*); the job goes on")
+TRAIN_RESUME_RE = re.compile(r"elastic: step (\d+) committed on (\d+) ranks ([\d.]+) ms after the failure "
+                             r"was seen \(rank\(s\) (\S+) lost; agree ([\d.]+) ms, shrink ([\d.]+) ms\) "
+                             r"at unix time ([\d.]+)")
+TRAIN_TOOKIN_RE = re.compile(r"took in (\d+) replacement\(s\) at step (\d+): (\d+) -> (\d+) ranks; "
+                             r"stall ([\d.]+) ms \(grow ([\d.]+), state ([\d.]+)\)")
+TRAIN_REPL_FIRST_RE = re.compile(r"replacement \(rank \d+ of \d+\) committed its first step")
+TRAIN_DONE_RE = re.compile(r"^\[(\d+)\] elastic: rank \d+ of \d+ done at step (\d+), params hash (\w+)")
+
+
+# ---- a small data set, so that a rank starts in a fraction of a second ----
+
+def make_subset(dst, train_n, test_n):
+    """The first train_n / test_n samples of Fashion-MNIST as plain IDX files."""
+    os.makedirs(dst, exist_ok=True)
+    for kind, n in (("train", train_n), ("t10k", test_n)):
+        with gzip.open(os.path.join(FASHION, kind + "-images-idx3-ubyte.gz"), "rb") as f:
+            magic, count, rows, cols = struct.unpack(">IIII", f.read(16))
+            data = f.read(n * rows * cols)
+        with open(os.path.join(dst, kind + "-images-idx3-ubyte"), "wb") as f:
+            f.write(struct.pack(">IIII", magic, n, rows, cols) + data)
+        with gzip.open(os.path.join(FASHION, kind + "-labels-idx1-ubyte.gz"), "rb") as f:
+            magic, count = struct.unpack(">II", f.read(8))
+            data = f.read(n)
+        with open(os.path.join(dst, kind + "-labels-idx1-ubyte"), "wb") as f:
+            f.write(struct.pack(">II", magic, n) + data)
+    return dst
+
+
+# ---- one collrun, its output timestamped line by line ----
+
+class Job:
+    def __init__(self, argv, env, cwd):
+        self.lines = []  # (arrival time, stream, text)
+        self.lock = threading.Lock()
+        self.start = time.time()
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.readers = [threading.Thread(target=self._read, args=(s, name), daemon=True)
+                        for s, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
+        for t in self.readers:
+            t.start()
+
+    def _read(self, stream, name):
+        for raw in iter(stream.readline, b""):
+            with self.lock:
+                self.lines.append((time.time(), name, raw.decode(errors="replace").rstrip("\n")))
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.lines)
+
+    def wait_for(self, pattern, count=1, timeout=30.0, after=0.0):
+        """Time of the count-th line matching pattern (arriving after `after`), or None."""
+        rx = re.compile(pattern)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            hits = [t for t, _, text in self.snapshot() if t >= after and rx.search(text)]
+            if len(hits) >= count:
+                return hits[count - 1]
+            if self.proc.poll() is not None:
+                return None
+            time.sleep(0.005)
+        return None
+
+    def ranks(self):
+        """{pid: (RANK, replacement)} of collrun's running children, from /proc."""
+        out = {}
+        try:
+            kids = set()
+            for tid in os.listdir("/proc/%d/task" % self.proc.pid):
+                with open("/proc/%d/task/%s/children" % (self.proc.pid, tid)) as f:
+                    kids.update(int(p) for p in f.read().split())
+        except OSError:
+            return out
+        for pid in kids:
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
+            except OSError:
+                continue
+            if b"RANK" in env:
+                out[pid] = (int(env[b"RANK"]), env.get(b"COLL_ELASTIC_JOIN") == b"1")
+        return out
+
+    def pid_of(self, rank, replacement=False):
+        for pid, (r, rep) in self.ranks().items():
+            if r == rank and rep == replacement:
+                return pid
+        return None
+
+    def finish(self, timeout):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = None
+        for t in self.readers:
+            t.join(timeout=5)
+        self.end = time.time()
+        return rc
+
+
+# ---- the programs under test ----
+
+class Worker:
+    name = "worker"
+
+    def __init__(self, path, steps=40, step_ms=15):
+        self.path, self.steps, self.step_ms = path, steps, step_ms
+
+    def argv(self, n, work, extra=()):
+        return [self.path, "--steps", str(self.steps), "--batch", "64", "--dim", "8192",
+                "--step-ms", str(self.step_ms), "--sample-log", os.path.join(work, "samples"),
+                "--out", os.path.join(work, "params.bin")] + list(extra)
+
+    def result(self, job, work):
+        path = os.path.join(work, "params.bin")
+        return open(path, "rb").read() if os.path.exists(path) else None
+
+    def check_samples(self, work):
+        path = os.path.join(work, "samples")
+        used, committed = {}, set()
+        for line in open(path):
+            f = line.split()
+            if f[0] == "C":
+                committed.add((int(f[1]), int(f[2])))
+        count = {}
+        for line in open(path):
+            f = line.split()
+            if f[0] != "U" or (int(f[1]), int(f[2])) not in committed:
+                continue
+            first, stride, k = int(f[5]), int(f[6]), int(f[7])
+            for i in range(k):
+                count[first + i * stride] = count.get(first + i * stride, 0) + 1
+        want = self.steps * 64
+        bad = [s for s in range(want) if count.get(s, 0) != 1]
+        if bad:
+            return "sample %d used %d times (%d samples wrong)" % (bad[0], count.get(bad[0], 0), len(bad))
+        return None
+
+    def phases(self, job, kill_t):
+        """Per-phase times in ms for one failure at kill_t (None where not seen)."""
+        ev = {}
+        for t, _, text in job.snapshot():
+            m = EV_RE.match(text)
+            if m and float(m.group(2)) >= kill_t:
+                ev.setdefault(m.group(4), []).append((float(m.group(2)), int(m.group(3))))
+        first = lambda name: min((t for t, _ in ev.get(name, [])), default=None)
+        last_per_pid = lambda name: max((min(t for t, p in ev[name] if p == pid) for pid in {p for _, p in ev[name]}),
+                                        default=None) if name in ev else None
+        detect = min([x for x in (first("detect"), first("agreed")) if x is not None], default=None)
+        agreed, shrunk = last_per_pid("agreed"), last_per_pid("shrunk")
+        resume = None
+        if shrunk is not None:
+            resume = min((t for t, _ in ev.get("commit", []) if t >= shrunk), default=None)
+        ms = lambda a, b: None if a is None or b is None else (a - b) * 1e3
+        out = {"detect": ms(detect, kill_t), "agree": ms(agreed, detect), "shrink": ms(shrunk, agreed),
+               "resume": ms(resume, kill_t)}
+        starts = {p: t for t, p in ev.get("start", [])}
+        joined = [(t, p) for t, p in ev.get("state_received", []) if p in starts]
+        if joined:
+            t, p = joined[0]
+            out["grow"] = ms(t, starts[p])
+            trained = min((t2 for t2, p2 in ev.get("commit", []) if p2 == p), default=None)
+            out["replacement_trains"] = ms(trained, kill_t)
+        return out
+
+    def restart_argv(self, n, work):
+        return self.argv(n, work, ["--checkpoint", os.path.join(work, "ckpt"), "--checkpoint-every", "10",
+                                   "--resume"])
+
+
+class Train:
+    name = "train"
+
+    def __init__(self, path, data, steps=48, timeout_ms=3000):
+        self.path, self.data, self.steps, self.timeout_ms = path, data, steps, timeout_ms
+
+    def argv(self, n, work, extra=()):
+        return [self.path, "--elastic", "--bit-identical", "--data", self.data, "--hidden", "32",
+                "--batch", "16", "--shards", "8", "--max-steps", str(self.steps), "--no-eval",
+                "--log-every", "100000", "--elastic-timeout-ms", str(self.timeout_ms),
+                "--sample-log", os.path.join(work, "samples")] + list(extra)
+
+    def result(self, job, work):
+        hashes = {m.group(3) for _, _, text in job.snapshot() for m in [TRAIN_DONE_RE.match(text)] if m}
+        return hashes.pop() if len(hashes) == 1 else (None if not hashes else "differ:" + ",".join(sorted(hashes)))
+
+    def check_samples(self, work):
+        steps = {}
+        for name in os.listdir(work):
+            if not name.startswith("samples."):
+                continue
+            for line in open(os.path.join(work, name)):
+                head, _, ids = line.partition(":")
+                f = head.split()
+                ids = ids.split()
+                if not ids or ids[-1] != "end":
+                    return "a cut line in %s" % name
+                key, val = int(f[1]), (int(f[3]), tuple(ids[:-1]))
+                if steps.setdefault(key, val) != val:
+                    return "step %d logged differently by two processes" % key
+        if sorted(steps) != list(range(self.steps)):
+            missing = sorted(set(range(self.steps)) - set(steps))
+            return "steps missing from the sample log: %s" % missing[:5]
+        per_epoch = {}
+        for step, (epoch, ids) in steps.items():
+            per_epoch.setdefault(epoch, []).extend(ids)
+        for epoch, ids in per_epoch.items():
+            if len(ids) != len(set(ids)):
+                return "epoch %d: a sample used twice" % epoch
+        return None
+
+    def phases(self, job, kill_t):
+        out = {}
+        for t, _, text in job.snapshot():
+            m = TRAIN_RESUME_RE.search(text)
+            if m and "resume" not in out and float(m.group(7)) >= kill_t - 0.01:
+                commit_t = float(m.group(7))
+                out["resume"] = (commit_t - kill_t) * 1e3
+                out["detect"] = (commit_t - float(m.group(3)) / 1e3 - kill_t) * 1e3
+                out["agree"], out["shrink"] = float(m.group(5)), float(m.group(6))
+            m = TRAIN_TOOKIN_RE.search(text)
+            if m and "grow" not in out:
+                out["grow"] = float(m.group(5))
+            if TRAIN_REPL_FIRST_RE.search(text) and "replacement_trains" not in out:
+                out["replacement_trains"] = (t - kill_t) * 1e3
+        return out
+
+    def restart_argv(self, n, work):
+        return [
+            self.path, "--data", self.data, "--hidden", "32", "--batch", "16", "--max-steps", str(self.steps),
+            "--no-eval", "--log-every", "1", "--checkpoint", os.path.join(work, "ckpt"),
+            "--checkpoint-every", "10", "--resume"]
+
+
+# ---- trials ----
+
+class Trial:
+    def __init__(self, h, n, scenario, seed):
+        self.h, self.n, self.scenario, self.seed = h, n, scenario, seed
+        self.rng = random.Random(seed)
+        self.killed, self.allowed_deaths, self.notes = set(), set(), []
+        self.kill_t = None
+
+    def env(self, kill_at=None):
+        env = dict(os.environ)
+        env.pop("COLL_TEST_KILL_AT", None)
+        env["COLL_TIMEOUT_MS"] = str(self.h.args.timeout_ms)
+        if kill_at:
+            env["COLL_TEST_KILL_AT"] = kill_at
+        return env
+
+    def collrun(self, replace, work):
+        argv = [self.h.args.collrun, "--elastic", "--timeout", str(self.h.args.deadline), "-n", str(self.n)]
+        if replace:
+            # The delay lets the survivors see the death and shrink before the replacement
+            # registers: a joiner counted by an agreement the dead rank still took part in
+            # would be grown into a communicator with that dead member, and the grow waits
+            # out the communicator's timeout (reported in docs/elastic.md).
+            argv += ["--replace", str(replace), "--replace-delay-ms", str(self.h.args.replace_delay_ms)]
+        return argv + self.h.prog.argv(self.n, work)
+
+    def kill(self, job, rank, sig=signal.SIGKILL, replacement=False):
+        pid = job.pid_of(rank, replacement)
+        if pid is None:
+            self.notes.append("rank %d not running" % rank)
+            return None
+        t = time.time()
+        os.kill(pid, sig)
+        self.killed.add(pid)
+        if self.kill_t is None:
+            self.kill_t = t
+        return pid
+
+    def random_moment(self, job):
+        """Wait until training runs, then a random while inside the first part of the run."""
+        job.wait_for(r"EV \S+ \d+ commit step=2 |step [2-9]\d* \(epoch|EV \S+ \d+ commit", timeout=30)
+        time.sleep(self.rng.uniform(0.0, self.h.args.kill_window))
+
+    def run(self):
+        work = tempfile.mkdtemp(prefix="elastic-trial-", dir=self.h.tmp)
+        sc, n, rng = self.scenario, self.n, self.rng
+        replace, kill_at = 0, None
+        victim = rng.randrange(n)
+        other = rng.choice([r for r in range(n) if r != victim]) if n > 1 else victim
+        k = rng.randint(3, max(3, self.h.prog.steps // 3))
+        if sc in ("replace", "grow_kill", "state_kill"):
+            replace = 2 if sc == "state_kill" else 1
+        if sc == "allreduce_hook":
+            kill_at = "all_reduce:%d@%d" % (k + 2, victim)
+        elif sc == "agree_hook":
+            kill_at = "agree:%d@%d" % (k, victim)
+        elif sc == "shrink_hook":
+            kill_at = "agree:%d@%d,shrink:1@%d" % (k, victim, other)
+        elif sc == "grow_kill":
+            kill_at = "agree:%d@%d,grow:1@%d" % (k, victim, other)
+        elif sc == "state_kill":
+            kill_at = "agree:%d@%d,joined:1@j%d" % (k, victim, victim)
+        job = Job(self.collrun(replace, work), self.env(kill_at), work)
+        if sc in ("random", "rank0", "last_but_one", "two", "replace"):
+            self.random_moment(job)
+            target = {"rank0": 0, "last_but_one": max(n - 2, 0)}.get(sc, victim)
+            self.kill(job, target)
+            if sc == "two":
+                self.kill(job, other)
+        elif sc == "stop":
+            self.random_moment(job)
+            pid = self.kill(job, victim, signal.SIGSTOP)
+            # Declared failed once the survivors' deadline passed: they go on without it.
+            seen = job.wait_for(r"EV \S+ \d+ shrunk|committed on \d+ ranks", timeout=self.h.args.deadline,
+                                after=self.kill_t or 0)
+            if pid is not None:
+                os.kill(pid, signal.SIGCONT if rng.random() < 0.5 else signal.SIGKILL)
+                self.notes.append("survivors went on %.0f ms after the stop" % ((seen - self.kill_t) * 1e3)
+                                  if seen else "survivors never went on")
+        rc = job.finish(self.h.args.deadline + 15)
+        return self.judge(job, rc, work, sc)
+
+    def judge(self, job, rc, work, sc):
+        lines = job.snapshot()
+        for _, _, text in lines:
+            m = HOOK_RE.search(text)
+            if m:
+                self.killed.add(int(m.group(2)))
+                if self.kill_t is None:
+                    self.kill_t = float(m.group(6))
+        problems = []
+        if rc is None:
+            problems.append("collrun did not end by the deadline")
+        elif rc != 0:
+            problems.append("collrun exited %d" % rc)
+        replacements = {int(m.group(1)) for _, _, text in lines
+                        for m in [re.search(r"started a replacement for rank \d+ \(pid (\d+)", text)] if m}
+        for _, stream, text in lines:
+            m = DEATH_RE.match(text)
+            if not m:
+                continue
+            pid = int(m.group(2))
+            if pid in self.killed:
+                continue
+            # A joiner taken into a grow that lost a member fails with it.
+            if pid in replacements and sc in ("grow_kill", "state_kill"):
+                self.notes.append("replacement pid %d: %s" % (pid, m.group(3)))
+                continue
+            problems.append("rank %s (pid %d) died unasked: %s" % (m.group(1), pid, m.group(3)))
+        why = self.h.prog.check_samples(work) if rc == 0 else None
+        if why:
+            problems.append(why)
+        result = self.h.prog.result(job, work) if rc == 0 else None
+        ref = self.h.reference(self.n)
+        if rc == 0 and result != ref:
+            problems.append("final parameters differ from the failure-free run's (%s vs %s)" %
+                            (str(result)[:40], str(ref)[:40]))
+        phases = self.h.prog.phases(job, self.kill_t) if self.kill_t else {}
+        if sc == "replace" and rc == 0 and phases.get("replacement_trains") is None:
+            problems.append("the replacement never trained")
+        record = {"n": self.n, "scenario": sc, "seed": self.seed, "ok": not problems, "problems": problems,
+                  "wall_s": round(job.end - job.start, 2), "phases_ms": {k: round(v, 1) for k, v in phases.items()
+                                                                         if v is not None},
+                  "notes": self.notes}
+        if problems and self.h.args.keep_failed:
+            dump = os.path.join(work, "output.txt")
+            with open(dump, "w") as f:
+                f.writelines("%.6f %s %s\n" % x for x in lines)
+            record["output"] = dump
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+        return record
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = tempfile.mkdtemp(prefix="elastic-kill-")
+        if args.program == "train":
+            data = make_subset(os.path.join(self.tmp, "data"), args.train_samples, 256)
+            self.prog = Train(args.train, data, steps=args.steps or 48, timeout_ms=args.timeout_ms)
+        else:
+            self.prog = Worker(args.worker, steps=args.steps or 60)
+        self.refs = {}
+
+    def reference(self, n):
+        if n not in self.refs:
+            work = tempfile.mkdtemp(dir=self.tmp)
+            argv = [self.args.collrun, "--timeout", str(self.args.deadline), "-n", str(n)] + self.prog.argv(n, work)
+            job = Job(argv, dict(os.environ, COLL_TIMEOUT_MS=str(self.args.timeout_ms)), work)
+            rc = job.finish(self.args.deadline + 15)
+            self.refs[n] = self.prog.result(job, work) if rc == 0 else "reference run failed (%s)" % rc
+            if rc != 0:
+                sys.stderr.write("".join(t + "\n" for _, _, t in job.snapshot()[-20:]))
+            shutil.rmtree(work, ignore_errors=True)
+        return self.refs[n]
+
+
+# ---- the store's host dies ----
+
+def store_dies(args, tmp):
+    """Two collruns as two nodes of one job; node 0's (it hosts the store) is SIGKILLed. Each
+    rank of node 1 must fail with an error naming the store within its deadline."""
+    port = 20000 + random.Random(os.getpid()).randrange(20000)
+    work = tempfile.mkdtemp(dir=tmp)
+    worker = Worker(args.worker, steps=100000, step_ms=10)
+    common = ["--elastic", "--nnodes", "2", "--master-port", str(port), "--token", "t%d" % port,
+              "--timeout", str(args.deadline)]
+    env = dict(os.environ, COLL_TIMEOUT_MS="5000")
+    node0 = Job([args.collrun, "-n", "2", "--node-rank", "0"] + common + worker.argv(1, work), env, work)
+    node1 = Job([args.collrun, "-n", "2", "--node-rank", "1"] + common + worker.argv(1, work), env, work)
+    ok = node1.wait_for(r"commit step=5 ", count=2, timeout=30)
+    problems = [] if ok else ["node 1 never trained"]
+    kill_t = time.time()
+    node0.proc.kill()
+    rc1 = node1.finish(30)
+    node0.finish(5)
+    took = node1.end - kill_t
+    errors = [t for _, s, t in node1.snapshot() if "elastic_worker" in t and "store" in t]
+    if rc1 is None:
+        problems.append("node 1's collrun still running 30 s after the store died")
+    elif rc1 == 0:
+        problems.append("node 1's collrun exited 0 without the store")
+    if len(errors) < 2:
+        problems.append("%d of node 1's 2 ranks named the store in their error" % len(errors))
+    shutil.rmtree(work, ignore_errors=True)
+    return {"n": 4, "scenario": "store_dies", "seed": 0, "ok": not problems, "problems": problems,
+            "wall_s": round(took, 2), "phases_ms": {"all_ranks_failed": round(took * 1e3, 1)},
+            "notes": errors[:1]}
+
+
+# ---- the usual recovery: restart everything from the last checkpoint ----
+
+def restart_trial(h, n, seed):
+    rng = random.Random(seed)
+    work = tempfile.mkdtemp(dir=h.tmp)
+    argv = [h.args.collrun, "--timeout", str(h.args.deadline), "-n", str(n)] + h.prog.restart_argv(n, work)
+    job = Job(argv, dict(os.environ, COLL_TIMEOUT_MS=str(h.args.timeout_ms)), work)
+    step_rx = r"EV \S+ \d+ commit step=(\d+)|^\[0\] step (\d+) "
+    job.wait_for(step_rx, timeout=30)
+    time.sleep(rng.uniform(0.2, h.args.kill_window))
+    steps_done = 0
+    for _, _, text in job.snapshot():
+        m = re.search(step_rx, text)
+        if m:
+            steps_done = max(steps_done, int(m.group(1) or m.group(2)) + (1 if m.group(1) else 0))
+    pids = job.ranks()
+    victim = rng.choice(list(pids)) if pids else None
+    kill_t = time.time()
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    job.finish(h.args.deadline)
+    ckpt_step = 0
+    try:
+        with open(os.path.join(work, "ckpt"), "rb") as f:
+            ckpt_step = struct.unpack("<q", f.read(8))[0] if h.prog.name == "worker" else None
+    except OSError:
+        pass
+    again = Job(argv, job_env(h), work)
+    t_back = again.wait_for(step_rx, timeout=h.args.deadline)
+    again.finish(h.args.deadline)
+    resumed = None
+    for _, _, text in again.snapshot():
+        m = re.search(r"resumed step=(\d+)|resum\w* .*step (\d+)", text)
+        if m:
+            resumed = int(m.group(1) or m.group(2))
+            break
+    if ckpt_step is None:
+        ckpt_step = resumed
+    shutil.rmtree(work, ignore_errors=True)
+    return {"n": n, "scenario": "restart_from_checkpoint", "seed": seed, "ok": t_back is not None,
+            "problems": [] if t_back else ["no step after the restart"],
+            "wall_s": round(again.end - job.start, 2),
+            "phases_ms": {"resume": round((t_back - kill_t) * 1e3, 1) if t_back else None},
+            "notes": ["steps lost: %s (killed after ~%d steps, checkpoint at %s)" %
+                      (None if ckpt_step is None else steps_done - ckpt_step, steps_done, ckpt_step)],
+            "steps_lost": None if ckpt_step is None else steps_done - ckpt_step}
+
+
+def job_env(h):
+    return dict(os.environ, COLL_TIMEOUT_MS=str(h.args.timeout_ms))
+
+
+# ---- reporting ----
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(q / 100.0 * (len(v) - 1))))]
+
+
+def summarize(records):
+    print("\nsummary: %d trials, %d passed, %d failed" % (len(records), sum(r["ok"] for r in records),
+                                                        sum(not r["ok"] for r in records)))
+    groups = {}
+    for r in records:
+        for phase, v in r["phases_ms"].items():
+            if v is not None:
+                key = (r["n"], "restart" if r["scenario"] == "restart_from_checkpoint" else "elastic", phase)
+                groups.setdefault(key, []).append(v)
+    print("%-4s %-8s %-20s %6s %9s %9s" % ("n", "kind", "phase (ms)", "count", "p50", "p99"))
+    for (n, kind, phase), vals in sorted(groups.items()):
+        print("%-4d %-8s %-20s %6d %9.1f %9.1f" % (n, kind, phase, len(vals), percentile(vals, 50),
+                                                   percentile(vals, 99)))
+    lost = [r["steps_lost"] for r in records if r.get("steps_lost") is not None]
+    if lost:
+        print("restart from checkpoint: steps lost p50 %s, max %s" % (percentile(lost, 50), max(lost)))
+
+
+CI_PLAN = [(3, "random"), (3, "agree_hook"), (4, "shrink_hook"), (3, "replace"), (3, "stop"),
+           (3, "state_kill")]
+SCENARIOS = ["random", "rank0", "last_but_one", "two", "allreduce_hook", "agree_hook", "shrink_hook",
+             "stop", "replace", "grow_kill", "state_kill"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--collrun", required=True)
+    p.add_argument("--worker", required=True, help="elastic_worker (also used for the store test)")
+    p.add_argument("--train", help="train; with it the trials run train --elastic")
+    p.add_argument("--program", choices=["train", "worker"])
+    p.add_argument("--ci", action="store_true", help="the short seeded set of ./dev test")
+    p.add_argument("--trials", type=int, default=0, help="random trials (seeded)")
+    p.add_argument("--ranks", default="2,4,8")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--seed", type=int, default=44)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--train-samples", type=int, default=2048)
+    p.add_argument("--timeout-ms", type=int, default=3000, help="COLL_TIMEOUT_MS / --elastic-timeout-ms")
+    p.add_argument("--deadline", type=float, default=60, help="collrun --timeout of a trial, s")
+    p.add_argument("--kill-window", type=float, default=1.0, help="kills land this many s into training, at most")
+    p.add_argument("--replace-delay-ms", type=int, default=200)
+    p.add_argument("--restart-compare", type=int, default=0, help="checkpoint-restart trials per rank count")
+    p.add_argument("--store-test", action="store_true")
+    p.add_argument("--json", help="write every record here")
+    p.add_argument("--keep-failed", action="store_true")
+    args = p.parse_args()
+    if args.program is None:
+        args.program = "train" if args.train else "worker"
+    h = Harness(args)
+    records = []
+    rng = random.Random(args.seed)
+    ranks = [int(x) for x in args.ranks.split(",")]
+    plan = []
+    if args.ci:
+        plan = [(n, sc, args.seed + i) for i, (n, sc) in enumerate(CI_PLAN)]
+        args.store_test = True
+    scenarios = args.scenarios.split(",")
+    for i in range(args.trials):
+        n = ranks[i % len(ranks)]
+        choices = [s for s in scenarios if n >= 3 or s not in ("two", "shrink_hook", "grow_kill")]
+        plan.append((n, choices[rng.randrange(len(choices))], args.seed * 1000 + i))
+    t0 = time.time()
+    try:
+        for n, sc, seed in plan:
+            r = Trial(h, n, sc, seed).run()
+            records.append(r)
+            print(json.dumps(r), flush=True)
+        for n in ranks if args.restart_compare else []:
+            for i in range(args.restart_compare):
+                r = restart_trial(h, n, args.seed * 7 + i)
+                records.append(r)
+                print(json.dumps(r), flush=True)
+        if args.store_test:
+            r = store_dies(args, h.tmp)
+            records.append(r)
+            print(json.dumps(r), flush=True)
+    finally:
+        shutil.rmtree(h.tmp, ignore_errors=True) if not args.keep_failed else None
+    summarize(records)
+    print("took %.1f s" % (time.time() - t0))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(records, f, indent=1)
+    sys.exit(0 if all(r["ok"] for r in records) else 1)
+
+
+if __name__ == "__main__":
+    main()
