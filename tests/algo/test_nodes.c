@@ -40,6 +40,7 @@ START_TEST(node_map_numbers_nodes_by_their_lowest_rank) {
   ck_assert_int_eq(t.nnodes, 4);
   ck_assert(algo_topo_uniform(&t));
   for (int r = 0; r < 8; r++) ck_assert_int_eq(t.node_of[r], r % 4);
+  ck_assert_int_eq(t.ring_out, 2); /* both of a node's ranks link to another node */
   algo_topo_describe(&t, text, sizeof text);
   ck_assert_str_eq(text, "4 nodes x 2 ranks, node of each rank: 0 1 2 3 0 1 2 3");
   algo_topo_free(&t);

@@ -65,7 +65,6 @@
  * COLL_ALGO=master). */
 #include <math.h>
 #include <stddef.h>
-#include <stdlib.h>
 
 #include "algo/algo_internal.h"
 
@@ -112,17 +111,6 @@ static algo_cost_t inter_cost(const algo_cost_t *c) {
   return x;
 }
 
-/* The most links of the rank-order ring (r -> r+1) that leave one node. */
-static int ring_links_out(const algo_topo_t *t) {
-  int most = 1;
-  int *out = calloc((size_t)t->nnodes, sizeof *out);
-  if (out == NULL) return t->max_local; /* the worst case */
-  for (int r = 0; r < t->nranks; r++)
-    if (t->node_of[r] != t->node_of[(r + 1) % t->nranks] && ++out[t->node_of[r]] > most)
-      most = out[t->node_of[r]];
-  free(out);
-  return most;
-}
 
 static double ring_cost(const sched_params_t *p, const algo_cost_t *c, double beta) {
   int n = p->nranks;
@@ -199,7 +187,7 @@ static double allreduce_cost_nodes(coll_algo_t algo, const sched_params_t *p,
   algo_cost_t x = inter_cost(c);
   switch (algo_effective(algo, p)) {
     case COLL_ALGO_RING:
-      return ring_cost(p, &x, x.beta * ring_links_out(p->topo));
+      return ring_cost(p, &x, x.beta * (p->topo->ring_out > 1 ? p->topo->ring_out : 1));
     case COLL_ALGO_RING_NODES:
       return ring_cost(p, &x, x.beta);
     case COLL_ALGO_TWO_LEVEL:

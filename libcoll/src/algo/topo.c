@@ -68,6 +68,11 @@ static coll_status_t build(algo_topo_t *t, int n, const int *first) {
     t->local_of[r] = fill[m]++;
     t->node_ranks[t->node_start[m] + t->local_of[r]] = r;
   }
+  /* the rank-order ring's links out of each node, counted again in fill */
+  memset(fill, 0, (size_t)t->nnodes * sizeof *fill);
+  for (int r = 0; r < n; r++)
+    if (t->node_of[r] != t->node_of[(r + 1) % n] && ++fill[t->node_of[r]] > t->ring_out)
+      t->ring_out = fill[t->node_of[r]];
   free(fill);
   return COLL_OK;
 }

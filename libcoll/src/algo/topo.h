@@ -20,6 +20,8 @@ typedef struct algo_topo {
   int nranks;
   int nnodes;
   int max_local;   /* the most ranks on one node */
+  int ring_out;    /* the most links of the rank-order ring (r -> r+1) leaving one node
+                    * (the cost model's sharing of a node's link; 0 on one node) */
   int *node_of;    /* [nranks] node of each rank */
   int *local_of;   /* [nranks] each rank's index among its node's ranks */
   int *node_start; /* [nnodes + 1] node m's ranks are node_ranks[node_start[m] .. m+1) */
