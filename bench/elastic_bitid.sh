@@ -6,6 +6,10 @@
 # goes first, and prints steps/s; then the medians and the ratio. Then, per rank count,
 # a run where the last rank is SIGKILLed in step 30 (TRAIN_TEST_DIE_AT): the time from
 # the kill to the survivors' commit of that step, and the part after the failure was seen.
+# Last, per rank count, a replacement (collrun --replace 1) for a rank killed in step 10:
+# the survivors' stall when they take it in (grow + state broadcast), and the time from
+# its coll_comm_join call to its first committed step.
+# Each run trains 10 steps more than STEPS and leaves the first 10 out of its figure.
 # Data: Fashion-MNIST (784-256-256-10) when installed, else stop.
 #
 #   bench/elastic_bitid.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 100 5
@@ -30,7 +34,7 @@ args="--elastic --no-eval --quiet --batch 64 --shards 8 --epochs 100 --blas-thre
 run() {
   mode=""
   [ "$2" = bitid ] && mode=--bit-identical
-  "$collrun" -n "$1" --elastic "$train" $args --max-steps "$steps" $mode >"$tmp/out" 2>&1 ||
+  "$collrun" -n "$1" --elastic "$train" $args --max-steps $((steps + 10)) --warmup-steps 10 $mode >"$tmp/out" 2>&1 ||
     { cat "$tmp/out" >&2; exit 1; }
   sed -n 's/.*done: [0-9]* steps on [0-9]* ranks (at the end), \([0-9.]*\) steps\/s.*/\1/p' "$tmp/out"
 }
@@ -73,4 +77,21 @@ for n in 2 3 4; do
     awk -v a="$died" -v b="$done_at" 'BEGIN {printf "%.1f\n", (b - a) * 1000}' >>"$tmp/kill"
   done
   printf "%-6s %28s %32s\n" "$n" "$(median <"$tmp/kill")" "$(median <"$tmp/seen")"
+done
+
+echo
+echo "replacement: rank 1 SIGKILLed in step 10, collrun --replace 1, $rounds rounds"
+printf "%-6s %24s %34s\n" ranks "survivors' stall, ms" "join call -> first commit, ms"
+for n in 2 3 4; do
+  : >"$tmp/stall" ; : >"$tmp/first"
+  for r in $(seq "$rounds"); do
+    TRAIN_TEST_DIE_AT=1:10 "$collrun" -n "$n" --replace 1 "$train" $args \
+      --max-steps 400 >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+    sed -n 's/.*took in 1 replacement(s) at step [0-9]*: [0-9]* -> [0-9]* ranks; stall \([0-9.]*\) ms.*/\1/p' \
+      "$tmp/out" >>"$tmp/stall"
+    sed -n 's/.*committed its first step, [0-9]*, \([0-9.]*\) ms after it called coll_comm_join.*/\1/p' \
+      "$tmp/out" >>"$tmp/first"
+  done
+  printf "%-6s %24s %34s\n" "$n" "$(median <"$tmp/stall") ($(wc -l <"$tmp/stall") of $rounds)" \
+    "$(median <"$tmp/first")"
 done

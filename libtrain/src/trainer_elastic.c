@@ -27,15 +27,15 @@ enum { MAX_TRIES = 10 };
 typedef struct {
   trainer_run_t *r;
   const train_config_t *c;
-  size_t n_params, row;  /* row: the gradients and the loss */
-  float *rows;           /* reduced in place: shards x row (bit-identical) or one row */
-  float *sum;            /* the step's summed row (bit-identical; else rows) */
+  size_t n_params, row; /* row: the gradients and the loss */
+  float *rows;          /* reduced in place: shards x row (bit-identical) or one row */
+  float *sum;           /* the step's summed row (bit-identical; else rows) */
   uint64_t steps_per_epoch, total_steps;
-  size_t first, count;   /* positions of the step in flight */
+  size_t first, count; /* positions of the step in flight */
   FILE *log;
-  int launch_rank, die_rank;
+  int launch_rank, launch_size, die_rank;
   long die_step;
-  bool die_after; /* the test hook: after the all-reduce returned, before the agreement */
+  bool die_after;       /* the test hook: after the all-reduce returned, before the agreement */
   long await_join_step; /* test hook TRAIN_TEST_AWAIT_JOIN: -1 none */
   bool joined;
   double join_t0_ms; /* a replacement: when it called coll_comm_join */
@@ -54,13 +54,15 @@ static void read_die_hook(elastic_t *e) {
   e->die_after = strcmp(phase, "after") == 0;
 }
 
-/* Test hook TRAIN_TEST_AWAIT_JOIN=STEP: before step STEP the members agree (flag 1) every
- * 10 ms, for up to 30 s, until a replacement waits, and take it in: so a test's joiner is
- * taken in at a known step however slowly it starts. Every member asks the same
- * agreements, so they stay in step. */
+/* Test hook TRAIN_TEST_AWAIT_JOIN=STEP: before step STEP, while the world is smaller than
+ * the launcher's WORLD_SIZE, the ranks agree (flag 1) every 10 ms, for up to 30 s, until a
+ * replacement waits, and take it in: so a test's replacement is in by a known step
+ * however slowly it starts. The condition depends only on the step and the world, the
+ * same on every rank (a replacement taken in earlier reads it too), so all ask the same
+ * agreements. */
 static void read_await_hook(elastic_t *e) {
   const char *v = getenv("TRAIN_TEST_AWAIT_JOIN");
-  e->await_join_step = v != NULL && !e->joined ? atol(v) : -1;
+  e->await_join_step = v != NULL ? atol(v) : -1;
 }
 
 static void take_in(elastic_t *e, int joiners);
@@ -68,7 +70,7 @@ static void take_in(elastic_t *e, int joiners);
 static train_status_t await_joiner(elastic_t *e) {
   trainer_run_t *r = e->r;
   if ((long)r->global_step != e->await_join_step) return TRAIN_OK;
-  for (int waited = 0; waited < 30000; waited += 10) {
+  for (int waited = 0; waited < 30000 && r->world < e->launch_size; waited += 10) {
     coll_agreement_t a = {.flag = 1};
     coll_status_t cs = coll_comm_agree(r->comm, &a);
     if (cs != COLL_OK) return train_comm_error(cs, "agreement (TRAIN_TEST_AWAIT_JOIN)");
@@ -145,8 +147,8 @@ static train_status_t compute_step(elastic_t *e) {
 }
 
 static void position_step(elastic_t *e) {
-  elastic_step_range(e->r->train.count, e->c->batch, e->c->shards, e->r->step_in_epoch,
-                     &e->first, &e->count);
+  elastic_step_range(e->r->train.count, e->c->batch, e->c->shards, e->r->step_in_epoch, &e->first,
+                     &e->count);
 }
 
 static bool rank0_prints(const elastic_t *e) { return e->r->rank == 0; }
@@ -202,15 +204,16 @@ static void take_in(elastic_t *e, int joiners) {
   if (st == TRAIN_OK) st = elastic_state_share(r);
   double t_end = elastic_now_ms();
   if (st != TRAIN_OK) {
-    fprintf(stderr, "elastic: rank %d: taking in %d replacement(s) failed: %s\n", r->rank,
-            joiners, train_last_error());
+    fprintf(stderr, "elastic: rank %d: taking in %d replacement(s) failed: %s\n", r->rank, joiners,
+            train_last_error());
     return;
   }
   if (rank0_prints(e))
-    printf("elastic: took in %d replacement(s) at step %llu: %d -> %d ranks; stall %.1f ms "
-           "(grow %.1f, state %.1f)\n",
-           joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0,
-           t_grow - t0, t_end - t_grow);
+    printf(
+        "elastic: took in %d replacement(s) at step %llu: %d -> %d ranks; stall %.1f ms "
+        "(grow %.1f, state %.1f)\n",
+        joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0, t_grow - t0,
+        t_end - t_grow);
 }
 
 /* Run step `global_step` until it is committed on every rank alive. */
@@ -247,15 +250,17 @@ static train_status_t run_step(elastic_t *e) {
       st = commit(e);
       if (st != TRAIN_OK) return st;
       if (t_fail >= 0 && rank0_prints(e))
-        printf("elastic: step %llu committed on %d ranks %.1f ms after the failure was seen "
-               "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f\n",
-               (unsigned long long)r->global_step - 1, r->world, elastic_now_ms() - t_fail,
-               failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s());
+        printf(
+            "elastic: step %llu committed on %d ranks %.1f ms after the failure was seen "
+            "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f\n",
+            (unsigned long long)r->global_step - 1, r->world, elastic_now_ms() - t_fail,
+            failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s());
       if (e->joined && e->join_t0_ms > 0) {
-        printf("elastic: replacement (rank %d of %d) committed its first step, %llu, %.1f ms "
-               "after it called coll_comm_join\n",
-               r->rank, r->world, (unsigned long long)r->global_step - 1,
-               elastic_now_ms() - e->join_t0_ms);
+        printf(
+            "elastic: replacement (rank %d of %d) committed its first step, %llu, %.1f ms "
+            "after it called coll_comm_join\n",
+            r->rank, r->world, (unsigned long long)r->global_step - 1,
+            elastic_now_ms() - e->join_t0_ms);
         e->join_t0_ms = 0;
       }
       if (a.joiners > 0) take_in(e, a.joiners);
@@ -273,13 +278,13 @@ static train_status_t run_step(elastic_t *e) {
 
 static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   const train_config_t *c = r->cfg;
-  *e = (elastic_t){.r = r,
-                   .c = c,
-                   .n_params = train_model_param_count(r->model),
-                   .last_epoch_loss = NAN};
+  *e = (elastic_t){
+      .r = r, .c = c, .n_params = train_model_param_count(r->model), .last_epoch_loss = NAN};
   e->row = e->n_params + 1;
   coll_launch_info_t launch;
-  e->launch_rank = coll_launch_info(&launch) == COLL_OK && launch.found ? launch.rank : -1;
+  bool found = coll_launch_info(&launch) == COLL_OK && launch.found;
+  e->launch_rank = found ? launch.rank : -1;
+  e->launch_size = found ? launch.size : 1;
   e->joined = trainer_elastic_joining();
   read_die_hook(e);
   read_await_hook(e);
@@ -320,17 +325,24 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
     if (st == TRAIN_OK) st = elastic_state_share(r);
     if (st == TRAIN_OK) {
       train_sampler_set_epoch(&r->sampler, r->epoch);
-      printf("elastic: joined as rank %d of %d at step %llu (epoch %llu); state verified by "
-             "its hashes, %.1f ms after the join call\n",
-             r->rank, r->world, (unsigned long long)r->global_step,
-             (unsigned long long)r->epoch + 1, elastic_now_ms() - e.join_t0_ms);
+      printf(
+          "elastic: joined as rank %d of %d at step %llu (epoch %llu); state verified by "
+          "its hashes, %.1f ms after the join call\n",
+          r->rank, r->world, (unsigned long long)r->global_step, (unsigned long long)r->epoch + 1,
+          elastic_now_ms() - e.join_t0_ms);
     }
   }
   const train_config_t *c = r->cfg;
+  /* steps/s leaves out the first --warmup-steps of this process (the slowest rank's
+   * start, page faults). */
   double t0 = elastic_now_ms();
   uint64_t step0 = r->global_step;
   while (st == TRAIN_OK && r->epoch < (uint64_t)c->epochs &&
          !(c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps)) {
+    if (r->global_step == step0 + (uint64_t)c->warmup_steps && c->warmup_steps > 0) {
+      t0 = elastic_now_ms();
+      step0 = r->global_step;
+    }
     st = await_joiner(&e);
     if (st == TRAIN_OK) st = run_step(&e);
   }
@@ -344,9 +356,10 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
     printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,
            (unsigned long long)r->global_step, (unsigned long long)hash);
     if (rank0_prints(&e))
-      printf("done: %llu steps on %d ranks (at the end), %.2f steps/s, %.0f samples/s\n",
+      printf("done: %llu steps on %d ranks (at the end), %.2f steps/s, %.0f samples/s%s\n",
              (unsigned long long)steps, r->world, (double)steps / (took_s + 1e-12),
-             (double)steps * (double)(c->batch * (size_t)c->shards) / (took_s + 1e-12));
+             (double)steps * (double)(c->batch * (size_t)c->shards) / (took_s + 1e-12),
+             c->warmup_steps > 0 ? " (after the warm-up)" : "");
     res->global_step = r->global_step;
     res->param_hash = hash;
     res->final_loss = e.samples_epoch > 0 ? e.loss_epoch / e.samples_epoch : e.last_epoch_loss;

@@ -45,11 +45,13 @@ train_status_t elastic_log_step(FILE *log, uint64_t global_step, uint64_t epoch,
   size_t cap = 96 + n * 11;
   char *line = malloc(cap);
   if (line == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "--sample-log: line of %zu", n);
-  int len = snprintf(line, cap, "step %llu epoch %llu k %llu n %zu:", (unsigned long long)global_step,
-                     (unsigned long long)epoch, (unsigned long long)step_in_epoch, n);
+  int len =
+      snprintf(line, cap, "step %llu epoch %llu k %llu n %zu:", (unsigned long long)global_step,
+               (unsigned long long)epoch, (unsigned long long)step_in_epoch, n);
   for (size_t i = 0; i < n; i++) len += snprintf(line + len, cap - (size_t)len, " %u", indices[i]);
   len += snprintf(line + len, cap - (size_t)len, " end\n");
   bool ok = write(fileno(log), line, (size_t)len) == (ssize_t)len;
   free(line);
-  return ok ? TRAIN_OK : train_error(TRAIN_ERR_IO, "--sample-log: write failed: %s", strerror(errno));
+  return ok ? TRAIN_OK
+            : train_error(TRAIN_ERR_IO, "--sample-log: write failed: %s", strerror(errno));
 }

@@ -68,16 +68,15 @@ train_status_t elastic_state_share(trainer_run_t *r) {
                        c->shards, (unsigned long long)c->seed, c->batch,
                        c->bit_identical ? " --bit-identical" : "");
   for (int i = 0; i <= n_state && st == TRAIN_OK; i++)
-    st = bcast(r, arrays[i], n, COLL_FLOAT32, i == 0 ? "broadcast of the parameters"
-                                                     : "broadcast of the optimizer state");
+    st = bcast(r, arrays[i], n, COLL_FLOAT32,
+               i == 0 ? "broadcast of the parameters" : "broadcast of the optimizer state");
   if (st != TRAIN_OK) return st;
   for (int i = 0; i <= n_state; i++)
     if (train_params_hash(arrays[i], n) != h[H_HASH + i])
-      return train_error(TRAIN_ERR_FORMAT,
-                         "elastic state: the %s received hash to %016llx, rank 0 sent %016llx",
-                         i == 0 ? "parameters" : "optimizer state",
-                         (unsigned long long)train_params_hash(arrays[i], n),
-                         (unsigned long long)h[H_HASH + i]);
+      return train_error(
+          TRAIN_ERR_FORMAT, "elastic state: the %s received hash to %016llx, rank 0 sent %016llx",
+          i == 0 ? "parameters" : "optimizer state",
+          (unsigned long long)train_params_hash(arrays[i], n), (unsigned long long)h[H_HASH + i]);
   r->global_step = h[H_GLOBAL_STEP];
   r->epoch = h[H_EPOCH];
   r->step_in_epoch = h[H_STEP_IN_EPOCH];

@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 for flag in epochs batch lr lr-schedule momentum weight-decay optimizer seed hidden data \
             drop-last no-shuffle bucket-mb accumulate check-sync checkpoint \
             checkpoint-every resume device blas-threads max-steps warmup-steps log-every no-eval \
-            quiet; do
+            quiet elastic shards bit-identical sample-log elastic-timeout-ms; do
   grep -q -- "--$flag" "$tmp/help" || fail "--help does not document --$flag"
 done
 "$train" --optimizer sgdx 2>"$tmp/err"; [ $? -eq 2 ] || fail "bad --optimizer not exit 2"
@@ -23,6 +23,11 @@ grep -q "expected sgd or adam" "$tmp/err" || fail "bad --optimizer message: $(ca
 "$train" --hidden 256,x 2>/dev/null; [ $? -eq 2 ] || fail "bad --hidden not exit 2"
 "$train" --warmup-steps -1 2>/dev/null; [ $? -eq 2 ] || fail "negative --warmup-steps not exit 2"
 "$train" stray 2>/dev/null; [ $? -eq 2 ] || fail "stray argument not exit 2"
+# --elastic needs a launcher's store that outlives the ranks (collrun's).
+"$train" --elastic --data "$tmp" 2>"$tmp/err"; [ $? -eq 1 ] || fail "--elastic alone not exit 1"
+grep -q "needs a rendezvous store that outlives the ranks" "$tmp/err" ||
+  fail "--elastic alone message: $(cat "$tmp/err")"
+"$train" --bit-identical 2>/dev/null; [ $? -eq 2 ] || fail "--bit-identical alone not exit 2"
 "$train" --data "$tmp" 2>"$tmp/err"; [ $? -eq 1 ] || fail "missing data not exit 1"
 grep -q "$tmp: no train-images-idx3-ubyte" "$tmp/err" || fail "missing data message: $(cat "$tmp/err")"
 
