@@ -486,7 +486,11 @@ int cli_parse(int argc, char **argv, cli_t *cli) {
                       : c == OPT_UPLINK_LAT ? &cli->scale.topo.uplink_latency_s
                                             : &cli->scale.topo.message_latency_s;
         if (parse_unit(arg, 1e-6, 0, dst) != 0)
-          return bad("%s: '%s' is not microseconds >= 0", argv[optind - 1], arg);
+          return bad("%s: '%s' is not microseconds >= 0",
+                     c == OPT_INTRA_LAT    ? "--intra-lat"
+                     : c == OPT_UPLINK_LAT ? "--uplink-lat"
+                                           : "--msg-lat",
+                     arg);
         cli->scale.on = 1;
         break;
       }
