@@ -86,14 +86,14 @@ class Job:
         """Time of the count-th line matching pattern (arriving after `after`), or None."""
         rx = re.compile(pattern)
         deadline = time.time() + timeout
-        while time.time() < deadline:
+        while True:
+            ended = self.proc.poll() is not None
             hits = [t for t, _, text in self.snapshot() if t >= after and rx.search(text)]
             if len(hits) >= count:
                 return hits[count - 1]
-            if self.proc.poll() is not None:
+            if ended or time.time() >= deadline:
                 return None
             time.sleep(0.005)
-        return None
 
     def ranks(self):
         """{pid: (RANK, replacement)} of collrun's running children, from /proc."""
@@ -140,6 +140,11 @@ class Job:
 
 class Worker:
     name = "worker"
+    step_re = r"EV \S+ \d+ commit step=%d "
+    restart_progress = r"EV \S+ \d+ commit step=%d "
+    restart_any = r"EV \S+ \d+ commit step=(\d+) "
+    restart_offset = 1  # "commit step=s": s + 1 steps done
+    restart_resumed = r"resumed step=(\d+)"
 
     def __init__(self, path, steps=40, step_ms=15):
         self.path, self.steps, self.step_ms = path, steps, step_ms
@@ -208,14 +213,19 @@ class Worker:
 
 class Train:
     name = "train"
+    step_re = r"^\[\d+\] step %d \(epoch"
+    restart_progress = r"\(global %d\)"
+    restart_any = r"\(global (\d+)\)"
+    restart_offset = 0
+    restart_resumed = r"resumed from \S+: epoch \d+, step (\d+)"
 
     def __init__(self, path, data, steps=48, timeout_ms=3000):
         self.path, self.data, self.steps, self.timeout_ms = path, data, steps, timeout_ms
 
     def argv(self, n, work, extra=()):
-        return [self.path, "--elastic", "--bit-identical", "--data", self.data, "--hidden", "32",
+        return [self.path, "--elastic", "--bit-identical", "--data", self.data, "--epochs", "1000", "--hidden", "32",
                 "--batch", "16", "--shards", "8", "--max-steps", str(self.steps), "--no-eval",
-                "--log-every", "100000", "--elastic-timeout-ms", str(self.timeout_ms),
+                "--log-every", "1", "--elastic-timeout-ms", str(self.timeout_ms),
                 "--sample-log", os.path.join(work, "samples")] + list(extra)
 
     def result(self, job, work):
@@ -254,7 +264,8 @@ class Train:
             if m and "resume" not in out and float(m.group(7)) >= kill_t - 0.01:
                 commit_t = float(m.group(7))
                 out["resume"] = (commit_t - kill_t) * 1e3
-                out["detect"] = (commit_t - float(m.group(3)) / 1e3 - kill_t) * 1e3
+                # (unix time printed to the ms: a detection within 1 ms may read as -0.x)
+                out["detect"] = max(0.0, (commit_t - float(m.group(3)) / 1e3 - kill_t) * 1e3)
                 out["agree"], out["shrink"] = float(m.group(5)), float(m.group(6))
             m = TRAIN_TOOKIN_RE.search(text)
             if m and "grow" not in out:
@@ -265,7 +276,7 @@ class Train:
 
     def restart_argv(self, n, work):
         return [
-            self.path, "--data", self.data, "--hidden", "32", "--batch", "16", "--max-steps", str(self.steps),
+            self.path, "--data", self.data, "--epochs", "1000", "--hidden", "32", "--batch", str(128 // n), "--max-steps", str(self.steps),
             "--no-eval", "--log-every", "1", "--checkpoint", os.path.join(work, "ckpt"),
             "--checkpoint-every", "10", "--resume"]
 
@@ -276,7 +287,7 @@ class Trial:
     def __init__(self, h, n, scenario, seed):
         self.h, self.n, self.scenario, self.seed = h, n, scenario, seed
         self.rng = random.Random(seed)
-        self.killed, self.allowed_deaths, self.notes = set(), set(), []
+        self.killed, self.notes, self.problems = set(), [], []
         self.kill_t = None
 
     def env(self, kill_at=None):
@@ -300,7 +311,7 @@ class Trial:
     def kill(self, job, rank, sig=signal.SIGKILL, replacement=False):
         pid = job.pid_of(rank, replacement)
         if pid is None:
-            self.notes.append("rank %d not running" % rank)
+            self.problems.append("rank %d was not running when the trial meant to kill it" % rank)
             return None
         t = time.time()
         os.kill(pid, sig)
@@ -310,9 +321,10 @@ class Trial:
         return pid
 
     def random_moment(self, job):
-        """Wait until training runs, then a random while inside the first part of the run."""
-        job.wait_for(r"EV \S+ \d+ commit step=2 |step [2-9]\d* \(epoch|EV \S+ \d+ commit", timeout=30)
-        time.sleep(self.rng.uniform(0.0, self.h.args.kill_window))
+        """A random step of the run's first quarter, then a random fraction of a step."""
+        step = self.rng.randint(3, max(4, self.h.prog.steps // 4))
+        job.wait_for(self.h.prog.step_re % step, timeout=self.h.args.deadline)
+        time.sleep(self.rng.uniform(0.0, 0.005))
 
     def run(self):
         work = tempfile.mkdtemp(prefix="elastic-trial-", dir=self.h.tmp)
@@ -361,7 +373,7 @@ class Trial:
                 self.killed.add(int(m.group(2)))
                 if self.kill_t is None:
                     self.kill_t = float(m.group(6))
-        problems = []
+        problems = list(self.problems)
         if rc is None:
             problems.append("collrun did not end by the deadline")
         elif rc != 0:
@@ -405,13 +417,36 @@ class Trial:
         return record
 
 
+def snapshot_binaries(args, dst):
+    """Copies of collrun, the programs and libcoll, laid out as in the build folder (their
+    RUNPATH is relative), so that a rebuild of the shared checkout during the trials does
+    not replace a program under a starting replacement."""
+    build = os.path.dirname(os.path.dirname(os.path.abspath(args.collrun)))
+    libdir = os.path.join(build, "libcoll")
+    for name in os.listdir(libdir):
+        if name.startswith("libcoll.so") and not name.endswith(".p"):
+            os.makedirs(os.path.join(dst, "libcoll"), exist_ok=True)
+            shutil.copy2(os.path.join(libdir, name), os.path.join(dst, "libcoll", name), follow_symlinks=True)
+    for attr in ("collrun", "worker", "train"):
+        path = getattr(args, attr)
+        if path is None:
+            continue
+        rel = os.path.relpath(os.path.abspath(path), build)
+        if rel.startswith(".."):
+            continue
+        os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+        shutil.copy2(path, os.path.join(dst, rel))
+        setattr(args, attr, os.path.join(dst, rel))
+
+
 class Harness:
     def __init__(self, args):
         self.args = args
         self.tmp = tempfile.mkdtemp(prefix="elastic-kill-")
+        snapshot_binaries(args, os.path.join(self.tmp, "build"))
         if args.program == "train":
             data = make_subset(os.path.join(self.tmp, "data"), args.train_samples, 256)
-            self.prog = Train(args.train, data, steps=args.steps or 48, timeout_ms=args.timeout_ms)
+            self.prog = Train(args.train, data, steps=args.steps or 400, timeout_ms=args.timeout_ms)
         else:
             self.prog = Worker(args.worker, steps=args.steps or 60)
         self.refs = {}
@@ -465,49 +500,41 @@ def store_dies(args, tmp):
 # ---- the usual recovery: restart everything from the last checkpoint ----
 
 def restart_trial(h, n, seed):
+    """Kill a random rank of a plain (non-elastic) job at a random step, restart the whole
+    job with --resume from its last checkpoint (every 10 steps), and time kill -> the
+    first step after the restart."""
     rng = random.Random(seed)
+    prog = h.prog
     work = tempfile.mkdtemp(dir=h.tmp)
-    argv = [h.args.collrun, "--timeout", str(h.args.deadline), "-n", str(n)] + h.prog.restart_argv(n, work)
-    job = Job(argv, dict(os.environ, COLL_TIMEOUT_MS=str(h.args.timeout_ms)), work)
-    step_rx = r"EV \S+ \d+ commit step=(\d+)|^\[0\] step (\d+) "
-    job.wait_for(step_rx, timeout=30)
-    time.sleep(rng.uniform(0.2, h.args.kill_window))
-    steps_done = 0
-    for _, _, text in job.snapshot():
-        m = re.search(step_rx, text)
-        if m:
-            steps_done = max(steps_done, int(m.group(1) or m.group(2)) + (1 if m.group(1) else 0))
-    pids = job.ranks()
-    victim = rng.choice(list(pids)) if pids else None
+    argv = [h.args.collrun, "--timeout", str(h.args.deadline), "-n", str(n)] + prog.restart_argv(n, work)
+    job = Job(argv, job_env(h), work)
+    target = rng.randint(prog.steps // 4, prog.steps // 2)
+    job.wait_for(prog.restart_progress % target, timeout=h.args.deadline)
+    time.sleep(rng.uniform(0.0, 0.005))
+    pids = list(job.ranks())
     kill_t = time.time()
-    if victim:
-        os.kill(victim, signal.SIGKILL)
+    if pids:
+        os.kill(rng.choice(pids), signal.SIGKILL)
     job.finish(h.args.deadline)
-    ckpt_step = 0
-    try:
-        with open(os.path.join(work, "ckpt"), "rb") as f:
-            ckpt_step = struct.unpack("<q", f.read(8))[0] if h.prog.name == "worker" else None
-    except OSError:
-        pass
+    done = max([int(m.group(1)) + prog.restart_offset for _, _, text in job.snapshot()
+                for m in [re.search(prog.restart_any, text)] if m] or [0])
     again = Job(argv, job_env(h), work)
-    t_back = again.wait_for(step_rx, timeout=h.args.deadline)
-    again.finish(h.args.deadline)
+    t_back = again.wait_for(prog.restart_any, timeout=h.args.deadline)
+    rc = again.finish(h.args.deadline)
     resumed = None
     for _, _, text in again.snapshot():
-        m = re.search(r"resumed step=(\d+)|resum\w* .*step (\d+)", text)
+        m = re.search(prog.restart_resumed, text)
         if m:
-            resumed = int(m.group(1) or m.group(2))
+            resumed = int(m.group(1))
             break
-    if ckpt_step is None:
-        ckpt_step = resumed
+    lost = None if resumed is None else done - resumed
     shutil.rmtree(work, ignore_errors=True)
-    return {"n": n, "scenario": "restart_from_checkpoint", "seed": seed, "ok": t_back is not None,
-            "problems": [] if t_back else ["no step after the restart"],
-            "wall_s": round(again.end - job.start, 2),
+    problems = [] if t_back and rc == 0 else ["the restarted job did not train to its end (rc %s)" % rc]
+    return {"n": n, "scenario": "restart_from_checkpoint", "seed": seed, "ok": not problems,
+            "problems": problems, "wall_s": round(again.end - job.start, 2),
             "phases_ms": {"resume": round((t_back - kill_t) * 1e3, 1) if t_back else None},
-            "notes": ["steps lost: %s (killed after ~%d steps, checkpoint at %s)" %
-                      (None if ckpt_step is None else steps_done - ckpt_step, steps_done, ckpt_step)],
-            "steps_lost": None if ckpt_step is None else steps_done - ckpt_step}
+            "notes": ["killed after %d steps, restarted from step %s" % (done, resumed)],
+            "steps_lost": lost}
 
 
 def job_env(h):
@@ -560,7 +587,6 @@ def main():
     p.add_argument("--train-samples", type=int, default=2048)
     p.add_argument("--timeout-ms", type=int, default=3000, help="COLL_TIMEOUT_MS / --elastic-timeout-ms")
     p.add_argument("--deadline", type=float, default=60, help="collrun --timeout of a trial, s")
-    p.add_argument("--kill-window", type=float, default=1.0, help="kills land this many s into training, at most")
     p.add_argument("--replace-delay-ms", type=int, default=200)
     p.add_argument("--restart-compare", type=int, default=0, help="checkpoint-restart trials per rank count")
     p.add_argument("--store-test", action="store_true")
