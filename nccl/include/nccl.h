@@ -309,17 +309,24 @@ NCCL_COLL_DECLARE(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, c
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommFinalize, (ncclComm_t comm));
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommDestroy, (ncclComm_t comm));
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
-/* Stops the communicator's pending work (they fail); later collectives are refused with
- * ncclInvalidUsage, ncclCommFinalize too; destroy and abort remain (nccl/src/revoke.c). */
+/* Stops the pending work of every member of the communicator (libcoll's revoke reaches the
+ * peers: their calls fail too); later collectives are refused with ncclInvalidUsage,
+ * ncclCommFinalize too; shrink, destroy and abort remain (nccl/src/elastic.c). */
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommSplit,
                   (ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                    ncclConfig_t *config));
-/* Only a shrink that excludes no rank (a copy) until libcoll can leave ranks out. */
+/* Every survivor passes the same excluded ranks, which do not call; the parent may be
+ * revoked or failed; NCCL_SHRINK_ABORT revokes its pending work first. A shrink that
+ * leaves ranks out ends the parent: destroy it. */
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommShrink,
                   (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags));
-/* An id for ncclCommGrow; growing itself is refused until libcoll can add ranks. */
+/* An id for ncclCommGrow, one at a time per communicator (it names the communicator's
+ * store: every id of one communicator is the same bytes). ncclCommGrow: existing ranks
+ * pass comm and rank -1, new ones comm NULL, the id and the rank they ask for, which must
+ * be the one libcoll gives them (new ranks are numbered in the order they reach the
+ * store), else ncclInvalidUsage. */
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId * uniqueId));
 NCCL_COLL_DECLARE(ncclResult_t, ncclCommGrow,
                   (ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,

@@ -90,7 +90,7 @@ ncclResult_t nccl_check_usable(ncclComm_t comm, const char *what) {
   if (atomic_load(&comm->revoked))
     return nccl_fail(comm, ncclInvalidUsage,
                      "rank %d: %s: the communicator was revoked (ncclCommRevoke): only "
-                     "ncclCommDestroy and ncclCommAbort remain",
+                     "ncclCommShrink, ncclCommDestroy and ncclCommAbort remain",
                      comm->rank, what);
   if (atomic_load(&comm->suspended))
     return nccl_fail(comm, ncclInvalidUsage,

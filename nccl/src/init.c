@@ -1,5 +1,6 @@
 /* Communicators of the NCCL API on libcoll: the id, the inits (blocking, non-blocking,
- * grouped, several ranks in one process), split and the queries (destroy.c ends them).
+ * grouped, several ranks in one process), split and the queries (destroy.c ends them;
+ * elastic.c revokes, shrinks and grows them).
  * Each ncclComm wraps one coll_comm_t made by coll_comm_init_rank from the same id. */
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ NCCL_EXPORT(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId)) {
   return ncclSuccess;
 }
 
-static ncclComm_t comm_new(int nranks, int rank, const ncclUniqueId *id) {
+ncclComm_t nccl_comm_new(int nranks, int rank, const ncclUniqueId *id) {
   ncclComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL) return NULL;
   comm->magic = NCCL_COMM_MAGIC;
@@ -73,8 +74,19 @@ ncclResult_t nccl_init_now(ncclComm_t comm) {
 }
 
 static void *init_thread_main(void *arg) {
-  nccl_init_now(arg);
+  ncclComm_t comm = arg;
+  if (comm->elastic != NULL)
+    nccl_elastic_make(comm);
+  else
+    nccl_init_now(comm);
   return NULL;
+}
+
+ncclResult_t nccl_start_init_thread(ncclComm_t comm, const char *what) {
+  if (pthread_create(&comm->init_thread, NULL, init_thread_main, comm) != 0)
+    return nccl_fail(NULL, ncclSystemError, "%s: cannot start the init thread", what);
+  comm->init_thread_started = true;
+  return ncclInProgress;
 }
 
 static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
@@ -88,7 +100,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
   ncclResult_t r = nccl_read_config(NULL, config, &cfg, what);
   if (r != ncclSuccess) return r;
   int blocking = cfg.blocking;
-  ncclComm_t comm = comm_new(nranks, rank, id);
+  ncclComm_t comm = nccl_comm_new(nranks, rank, id);
   if (comm == NULL) return nccl_fail(NULL, ncclSystemError, "%s: out of memory", what);
   if (nccl_in_group()) {
     /* The init runs at ncclGroupEnd, beside the group's other inits (one thread may
@@ -102,11 +114,10 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
     return ncclSuccess;
   }
   if (!blocking) {
-    if (pthread_create(&comm->init_thread, NULL, init_thread_main, comm) != 0) {
+    if ((r = nccl_start_init_thread(comm, what)) != ncclInProgress) {
       nccl_comm_free(comm);
-      return nccl_fail(NULL, ncclSystemError, "%s: cannot start the init thread", what);
+      return r;
     }
-    comm->init_thread_started = true;
     *out = comm;
     return ncclInProgress;
   }
@@ -180,7 +191,7 @@ NCCL_EXPORT(ncclResult_t, ncclCommSplit,
   int rank = 0, size = 0;
   coll_comm_rank(child, &rank);
   coll_comm_size(child, &size);
-  ncclComm_t out = comm_new(size, rank, NULL);
+  ncclComm_t out = nccl_comm_new(size, rank, NULL);
   if (out == NULL) {
     coll_comm_destroy(child);
     return nccl_fail(comm, ncclSystemError, "rank %d: %s: out of memory", comm->rank, what);
@@ -197,24 +208,6 @@ NCCL_EXPORT(ncclResult_t, ncclCommSplit,
   atomic_store(&out->init_result, ncclSuccess);
   *newcomm = out;
   return ncclSuccess;
-}
-
-/* libcoll's split is collective over every rank of comm, and the ranks NCCL's shrink
- * leaves out do not call it: only a shrink that excludes nobody (a copy) is offered. */
-NCCL_EXPORT(ncclResult_t, ncclCommShrink,
-            (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
-             ncclConfig_t *config, int shrinkFlags)) {
-  const char *what = "ncclCommShrink";
-  ncclResult_t r = nccl_check_comm(comm, what);
-  if (r != ncclSuccess) return r;
-  (void)excludeRanksList;
-  (void)shrinkFlags;
-  if (excludeRanksCount != 0)
-    return nccl_fail(comm, ncclInvalidUsage,
-                     "rank %d: %s: excluding ranks is not supported by libcoll (its split needs "
-                     "every rank); excludeRanksCount is %d",
-                     comm->rank, what, excludeRanksCount);
-  return pncclCommSplit(comm, 0, comm->rank, newcomm, config);
 }
 
 void nccl_join_init(ncclComm_t comm) {

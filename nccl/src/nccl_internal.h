@@ -33,6 +33,9 @@ typedef struct {
   ncclDataType_t dtype;
 } nccl_premul_t;
 
+/* A shrink or grow that a non-blocking call runs on the init thread (elastic.c). */
+struct nccl_elastic_job;
+
 struct ncclComm {
   unsigned magic;
   coll_comm_t *coll; /* NULL until the init completes */
@@ -42,6 +45,8 @@ struct ncclComm {
   pthread_t init_thread;
   bool init_thread_started;
   ncclUniqueId id; /* kept for a deferred init */
+  /* Non-NULL: the init thread makes this one by a shrink or grow instead (elastic.c). */
+  struct nccl_elastic_job *elastic;
   pthread_mutex_t error_lock;
   char last_error[NCCL_ERROR_MAX]; /* the message of this communicator's last failure */
   nccl_premul_t premul[NCCL_MAX_PREMUL_OPS];
@@ -50,7 +55,7 @@ struct ncclComm {
   /* ncclCommSuspend .. ncclCommResume: calls refused (suspend.c). */
   atomic_bool suspended;
   bool suspended_mem; /* ... with NCCL_SUSPEND_MEM */
-  /* ncclCommGetUniqueId handed out an id that no ncclCommGrow consumed yet. */
+  /* ncclCommGetUniqueId handed out an id that no ncclCommGrow used yet. */
   bool grow_id_pending;
   /* The same on every rank of the communicator (ncclCommQueryProperties' commHash):
    * from the id it was made with, or its parent's hash and its split color. */
@@ -185,12 +190,22 @@ coll_status_t nccl_p2p_stage_in(const nccl_call_t *p, void **host);
 coll_status_t nccl_p2p_stage_out(const nccl_call_t *p, void *host, bool ok);
 
 /* ---- init.c ---- */
+/* A wrapper whose init is still to run (init_result ncclInProgress); id may be NULL. */
+ncclComm_t nccl_comm_new(int nranks, int rank, const ncclUniqueId *id);
 /* The init of comm (blocking), from its stored id and rank. */
 ncclResult_t nccl_init_now(ncclComm_t comm);
+/* Run comm's init (nccl_init_now, or nccl_elastic_make when comm->elastic is set) on a
+ * thread of its own: ncclInProgress, or the failure to start it. */
+ncclResult_t nccl_start_init_thread(ncclComm_t comm, const char *what);
 /* Wait for a non-blocking init's thread, if there is one. */
 void nccl_join_init(ncclComm_t comm);
 /* Free the wrapper (not its libcoll communicator). */
 void nccl_comm_free(ncclComm_t comm);
+
+/* ---- elastic.c ---- */
+/* Make comm by the shrink or grow in comm->elastic (freed here): sets comm->coll and
+ * init_result, and returns the result. */
+ncclResult_t nccl_elastic_make(ncclComm_t comm);
 
 /* ---- destroy.c ---- */
 /* Record that child was split from parent: parent's destroy waits for child's. */
