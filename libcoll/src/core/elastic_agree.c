@@ -311,6 +311,12 @@ coll_status_t coll_comm_agree(coll_comm_t *comm, coll_agreement_t *agreement) {
                           "failed (it did not take part in time); it must stop using this "
                           "communicator and those made from it",
                           b->rank, (unsigned long long)comm->agree_epoch);
+  } else if (b->store_port > 0 && comm->lineage_root[0] != '\0') {
+    /* Alone, nobody to agree with; but replacements may wait for this rank to grow. */
+    store_client_t *c = NULL;
+    st = elastic_store(comm, &c);
+    if (st == COLL_OK) st = elastic_joiners_waiting(comm, c, b->timeout_ms, &d.joiners);
+    if (st != COLL_OK) return coll_error_prefix(st, "rank 0: coll_comm_agree (alone): ");
   }
   agreement->flag = d.flag;
   agreement->nfailed = d.nfailed;
