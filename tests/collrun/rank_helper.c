@@ -7,11 +7,9 @@
  *   sleep [grandchild]        print PID= (and CHILD= of a forked sleeping child), sleep
  *   lines COUNT WIDTH         COUNT lines of WIDTH payload bytes (and some on stderr)
  *   cpus                      "RANK=<r> CPUS=<list>": the kernel's Cpus_allowed_list
- *   elastic R HOW MS          (collrun --elastic) rank R (-1: every rank, -2: all but 0) fails by HOW: kill
- *                             (SIGKILL), exit3, or late5 (exit 5 after 3*MS); the others
- *                             print DONE after MS ms and exit 0; a replacement
- *                             (COLL_ELASTIC_JOIN=1) prints JOINER and its variables, exits 0
- *                             after MS ms
+ *   elastic R HOW MS          (collrun --elastic) rank R (-1: every rank, -2: all but 0) fails by
+ * HOW: kill (SIGKILL), exit3, or late5 (exit 5 after 3*MS); the others print DONE after MS ms and
+ * exit 0; a replacement (COLL_ELASTIC_JOIN=1) prints JOINER and its variables, exits 0 after MS ms
  * Sleeping ranks print "PID=<pid>" first, so a test knows whom to look for afterwards. */
 #include <signal.h>
 #include <stdbool.h>

@@ -44,8 +44,8 @@ START_TEST(an_elastic_job_goes_on_without_a_killed_rank_and_exits_0) {
 END_TEST
 
 START_TEST(replace_starts_the_dead_rank_again_with_its_environment_and_join_set) {
-  const char *args[] = {"--replace", "1", "-n", "3", rank_helper, "elastic", "2", "kill", "500",
-                        NULL};
+  const char *args[] = {"--replace", "1", "-n",   "3",   rank_helper,
+                        "elastic",   "2", "kill", "500", NULL};
   run_t run = run_to_end(args);
   assert_exit(&run, 0);
   ck_assert_int_eq(count_of(run.out, "DONE"), 2);
@@ -57,8 +57,8 @@ END_TEST
 
 START_TEST(replacements_stop_when_the_count_given_is_used_up) {
   /* Ranks 1, 2 and 3 are killed; one replacement in all. */
-  const char *args[] = {"--replace", "1", "-n", "4",  rank_helper, "elastic",
-                        "-2",        "kill", "500", NULL};
+  const char *args[] = {"--replace", "1",  "-n",   "4",   rank_helper,
+                        "elastic",   "-2", "kill", "500", NULL};
   run_t run = run_to_end(args);
   assert_exit(&run, 0); /* the failures all came before rank 0 finished */
   ck_assert_int_eq(count_of(run.out, "JOINER"), 1);

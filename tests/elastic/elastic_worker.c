@@ -101,14 +101,22 @@ static args_t parse_args(int argc, char **argv) {
       a.resume = true;
       continue;
     }
-    if (strcmp(argv[i], "--steps") == 0) a.steps = parse_arg(v, argv[i]);
-    else if (strcmp(argv[i], "--batch") == 0) a.batch = parse_arg(v, argv[i]);
-    else if (strcmp(argv[i], "--dim") == 0) a.dim = parse_arg(v, argv[i]);
-    else if (strcmp(argv[i], "--step-ms") == 0) a.step_ms = parse_arg(v, argv[i]);
-    else if (strcmp(argv[i], "--sample-log") == 0) a.sample_log = v;
-    else if (strcmp(argv[i], "--out") == 0) a.out = v;
-    else if (strcmp(argv[i], "--checkpoint") == 0) a.checkpoint = v;
-    else if (strcmp(argv[i], "--checkpoint-every") == 0) a.checkpoint_every = parse_arg(v, argv[i]);
+    if (strcmp(argv[i], "--steps") == 0)
+      a.steps = parse_arg(v, argv[i]);
+    else if (strcmp(argv[i], "--batch") == 0)
+      a.batch = parse_arg(v, argv[i]);
+    else if (strcmp(argv[i], "--dim") == 0)
+      a.dim = parse_arg(v, argv[i]);
+    else if (strcmp(argv[i], "--step-ms") == 0)
+      a.step_ms = parse_arg(v, argv[i]);
+    else if (strcmp(argv[i], "--sample-log") == 0)
+      a.sample_log = v;
+    else if (strcmp(argv[i], "--out") == 0)
+      a.out = v;
+    else if (strcmp(argv[i], "--checkpoint") == 0)
+      a.checkpoint = v;
+    else if (strcmp(argv[i], "--checkpoint-every") == 0)
+      a.checkpoint_every = parse_arg(v, argv[i]);
     else {
       fprintf(stderr, "elastic_worker: unknown argument '%s'\n", argv[i]);
       exit(2);
@@ -260,8 +268,8 @@ int main(int argc, char **argv) {
     }
     if (args.step_ms > 0) sleep_ms(args.step_ms); /* the forward and backward passes */
     st = coll_all_reduce(grad, grad, (size_t)args.dim, COLL_FLOAT64, COLL_SUM, comm);
-    if (st != COLL_OK) event("detect what=all_reduce status=%s step=%lld", coll_status_name(st),
-                             (long long)s.step);
+    if (st != COLL_OK)
+      event("detect what=all_reduce status=%s step=%lld", coll_status_name(st), (long long)s.step);
     coll_agreement_t a = {.flag = st == COLL_OK};
     coll_status_t ast = coll_comm_agree(comm, &a);
     if (ast != COLL_OK) fail(ast, "agree");

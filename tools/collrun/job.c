@@ -50,9 +50,9 @@ typedef enum {
 } stop_reason_t;
 
 typedef struct {
-  int rank;     /* global */
-  pid_t pid;    /* also the id of its process group */
-  bool running; /* not reaped yet: while so, its pid and group id cannot be reused */
+  int rank;           /* global */
+  pid_t pid;          /* also the id of its process group */
+  bool running;       /* not reaped yet: while so, its pid and group id cannot be reused */
   bool replacement;   /* started by --replace (COLL_ELASTIC_JOIN=1) */
   bool abandoned;     /* a replacement collrun stopped after the others finished */
   int64_t respawn_ns; /* start its replacement then; INT64_MAX: none due */
@@ -79,11 +79,11 @@ typedef struct {
   /* Elastic jobs only. */
   const spawn_plan_t *plan;
   int replacements_left;
-  int respawns_due;        /* slots with a respawn_ns set */
-  int succeeded;           /* processes that exited 0 */
-  int last_failure_code;   /* exit code of the last process that failed; 0: none */
+  int respawns_due;      /* slots with a respawn_ns set */
+  int succeeded;         /* processes that exited 0 */
+  int last_failure_code; /* exit code of the last process that failed; 0: none */
   bool failed_after_success;
-  int64_t abandon_ns;      /* stop the lingering replacements then; INT64_MAX: not due */
+  int64_t abandon_ns; /* stop the lingering replacements then; INT64_MAX: not due */
 } job_t;
 
 static sigset_t job_signals(void) {
@@ -181,12 +181,15 @@ static void elastic_ended(job_t *job, job_rank_t *r, int status) {
   if (!status_failed(status)) {
     job->succeeded++;
   } else if (r->abandoned) {
-    fprintf(stderr, "collrun: the replacement for rank %d (pid %d) was stopped: it was never "
-                    "taken in\n", r->rank, (int)r->pid);
+    fprintf(stderr,
+            "collrun: the replacement for rank %d (pid %d) was stopped: it was never "
+            "taken in\n",
+            r->rank, (int)r->pid);
   } else if (job->stop == STOP_NONE) {
     char what[64], tail[TAIL_TEXT_MAX];
     output_tail_format(&r->tail, tail, sizeof tail);
-    fprintf(stderr, "collrun: rank %d (pid %d) %s; the job goes on with the others (%d running)\n"
+    fprintf(stderr,
+            "collrun: rank %d (pid %d) %s; the job goes on with the others (%d running)\n"
             "collrun: rank %d's last output: %s\n",
             r->rank, (int)r->pid, death_text(status, what, sizeof what), job->live, r->rank, tail);
     job->last_failure_code = status_exit_code(status);
@@ -218,8 +221,10 @@ static void elastic_respawn(job_t *job, int64_t now) {
       fprintf(stderr, "collrun: could not start a replacement for rank %d\n", r->rank);
       continue;
     }
-    fprintf(stderr, "collrun: started a replacement for rank %d (pid %d, COLL_ELASTIC_JOIN=1; %d "
-                    "replacements left)\n", r->rank, (int)r->pid, job->replacements_left);
+    fprintf(stderr,
+            "collrun: started a replacement for rank %d (pid %d, COLL_ELASTIC_JOIN=1; %d "
+            "replacements left)\n",
+            r->rank, (int)r->pid, job->replacements_left);
   }
 }
 
@@ -290,8 +295,10 @@ static void check_deadlines(job_t *job) {
   if (job->respawns_due > 0) elastic_respawn(job, now);
   if (now >= job->abandon_ns) {
     if (only_replacements_left(job)) {
-      fprintf(stderr, "collrun: %d replacements still running %d ms after the other ranks "
-                      "finished; stopping them\n", job->live, JOIN_LINGER_MS);
+      fprintf(stderr,
+              "collrun: %d replacements still running %d ms after the other ranks "
+              "finished; stopping them\n",
+              job->live, JOIN_LINGER_MS);
       elastic_abandon(job);
     } else {
       job->abandon_ns = INT64_MAX;
@@ -451,8 +458,8 @@ int job_run(const spawn_plan_t *plan, const job_options_t *options) {
   if (job.stop == STOP_RANK_FAILED) fprintf(stderr, "collrun: %s\n", job.why);
   if (options->elastic && job.stop == STOP_NONE) {
     job.exit_code = job.succeeded > 0 && !job.failed_after_success ? 0
-                    : job.last_failure_code != 0                  ? job.last_failure_code
-                                                                  : JOB_EXIT_LAUNCH_FAILED;
+                    : job.last_failure_code != 0                   ? job.last_failure_code
+                                                                   : JOB_EXIT_LAUNCH_FAILED;
     if (job.exit_code != 0)
       fprintf(stderr, "collrun: elastic job failed: %s (exit %d)\n",
               job.succeeded == 0 ? "no rank finished" : "a rank failed after the first finished",

@@ -18,8 +18,8 @@ extern char **environ;
 
 /* Variables collrun sets for ranks: inherited values of these are dropped. */
 static const char *const rank_vars[] = {
-    "RANK",           "WORLD_SIZE",        "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR", "MASTER_PORT",
+    "RANK",           "WORLD_SIZE",        "LOCAL_RANK",        "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",     "GROUP_WORLD_SIZE",  "MASTER_ADDR",       "MASTER_PORT",
     "COLL_JOB_TOKEN", "COLL_STORE_HOSTED", "COLL_ELASTIC_JOIN",
 };
 enum { RANK_VAR_COUNT = sizeof rank_vars / sizeof rank_vars[0], ENV_EXTRA = RANK_VAR_COUNT + 1 };
