@@ -16,7 +16,8 @@ static const char *const help_sections[] = {
     "usage: collrun -n N [options] PROG [ARGS...]\n"
     "\n"
     "Start N processes of PROG on this node, host the rendezvous store they meet at,\n"
-    "prefix their output with their rank, and stop the whole job when one rank fails.\n"
+    "prefix their output with their rank, and stop the whole job when one rank fails\n"
+    "(unless --elastic).\n"
     "Options end at PROG (or at \"--\"); everything after it is passed to PROG.\n"
     "\n"
     "options:\n"
@@ -113,7 +114,7 @@ static const char *const help_sections[] = {
     "code of the last failure (128+S for signal S). Several nodes: each collrun replaces\n"
     "only its own node's ranks, and a death is not reported to the other nodes.\n"
     "\n"
-    "exit status: 0 when every rank exited 0; the exit code of the first rank that failed,\n"
+    "exit status (without --elastic): 0 when every rank exited 0; the exit code of the first rank that failed,\n"
     "or 128+S when it was killed by signal S; 128+S when collrun got signal S; 124 when\n"
     "--timeout expired; 127 when PROG cannot be found; 2 for a usage error; 1 when the\n"
     "launcher itself failed (store, fork).\n",
