@@ -7,12 +7,12 @@
  * a committed step and receive the state from rank 0.
  *
  * Reduction, default: each rank sums its shards' gradients (backward accumulates) and one
- * all-reduce sums P floats. --bit-identical: an all-reduce of S rows of P floats where
- * each rank fills the rows of its shards and leaves zeros elsewhere (x + 0 is exact), then
- * every rank adds the rows in shard order 0..S-1: the sum's order no longer depends on
- * which rank computed which shard, so a run that lost ranks ends bit for bit where one that
- * lost none does; the price is S times the bytes on the wire. Every row carries one more
- * float, the shard's loss. */
+ * all-reduce sums P floats. --bit-identical: an all-gather of every shard's gradient (each
+ * rank sends the rows of its ceil(S/world) shards), then every rank adds the S rows in
+ * shard order 0..S-1: the sum's order no longer depends on which rank computed which
+ * shard, so a run that lost ranks ends bit for bit where one that lost none does; the
+ * price is about S times the bytes received. Every row carries one more float, the
+ * shard's loss. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,7 +28,8 @@ typedef struct {
   trainer_run_t *r;
   const train_config_t *c;
   size_t n_params, row; /* row: the gradients and the loss */
-  float *rows;          /* reduced in place: shards x row (bit-identical) or one row */
+  float *rows;          /* one row (default), or every rank's shard rows (bit-identical) */
+  size_t rows_cap;      /* rows allocated */
   float *sum;           /* the step's summed row (bit-identical; else rows) */
   uint64_t steps_per_epoch, total_steps;
   size_t first, count; /* positions of the step in flight */
@@ -95,17 +96,57 @@ static void maybe_die(const elastic_t *e, bool after) {
   raise(SIGKILL);
 }
 
-/* Forward and backward of this rank's shards, then the all-reduce. */
+/* Bit-identical mode: rank r's shards r, r + w, r + 2w, ... sit in its `per` slots of
+ * e->rows (slot j: shard r + j*w), which the all-gather puts at r * per rows. */
+static size_t slots_per_rank(const elastic_t *e) {
+  return ((size_t)e->c->shards + (size_t)e->r->world - 1) / (size_t)e->r->world;
+}
+
+static train_status_t ensure_rows(elastic_t *e, size_t nrows) {
+  if (nrows <= e->rows_cap) return TRAIN_OK;
+  float *grown = realloc(e->rows, nrows * e->row * sizeof(float));
+  if (grown == NULL)
+    return train_error(TRAIN_ERR_NO_MEMORY, "elastic: cannot allocate %zu x %zu floats", nrows,
+                       e->row);
+  e->rows = grown;
+  e->rows_cap = nrows;
+  if (!e->c->bit_identical) e->sum = grown;
+  return TRAIN_OK;
+}
+
+/* The exchange: an all-reduce of the one row (default), or an all-gather of every rank's
+ * shard rows, then their sum in shard order 0..S-1 from +0 (which also makes a -0 +0). */
+static train_status_t exchange(elastic_t *e, float *mine, size_t per) {
+  trainer_run_t *r = e->r;
+  coll_status_t cs;
+  if (!e->c->bit_identical) {
+    cs = coll_all_reduce(e->rows, e->rows, e->row, COLL_FLOAT32, COLL_SUM, r->comm);
+    return cs == COLL_OK ? TRAIN_OK : train_comm_error(cs, "all-reduce of the step's gradients");
+  }
+  cs = coll_all_gather(mine, e->rows, per * e->row, COLL_FLOAT32, r->comm);
+  if (cs != COLL_OK) return train_comm_error(cs, "all-gather of the shards' gradients");
+  for (size_t i = 0; i < e->row; i++) e->sum[i] = 0.0f;
+  size_t w = (size_t)r->world;
+  for (size_t s = 0; s < (size_t)e->c->shards; s++) {
+    const float *src = e->rows + ((s % w) * per + s / w) * e->row;
+    for (size_t i = 0; i < e->row; i++) e->sum[i] += src[i];
+  }
+  return TRAIN_OK;
+}
+
+/* Forward and backward of this rank's shards, then the exchange. */
 static train_status_t compute_step(elastic_t *e) {
   trainer_run_t *r = e->r;
   const train_config_t *c = e->c;
-  size_t nrows = c->bit_identical ? (size_t)c->shards : 1;
-  memset(e->rows, 0, nrows * e->row * sizeof(float));
+  size_t per = c->bit_identical ? slots_per_rank(e) : 1;
+  train_status_t st = ensure_rows(e, c->bit_identical ? per * (size_t)r->world : 1);
+  if (st != TRAIN_OK) return st;
+  float *mine = c->bit_identical ? e->rows + (size_t)r->rank * per * e->row : e->rows;
+  memset(mine, 0, per * e->row * sizeof(float));
   float scale = 1.0f / (float)e->count;
   float *grads = train_model_grads(r->model);
   double loss_mine = 0.0;
   bool any = false;
-  train_status_t st = TRAIN_OK;
   for (int s = r->rank; s < c->shards && st == TRAIN_OK; s += r->world) {
     size_t first, n;
     elastic_shard_range(e->first, e->count, c->batch, s, &first, &n);
@@ -119,8 +160,9 @@ static train_status_t compute_step(elastic_t *e) {
       st = train_model_backward(r->model, b->dev_x, n, !c->bit_identical && any, NULL, NULL);
     if (st != TRAIN_OK) break;
     if (c->bit_identical) {
-      memcpy(e->rows + (size_t)s * e->row, grads, e->n_params * sizeof(float));
-      e->rows[(size_t)s * e->row + e->n_params] = (float)loss;
+      float *slot = mine + (size_t)(s / r->world) * e->row;
+      memcpy(slot, grads, e->n_params * sizeof(float));
+      slot[e->n_params] = (float)loss;
     }
     loss_mine += loss;
     any = true;
@@ -131,19 +173,9 @@ static train_status_t compute_step(elastic_t *e) {
     e->rows[e->n_params] = (float)loss_mine;
   }
   maybe_die(e, false);
-  coll_status_t cs =
-      coll_all_reduce(e->rows, e->rows, nrows * e->row, COLL_FLOAT32, COLL_SUM, r->comm);
-  if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of the step's gradients");
-  maybe_die(e, true);
-  if (c->bit_identical) {
-    /* Starting from +0 also turns a -0 into +0, whatever the world size. */
-    for (size_t i = 0; i < e->row; i++) e->sum[i] = 0.0f;
-    for (int s = 0; s < c->shards; s++) {
-      const float *src = e->rows + (size_t)s * e->row;
-      for (size_t i = 0; i < e->row; i++) e->sum[i] += src[i];
-    }
-  }
-  return TRAIN_OK;
+  st = exchange(e, mine, per);
+  if (st == TRAIN_OK) maybe_die(e, true);
+  return st;
 }
 
 static void position_step(elastic_t *e) {
@@ -288,12 +320,12 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   e->joined = trainer_elastic_joining();
   read_die_hook(e);
   read_await_hook(e);
-  size_t nrows = c->bit_identical ? (size_t)c->shards : 1;
-  e->rows = malloc(nrows * e->row * sizeof(float));
-  e->sum = c->bit_identical ? malloc(e->row * sizeof(float)) : e->rows;
-  if (e->rows == NULL || e->sum == NULL)
-    return train_error(TRAIN_ERR_NO_MEMORY, "elastic: cannot allocate %zu x %zu floats", nrows,
-                       e->row);
+  train_status_t st = ensure_rows(e, c->bit_identical ? (size_t)c->shards : 1);
+  if (st != TRAIN_OK) return st;
+  if (c->bit_identical) {
+    e->sum = malloc(e->row * sizeof(float));
+    if (e->sum == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
+  }
   e->steps_per_epoch = elastic_steps_per_epoch(r->train.count, c->batch, c->shards);
   e->total_steps = e->steps_per_epoch * (uint64_t)c->epochs;
   return elastic_log_open(c->sample_log, &e->log);
@@ -337,9 +369,10 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
    * start, page faults). */
   double t0 = elastic_now_ms();
   uint64_t step0 = r->global_step;
+  const uint64_t warm_end = step0 + (uint64_t)c->warmup_steps;
   while (st == TRAIN_OK && r->epoch < (uint64_t)c->epochs &&
          !(c->max_steps > 0 && r->global_step >= (uint64_t)c->max_steps)) {
-    if (r->global_step == step0 + (uint64_t)c->warmup_steps && c->warmup_steps > 0) {
+    if (c->warmup_steps > 0 && r->global_step == warm_end) {
       t0 = elastic_now_ms();
       step0 = r->global_step;
     }
