@@ -35,9 +35,9 @@ do for [p in 'node rr'] {
 do for [p in 'node rr'] {
   set title pname(p) . ': measured / coll-sim'
   unset logscale y
-  set yrange [0.6:1.6]
+  set yrange [0.5:1.8]
   set ylabel 'ratio'
-  set key top right box opaque font ',9'
+  set key top left box opaque font ',9' maxrows 3
   set object 1 rect from graph 0, first 0.85 to graph 1, first 1.15 fc rgb '#e9ecef' fs solid behind
   plot for [a in algos] csv using 3:(pick(p, a, 8)) every ::1 with linespoints \
          lw 2 pt 7 ps 0.7 lc rgb color(a) title a

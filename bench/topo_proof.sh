@@ -68,7 +68,12 @@ echo "topo_proof: packets the tbf queues dropped: $drops"
 stamp=$(date -u +%Y-%m-%d)-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo nogit)
 for f in txt csv json; do cp "$out/topo_proof.$f" "$results/topo_proof-$stamp.$f"; done
 cp "$out/topo_proof_raw.csv" "$results/topo_proof-$stamp-raw.csv"
-echo "drops $drops" >>"$results/topo_proof-$stamp.txt"
+{
+  echo "packets the tbf queues dropped: $drops"
+  # The build is of the working tree: say what it held beyond the commit.
+  echo "built from $(git -C "$root" rev-parse --short HEAD 2>/dev/null) with" \
+    "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | wc -l) files changed on top"
+} >>"$results/topo_proof-$stamp.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "csv='$out/topo_proof.csv'; png='$results/topo_proof-$stamp.png'" \
     "$root/bench/topo_proof.gp" && echo "topo_proof: plot $results/topo_proof-$stamp.png"
