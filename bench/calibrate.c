@@ -8,7 +8,12 @@
  *   alpha  ring all-reduce of one float per rank: 2(n-1) steps, nothing else to pay
  *   beta   ring all-reduce of 64 MiB: t = steps alpha + 2(n-1)/n S beta + (n-1)/n S gamma,
  *          solved for beta (the ranks' CPUs both move and reduce the bytes, so the
- *          model adds the two) */
+ *          model adds the two)
+ * With -H K the ranks are put on K made-up hosts, rank r on host r % K (COLL_HOST_ID, as a
+ * round-robin launcher would): every link of the rank-order ring then joins two hosts, so
+ * alpha and beta are the constants between nodes (cost.c's inter_alpha, inter_beta; tcp
+ * between the made-up hosts, shm inside them), printed as such, and the table times the
+ * node-aware all-reduces (ring_nodes, two_level, leaders) beside the ring. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +23,10 @@
 #include "coll.h"
 
 #define MAX_SIZES 16
-#define NALGOS 3
-static const coll_algo_t algos[NALGOS] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD};
+#define MAX_ALGOS 4
+static const coll_algo_t flat_algos[] = {COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_HD};
+static const coll_algo_t node_algos[] = {COLL_ALGO_RING, COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL,
+                                         COLL_ALGO_LEADERS};
 
 static double now_s(void) {
   struct timespec ts;
@@ -85,18 +92,21 @@ static size_t parse_size(const char *s) {
 }
 
 int main(int argc, char **argv) {
-  int rounds = 9;
+  int rounds = 9, hosts = 1;
   size_t sizes[MAX_SIZES];
   int nsizes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-T") == 0 && i + 1 < argc) {
       setenv("COLL_TRANSPORT", argv[++i], 1);
+    } else if (strcmp(argv[i], "-H") == 0 && i + 1 < argc) {
+      hosts = atoi(argv[++i]);
     } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
       rounds = atoi(argv[++i]);
     } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc && nsizes < MAX_SIZES) {
       sizes[nsizes++] = parse_size(argv[++i]);
     } else {
-      fprintf(stderr, "usage: collrun -n N %s [-T shm|tcp] [-r ROUNDS] [-s SIZE]...\n", argv[0]);
+      fprintf(stderr, "usage: collrun -n N %s [-T shm|tcp] [-H HOSTS] [-r ROUNDS] [-s SIZE]...\n",
+              argv[0]);
       return 2;
     }
   }
@@ -104,6 +114,14 @@ int main(int argc, char **argv) {
   if (nsizes == 0) {
     static const size_t dflt[] = {8, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     for (; nsizes < (int)(sizeof dflt / sizeof dflt[0]); nsizes++) sizes[nsizes] = dflt[nsizes];
+  }
+  const coll_algo_t *algos = hosts > 1 ? node_algos : flat_algos;
+  int nalgos = hosts > 1 ? 4 : 3;
+  const char *rank_env = getenv("RANK");
+  if (hosts > 1 && rank_env != NULL) {
+    char host[32];
+    snprintf(host, sizeof host, "calibrate-host-%d", atoi(rank_env) % hosts);
+    setenv("COLL_HOST_ID", host, 1);
   }
   coll_comm_t *comm;
   check(coll_comm_init_env(&comm), "init");
@@ -139,31 +157,36 @@ int main(int argc, char **argv) {
   double bytes = 2.0 * (n - 1) / n * (double)S, reduced = (double)(n - 1) / n * (double)S;
   double beta = (tr - steps * alpha - reduced * gamma) / bytes;
   if (rank == 0) {
-    printf("# calibrate: %d ranks, transport %s, %d rounds (medians)\n", n, tp ? tp : "auto",
-           rounds);
-    printf("alpha %.3g s (%.2f us)  beta %.3g s/B (1/%.2f GB/s)  gamma %.3g s/B (1/%.2f GB/s)\n",
-           alpha, alpha * 1e6, beta, 1e-9 / beta, gamma, 1e-9 / gamma);
-    printf("# %10s %12s %12s %12s %12s   busbw GB/s: ring tree hd auto\n", "bytes", "ring us",
-           "tree us", "hd us", "auto us");
+    printf("# calibrate: %d ranks, transport %s, %d rounds (medians)%s\n", n, tp ? tp : "auto",
+           rounds, hosts > 1 ? ", round-robin on made-up hosts: constants between nodes" : "");
+    printf("%s %.3g s (%.2f us)  %s %.3g s/B (1/%.2f GB/s)  gamma %.3g s/B (1/%.2f GB/s)\n",
+           hosts > 1 ? "inter_alpha" : "alpha", alpha, alpha * 1e6,
+           hosts > 1 ? "inter_beta" : "beta", beta, 1e-9 / beta, gamma, 1e-9 / gamma);
+    printf("# %10s", "bytes");
+    for (int a = 0; a < nalgos; a++) printf(" %10s us", coll_algo_name(algos[a]));
+    printf(" %10s us   busbw GB/s: the same order\n", "auto");
   }
   /* The algorithms back to back: round-robin, so load changes hit all of them alike. */
   for (int s = 0; s < nsizes; s++) {
     size_t c = sizes[s] / sizeof(float);
     if (c == 0) c = 1;
-    double med[NALGOS + 1];
-    double *all = calloc((size_t)rounds * (NALGOS + 1), sizeof *all);
-    for (int a = 0; a <= NALGOS; a++)
-      timed(comm, a < NALGOS ? algos[a] : COLL_ALGO_AUTO, send, recv, c);
+    double med[MAX_ALGOS + 1];
+    double *all = calloc((size_t)rounds * (MAX_ALGOS + 1), sizeof *all);
+    if (all == NULL) return 1;
+    for (int a = 0; a <= nalgos; a++)
+      timed(comm, a < nalgos ? algos[a] : COLL_ALGO_AUTO, send, recv, c);
     for (int r = 0; r < rounds; r++)
-      for (int a = 0; a <= NALGOS; a++)
-        all[a * rounds + r] = timed(comm, a < NALGOS ? algos[a] : COLL_ALGO_AUTO, send, recv, c);
-    for (int a = 0; a <= NALGOS; a++) med[a] = median(all + a * rounds, rounds);
+      for (int a = 0; a <= nalgos; a++)
+        all[a * rounds + r] = timed(comm, a < nalgos ? algos[a] : COLL_ALGO_AUTO, send, recv, c);
+    for (int a = 0; a <= nalgos; a++) med[a] = median(all + a * rounds, rounds);
     free(all);
     if (rank == 0) {
       double f = (double)(c * 4) * 2.0 * (n - 1) / n * 1e-9;
-      printf("  %10zu %12.1f %12.1f %12.1f %12.1f   %.2f %.2f %.2f %.2f\n", c * 4, med[0] * 1e6,
-             med[1] * 1e6, med[2] * 1e6, med[3] * 1e6, f / med[0], f / med[1], f / med[2],
-             f / med[3]);
+      printf("  %10zu", c * 4);
+      for (int a = 0; a <= nalgos; a++) printf(" %13.1f", med[a] * 1e6);
+      printf("  ");
+      for (int a = 0; a <= nalgos; a++) printf(" %.2f", f / med[a]);
+      printf("\n");
     }
   }
   free(t), free(send), free(recv);

@@ -6,7 +6,10 @@
 #   bench/calibrate.sh [BUILD_DIR]      (default: build; must hold bench/calibrate)
 # Environment: RUNS (default 3), NRANKS (default 2), TRANSPORTS (default "shm tcp"),
 #   ROUNDS (calibrate's rounds per size, default 9), IDLE_PCT (how idle the CPUs must be
-#   over half a second before a run, default 75; waits at most 60 s, then runs anyway).
+#   over half a second before a run, default 75; waits at most 60 s, then runs anyway),
+#   HOSTS (default 1; K > 1: calibrate -H K, the ranks on K made-up hosts round-robin, so
+#   the constants measured are those between nodes: cost.c's inter_alpha and inter_beta,
+#   and the node-aware all-reduces are timed; NRANKS should then be a multiple of K).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,12 +39,14 @@ wait_quiet() {
   echo "# (machine never got quiet; measuring anyway)"
 }
 
-for tp in ${TRANSPORTS:-shm tcp}; do
+# on made-up hosts the transports are chosen per pair (shm inside a host, tcp between)
+[ "${HOSTS:-1}" -gt 1 ] && default_tp=auto || default_tp="shm tcp"
+for tp in ${TRANSPORTS:-$default_tp}; do
   out=$(mktemp)
   for r in $(seq "$runs"); do
     wait_quiet
     "$build/tools/collrun" -n "$nranks" --no-prefix "$build/bench/calibrate" -T "$tp" \
-      -r "$rounds" | tee -a "$out"
+      -r "$rounds" -H "${HOSTS:-1}" | tee -a "$out"
   done
   # "alpha A s (..)  beta B s/B (..)  gamma G s/B (..)": median of each over the runs.
   awk -v tp="$tp" '
@@ -49,11 +54,11 @@ for tp in ${TRANSPORTS:-shm tcp}; do
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
-    $1 == "alpha" { n++; a[n] = $2; b[n] = $7; g[n] = $12 }
+    $1 == "alpha" || $1 == "inter_alpha" { n++; a[n] = $2; b[n] = $7; g[n] = $12; pre = $1 == "alpha" ? "" : "inter_" }
     END {
       if (n == 0) exit 1
-      printf "median of %d runs (%s): .alpha = %.3g, .beta = %.3g (1/%.2f GB/s), .gamma = %.3g (1/%.2f GB/s)\n",
-        n, tp, med(a, n), med(b, n), 1e-9 / med(b, n), med(g, n), 1e-9 / med(g, n)
+      printf "median of %d runs (%s): .%salpha = %.3g, .%sbeta = %.3g (1/%.2f GB/s), .gamma = %.3g (1/%.2f GB/s)\n",
+        n, tp, pre, med(a, n), pre, med(b, n), 1e-9 / med(b, n), med(g, n), 1e-9 / med(g, n)
     }' "$out"
   rm -f "$out"
 done
