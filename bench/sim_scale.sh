@@ -21,7 +21,7 @@ LOG=$OUT/sim_scale.txt
 # The node-aware all_reduce algorithms, when this build has them (coll-sim takes any name
 # libcoll gives an algorithm).
 EXTRA=
-for a in two_level ring_nodes; do
+for a in two_level ring_nodes leaders; do
   if "$SIM" "$a" -n 16 --ranks-per-node 4 --bytes 1K >/dev/null 2>&1; then EXTRA="$EXTRA $a"; fi
 done
 # The sweep leaves ring_nodes out: on nodes of consecutive ranks it is the ring.
