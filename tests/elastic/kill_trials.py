@@ -548,6 +548,15 @@ def percentile(values, q):
     return v[min(len(v) - 1, int(round(q / 100.0 * (len(v) - 1))))]
 
 
+# Scenarios grouped by what bounds their recovery: a SIGKILL is seen at once (dead
+# connections, liveness keys); a stopped rank only at the deadline; a second death inside
+# a shrink or grow makes its rendezvous wait out the communicator's timeout.
+GROUPS = {"random": "kill", "rank0": "kill", "last_but_one": "kill", "two": "kill",
+          "allreduce_hook": "kill", "agree_hook": "kill", "replace": "kill",
+          "stop": "stop", "shrink_hook": "kill+shrink", "grow_kill": "kill+grow",
+          "state_kill": "kill+state", "restart_from_checkpoint": "restart", "store_dies": "store"}
+
+
 def summarize(records):
     print("\nsummary: %d trials, %d passed, %d failed" % (len(records), sum(r["ok"] for r in records),
                                                         sum(not r["ok"] for r in records)))
@@ -555,12 +564,18 @@ def summarize(records):
     for r in records:
         for phase, v in r["phases_ms"].items():
             if v is not None:
-                key = (r["n"], "restart" if r["scenario"] == "restart_from_checkpoint" else "elastic", phase)
+                key = (r["n"], GROUPS.get(r["scenario"], r["scenario"]), phase)
                 groups.setdefault(key, []).append(v)
-    print("%-4s %-8s %-20s %6s %9s %9s" % ("n", "kind", "phase (ms)", "count", "p50", "p99"))
+    print("%-4s %-12s %-20s %6s %9s %9s" % ("n", "kind", "phase (ms)", "count", "p50", "p99"))
     for (n, kind, phase), vals in sorted(groups.items()):
-        print("%-4d %-8s %-20s %6d %9.1f %9.1f" % (n, kind, phase, len(vals), percentile(vals, 50),
-                                                   percentile(vals, 99)))
+        print("%-4d %-12s %-20s %6d %9.1f %9.1f" % (n, kind, phase, len(vals), percentile(vals, 50),
+                                                    percentile(vals, 99)))
+    by_scenario = {}
+    for r in records:
+        ok, bad = by_scenario.get(r["scenario"], (0, 0))
+        by_scenario[r["scenario"]] = (ok + r["ok"], bad + (not r["ok"]))
+    print("per scenario (passed/failed): " +
+          ", ".join("%s %d/%d" % (k, v[0], v[1]) for k, v in sorted(by_scenario.items())))
     lost = [r["steps_lost"] for r in records if r.get("steps_lost") is not None]
     if lost:
         print("restart from checkpoint: steps lost p50 %s, max %s" % (percentile(lost, 50), max(lost)))
@@ -590,9 +605,15 @@ def main():
     p.add_argument("--replace-delay-ms", type=int, default=200)
     p.add_argument("--restart-compare", type=int, default=0, help="checkpoint-restart trials per rank count")
     p.add_argument("--store-test", action="store_true")
+    p.add_argument("--only", action="append", default=[], metavar="N:SCENARIO:SEED",
+                   help="run this one trial (again: the seed fixes its kills)")
     p.add_argument("--json", help="write every record here")
     p.add_argument("--keep-failed", action="store_true")
+    p.add_argument("--summarize", metavar="FILE", help="only summarize the JSON lines of an earlier run")
     args = p.parse_args()
+    if args.summarize:
+        summarize([json.loads(line) for line in open(args.summarize) if line.startswith("{")])
+        return
     if args.program is None:
         args.program = "train" if args.train else "worker"
     h = Harness(args)
@@ -603,6 +624,9 @@ def main():
     if args.ci:
         plan = [(n, sc, args.seed + i) for i, (n, sc) in enumerate(CI_PLAN)]
         args.store_test = True
+    for spec in args.only:
+        n, sc, seed = spec.split(":")
+        plan.append((int(n), sc, int(seed)))
     scenarios = args.scenarios.split(",")
     for i in range(args.trials):
         n = ranks[i % len(ranks)]
