@@ -537,6 +537,86 @@ def restart_trial(h, n, seed):
             "steps_lost": lost}
 
 
+# ---- two hosts made of network namespaces (as tests/cluster/netns.sh makes them) ----
+
+class Both:
+    """The lines of several collruns, as one job's."""
+
+    def __init__(self, jobs):
+        self.jobs = jobs
+        self.start = min(j.start for j in jobs)
+        self.end = max(j.end for j in jobs)
+
+    def snapshot(self):
+        return sorted(line for j in self.jobs for line in j.snapshot())
+
+
+def netns_trials(h, count, seed):
+    """N ranks over two namespaces (N/2 each, tcp between them over a veth pair); a random
+    rank of either host SIGKILLed at a random step; the same checks as on one host."""
+    if os.getuid() != 0 or shutil.which("ip") is None:
+        return [{"n": 4, "scenario": "netns_kill", "seed": seed, "ok": True, "problems": [],
+                 "wall_s": 0, "phases_ms": {}, "notes": ["skipped: needs root and ip"]}]
+    tag = str(os.getpid())
+    ns, addr = ["ekh1-" + tag, "ekh2-" + tag], ["10.98.0.1", "10.98.0.2"]
+    ip = lambda *a: subprocess.run(["ip"] + list(a), check=True, capture_output=True)
+    records = []
+    try:
+        ip("netns", "add", ns[0])
+        ip("netns", "add", ns[1])
+        ip("link", "add", "ek1-" + tag, "netns", ns[0], "type", "veth", "peer", "name", "ek2-" + tag, "netns", ns[1])
+        for i in (0, 1):
+            ip("-n", ns[i], "addr", "add", addr[i] + "/24", "dev", "ek%d-%s" % (i + 1, tag))
+            ip("-n", ns[i], "link", "set", "lo", "up")
+            ip("-n", ns[i], "link", "set", "ek%d-%s" % (i + 1, tag), "up")
+        time.sleep(0.5)
+        rng = random.Random(seed)
+        for t in range(count):
+            records.append(netns_trial(h, ns, addr, rng, seed * 100 + t))
+            print(json.dumps(records[-1]), flush=True)
+    finally:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    return records
+
+
+def netns_trial(h, ns, addr, rng, seed):
+    prog, n = h.prog, 4
+    work = tempfile.mkdtemp(dir=h.tmp)
+    port = str(20000 + rng.randrange(20000))
+    jobs = []
+    for k in (0, 1):
+        argv = ["ip", "netns", "exec", ns[k], h.args.collrun, "--elastic", "-n", "2", "--nnodes", "2",
+                "--node-rank", str(k), "--master-addr", addr[0], "--master-port", port, "--token", "t" + port,
+                "--timeout", str(h.args.deadline)] + prog.argv(n, work)
+        jobs.append(Job(argv, job_env(h), work))
+    step = rng.randint(3, max(4, prog.steps // 4))
+    jobs[0].wait_for(prog.step_re % step, timeout=h.args.deadline)
+    victim_job = jobs[rng.randrange(2)]
+    pids = list(victim_job.ranks())
+    kill_t, killed = time.time(), None
+    if pids:
+        killed = rng.choice(pids)
+        os.kill(killed, signal.SIGKILL)
+    rcs = [j.finish(h.args.deadline + 15) for j in jobs]
+    both = Both(jobs)
+    problems = [] if killed else ["nobody to kill"]
+    if rcs != [0, 0]:
+        problems.append("collruns exited %s" % rcs)
+    why = prog.check_samples(work) if rcs == [0, 0] else None
+    if why:
+        problems.append(why)
+    result, ref = prog.result(both, work), h.reference(n)
+    if rcs == [0, 0] and result != ref:
+        problems.append("final parameters differ from the failure-free run's (%s vs %s)" % (result, ref))
+    phases = prog.phases(both, kill_t)
+    shutil.rmtree(work, ignore_errors=True)
+    return {"n": n, "scenario": "netns_kill", "seed": seed, "ok": not problems, "problems": problems,
+            "wall_s": round(both.end - both.start, 2),
+            "phases_ms": {k: round(v, 1) for k, v in phases.items() if v is not None},
+            "notes": ["killed a rank on host %d" % jobs.index(victim_job)]}
+
+
 def job_env(h):
     return dict(os.environ, COLL_TIMEOUT_MS=str(h.args.timeout_ms))
 
@@ -554,7 +634,8 @@ def percentile(values, q):
 GROUPS = {"random": "kill", "rank0": "kill", "last_but_one": "kill", "two": "kill",
           "allreduce_hook": "kill", "agree_hook": "kill", "replace": "kill",
           "stop": "stop", "shrink_hook": "kill+shrink", "grow_kill": "kill+grow",
-          "state_kill": "kill+state", "restart_from_checkpoint": "restart", "store_dies": "store"}
+          "state_kill": "kill+state", "restart_from_checkpoint": "restart", "store_dies": "store",
+          "netns_kill": "2hosts-kill"}
 
 
 def summarize(records):
@@ -605,6 +686,7 @@ def main():
     p.add_argument("--replace-delay-ms", type=int, default=200)
     p.add_argument("--restart-compare", type=int, default=0, help="checkpoint-restart trials per rank count")
     p.add_argument("--store-test", action="store_true")
+    p.add_argument("--netns", type=int, default=0, help="trials at 4 ranks on two network-namespace hosts")
     p.add_argument("--only", action="append", default=[], metavar="N:SCENARIO:SEED",
                    help="run this one trial (again: the seed fixes its kills)")
     p.add_argument("--json", help="write every record here")
@@ -643,6 +725,8 @@ def main():
                 r = restart_trial(h, n, args.seed * 7 + i)
                 records.append(r)
                 print(json.dumps(r), flush=True)
+        if args.netns:
+            records += netns_trials(h, args.netns, args.seed)
         if args.store_test:
             r = store_dies(args, h.tmp)
             records.append(r)
