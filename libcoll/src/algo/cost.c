@@ -111,7 +111,6 @@ static algo_cost_t inter_cost(const algo_cost_t *c) {
   return x;
 }
 
-
 static double ring_cost(const sched_params_t *p, const algo_cost_t *c, double beta) {
   int n = p->nranks;
   double esize = (double)algo_elem_size(p->dtype);

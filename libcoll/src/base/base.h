@@ -39,7 +39,7 @@ typedef struct coll_base {
   int local_index;  /* this rank's place among them, in rank order */
   int local_within; /* those of them (this one too) whose CPU masks lie within this
                      * rank's at init: more of them than its CPUs is a crowded host */
-  algo_topo_t topo;  /* which ranks share a node, from the host ids (algo/topo.h) */
+  algo_topo_t topo; /* which ranks share a node, from the host ids (algo/topo.h) */
   int timeout_ms;   /* deadline of every wait without progress */
   char key_prefix[BASE_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */
