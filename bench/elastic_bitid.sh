@@ -2,7 +2,7 @@
 # The price of train --elastic --bit-identical, and how fast an elastic job recovers.
 # Each round runs, for 2, 3 and 4 ranks back to back, the elastic trainer in the default
 # mode (each rank sums its shards, one all-reduce of P floats) and in --bit-identical
-# mode (an all-reduce of S x P floats, rows added in shard order), alternating which
+# mode (an all-gather of the S shards' P floats, added in shard order), alternating which
 # goes first, and prints steps/s; then the medians and the ratio. Then, per rank count,
 # a run where the last rank is SIGKILLed in step 30 (TRAIN_TEST_DIE_AT): the time from
 # the kill to the survivors' commit of that step, and the part after the failure was seen.
