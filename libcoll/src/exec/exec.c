@@ -492,6 +492,8 @@ static coll_status_t run_schedule(exec_run_t *run) {
       dirty = true;
       idle_since = 0;
       last_progress = coll_now_ns();
+      last_liveness = last_progress; /* the next look only after LIVENESS_MS of silence */
+      misses = 0;
       base_heartbeat(base, last_progress);
       continue;
     }
