@@ -407,6 +407,8 @@ class Trial:
                   "wall_s": round(job.end - job.start, 2), "phases_ms": {k: round(v, 1) for k, v in phases.items()
                                                                          if v is not None},
                   "notes": self.notes}
+        if problems:  # what collrun and the ranks said last, to tell a failure's story
+            record["stderr_tail"] = [text[:300] for _, stream, text in lines if stream == "err"][-12:]
         if problems and self.h.args.keep_failed:
             dump = os.path.join(work, "output.txt")
             with open(dump, "w") as f:
