@@ -5,7 +5,8 @@
 # stopped rank fenced, replacements killed during the grow and the state transfer), every
 # result printed as a JSON line, then p50/p99 of detect, agree, shrink, resume (kill ->
 # next committed step) and grow with state transfer per rank count, and the usual recovery
-# for comparison: the whole job restarted from its last checkpoint.
+# for comparison: the whole job restarted from its last checkpoint; and 10 trials at 4 ranks
+# on two network-namespace hosts (needs root; skipped otherwise).
 #   bench/elastic_kill.sh [BUILD] [extra kill_trials.py options, e.g. --trials 20]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,4 +16,4 @@ mkdir -p "$here/bench/results"
 exec /usr/bin/python3 "$here/tests/elastic/kill_trials.py" \
   --collrun "$build/tools/collrun" --worker "$build/tests/elastic/elastic_worker" \
   --train "$build/tools/train" --trials 200 --ranks 2,4,8 --restart-compare 5 \
-  --seed 2026 --deadline 90 --json "$here/bench/results/elastic_kill.json" "$@"
+  --seed 2026 --deadline 90 --netns 10 "$@"
