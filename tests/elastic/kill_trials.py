@@ -345,7 +345,12 @@ class Trial:
             kill_at = "agree:%d@%d,grow:1@%d" % (k, victim, other)
         elif sc == "state_kill":
             kill_at = "agree:%d@%d,joined:1@j%d" % (k, victim, victim)
-        job = Job(self.collrun(replace, work), self.env(kill_at), work)
+        env = self.env(kill_at)
+        if sc == "replace" and n == 2 and self.h.prog.name == "train":
+            # A sole survivor runs its remaining steps in a fraction of a second, before a
+            # replacement could start: it waits for one after the kill window (train's hook).
+            env["TRAIN_TEST_AWAIT_JOIN"] = str(self.h.prog.steps // 4 + 20)
+        job = Job(self.collrun(replace, work), env, work)
         if sc in ("random", "rank0", "last_but_one", "two", "replace"):
             self.random_moment(job)
             target = {"rank0": 0, "last_but_one": max(n - 2, 0)}.get(sc, victim)
