@@ -140,6 +140,7 @@ class Job:
 
 class Worker:
     name = "worker"
+    collective = "all_reduce"
     step_re = r"EV \S+ \d+ commit step=%d "
     restart_progress = r"EV \S+ \d+ commit step=%d "
     restart_any = r"EV \S+ \d+ commit step=(\d+) "
@@ -213,6 +214,7 @@ class Worker:
 
 class Train:
     name = "train"
+    collective = "all_gather"
     step_re = r"^\[\d+\] step %d \(epoch"
     restart_progress = r"\(global %d\)"
     restart_any = r"\(global (\d+)\)"
@@ -337,8 +339,8 @@ class Trial:
         k = rng.randint(3, max(3, self.h.prog.steps // 3))
         if sc in ("replace", "grow_kill", "state_kill"):
             replace = 2 if sc == "state_kill" else 1
-        if sc == "allreduce_hook":
-            kill_at = "all_reduce:%d@%d" % (k + 2, victim)
+        if sc == "allreduce_hook":  # the step's collective: train --bit-identical all-gathers
+            kill_at = "%s:%d@%d" % (self.h.prog.collective, k + 2, victim)
         elif sc == "agree_hook":
             kill_at = "agree:%d@%d" % (k, victim)
         elif sc == "shrink_hook":
@@ -381,6 +383,8 @@ class Trial:
                 if self.kill_t is None:
                     self.kill_t = float(m.group(6))
         problems = list(self.problems)
+        if not self.killed:
+            problems.append("nothing was killed (the hook's point never came)")
         if rc is None:
             problems.append("collrun did not end by the deadline")
         elif rc != 0:

@@ -84,6 +84,7 @@ coll_status_t coll_reduce_async(const void *sendbuf, void *recvbuf, size_t count
 
 coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                               coll_dtype_t dtype, coll_comm_t *comm) {
+  coll_test_hook("all_gather");
   return api_run(comm, "coll_all_gather",
                  make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0), NULL,
                  false);
@@ -92,6 +93,7 @@ coll_status_t coll_all_gather(const void *sendbuf, void *recvbuf, size_t sendcou
 coll_status_t coll_all_gather_async(const void *sendbuf, void *recvbuf, size_t sendcount,
                                     coll_dtype_t dtype, coll_comm_t *comm,
                                     coll_request_t **request) {
+  coll_test_hook("all_gather");
   return api_run(comm, "coll_all_gather_async",
                  make(COLL_KIND_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, 0),
                  request, true);
