@@ -70,6 +70,20 @@ void CommWorker::shutdown() {
 
 void CommWorker::abort() { coll_comm_abort(comm_); }
 
+coll_status_t CommWorker::exclusive(const std::function<coll_status_t(coll_comm_t *)> &fn,
+                                    bool revoke) {
+#if TORCH_COLL_HAVE_ELASTIC
+  if (revoke) {
+    coll_status_t status = coll_comm_revoke(comm_);
+    if (status != COLL_OK) return status;
+  }
+#else
+  (void)revoke;
+#endif
+  std::lock_guard<std::mutex> drive(drive_mutex_);
+  return fn(comm_);
+}
+
 // A job submitted after shutdown() fails at once.
 void CommWorker::refuse_stopped(std::unique_ptr<Job> job) {
   job->status = COLL_ERR_ABORTED;
@@ -333,8 +347,9 @@ void CommWorker::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       if (wait_for_turn(lock)) break;
       if (stopping_ && stop_deadline == std::chrono::steady_clock::time_point{})
-        stop_deadline = std::chrono::steady_clock::now() +
-                        (timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace);
+        stop_deadline =
+            std::chrono::steady_clock::now() +
+            (timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace);
     }
     JobList ended;
     {

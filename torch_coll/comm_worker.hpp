@@ -48,7 +48,7 @@ struct Job {
   std::string error;
   std::chrono::steady_clock::time_point submitted{};  // when submit took it
   std::chrono::steady_clock::time_point started{};    // when start was called
-  std::chrono::nanoseconds ran{0};                   // from started to the end of the call
+  std::chrono::nanoseconds ran{0};                    // from started to the end of the call
 };
 
 class CommWorker {
@@ -67,6 +67,12 @@ class CommWorker {
   // coll_comm_abort: every running and later call fails with COLL_ERR_ABORTED, at once.
   // Any thread; idempotent.
   void abort();
+
+  // Runs fn on the communicator on this thread, with the drive lock held like every other
+  // libcoll call (coll.h rule 4): the elastic calls (coll_comm_agree, coll_comm_shrink). With
+  // `revoke`, coll_comm_revoke first (any thread may), so that running calls fail at once
+  // and a waiter blocked in one lets go of the lock; the worker then sees them end.
+  coll_status_t exclusive(const std::function<coll_status_t(coll_comm_t *)> &fn, bool revoke);
 
   void submit(std::unique_ptr<Job> job);
   // On a thread waiting for `work`: starts the queued jobs and polls the running ones in
@@ -106,9 +112,9 @@ class CommWorker {
   bool stopping_ = false;
   std::once_flag joined_;
   size_t in_flight_count_ = 0;
-  size_t driving_ = 0;  // waiters in drive_until
+  size_t driving_ = 0;                  // waiters in drive_until
   std::atomic<int> waited_at_once_{0};  // Works waited for at once in a row, up to kAtOnceRun
-  std::mutex post_mutex_;  // point-to-point posts, in submission order
+  std::mutex post_mutex_;               // point-to-point posts, in submission order
   // Held by whichever thread calls libcoll on comm_: the worker, or a waiter driving.
   std::mutex drive_mutex_;
   JobList in_flight_;  // guarded by drive_mutex_

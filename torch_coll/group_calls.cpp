@@ -2,7 +2,9 @@
 // coalescing (startCoalescing/endCoalescing: one Work for batch_isend_irecv and the
 // coalescing manager), all-gather and reduce-scatter of several tensors in one libcoll
 // call each (what FSDP2 and functional collectives call, even for one tensor), split_group,
-// abort and shutdown.
+// shrinking away lost ranks, abort and shutdown.
+#include <Python.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -51,17 +53,16 @@ namespace {
 // reduction one dtype. `per_input`: how many output elements each input element makes
 // (the group size for an all-gather), or the other way round (`per_output`).
 void check_coalesced(int rank, const char *call, const std::vector<at::Tensor> &outputs,
-                     const std::vector<at::Tensor> &inputs, int64_t per_input,
-                     int64_t per_output) {
+                     const std::vector<at::Tensor> &inputs, int64_t per_input, int64_t per_output) {
   TORCH_COLL_CHECK(!inputs.empty(), rank, call, "needs at least one tensor");
   TORCH_COLL_CHECK(outputs.size() == inputs.size(), rank, call, "has ", inputs.size(),
                    " inputs and ", outputs.size(), " outputs; they must pair up");
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_tensor(rank, call, inputs[i]);
     check_tensor(rank, call, outputs[i]);
-    TORCH_COLL_CHECK(inputs[i].device() == inputs[0].device() &&
-                         outputs[i].device() == inputs[0].device(),
-                     rank, call, "all tensors must be on ", inputs[0].device());
+    TORCH_COLL_CHECK(
+        inputs[i].device() == inputs[0].device() && outputs[i].device() == inputs[0].device(), rank,
+        call, "all tensors must be on ", inputs[0].device());
     TORCH_COLL_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), rank, call, "output ", i,
                      " has dtype ", outputs[i].scalar_type(), ", its input ",
                      inputs[i].scalar_type());
@@ -103,8 +104,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::allgather_into_tensor_coalesced
       at::Tensor flat = outs[i].view({-1});  // contiguous outputs write in place
       at::Tensor dest = outs[i].is_contiguous() ? flat : at::empty({n * size}, outs[i].options());
       for (int64_t r = 0; r < size; ++r)
-        dest.narrow(0, r * n, n).copy_(
-            typed_view(recv, static_cast<size_t>(r) * packed + at_byte, ins[i]).view({-1}));
+        dest.narrow(0, r * n, n)
+            .copy_(typed_view(recv, static_cast<size_t>(r) * packed + at_byte, ins[i]).view({-1}));
       if (!outs[i].is_contiguous()) outs[i].copy_(dest.view(outs[i].sizes()));
       at_byte += slot_bytes(ins[i]);
     }
@@ -167,6 +168,93 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::split(
   const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
   return c10::make_intrusive<ProcessGroupColl>(store, static_cast<int>(mine - ranks.begin()),
                                                static_cast<int>(ranks.size()), timeout);
+}
+#endif
+
+namespace {
+// The elastic calls wait for peers: without the GIL, which the worker's completions may need.
+class WithoutGil {
+ public:
+  WithoutGil() {
+    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) saved_ = PyEval_SaveThread();
+  }
+  ~WithoutGil() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  WithoutGil(const WithoutGil &) = delete;
+  WithoutGil &operator=(const WithoutGil &) = delete;
+
+ private:
+  PyThreadState *saved_ = nullptr;
+};
+}  // namespace
+
+#if TORCH_COLL_HAVE_ELASTIC
+std::vector<int64_t> ProcessGroupColl::agree_failed() {
+  WithoutGil released;
+  coll_agreement_t agreement{};
+  std::string error;
+  coll_status_t status = worker_->exclusive(
+      [&](coll_comm_t *comm) {
+        coll_status_t st = coll_comm_agree(comm, &agreement);
+        if (st != COLL_OK) error = coll_failure_text(getRank(), "agree (coll_comm_agree)", st);
+        return st;
+      },
+      false);
+  TORCH_CHECK(status == COLL_OK, error);
+  return std::vector<int64_t>(agreement.failed, agreement.failed + agreement.nfailed);
+}
+
+c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(
+    const std::vector<int64_t> &exclude, bool revoke, std::chrono::milliseconds timeout) {
+  const char *call = "shrink";
+  std::vector<int> ranks;
+  for (int64_t r : exclude) {
+    check_root(getRank(), getSize(), call, r);
+    ranks.push_back(static_cast<int>(r));
+  }
+  WithoutGil released;
+  coll_comm_t *fresh = nullptr;
+  std::string error;
+  coll_status_t status = worker_->exclusive(
+      [&](coll_comm_t *comm) {
+        coll_status_t st =
+            coll_comm_shrink(comm, ranks.data(), static_cast<int>(ranks.size()), &fresh);
+        if (st != COLL_OK) error = coll_failure_text(getRank(), "shrink (coll_comm_shrink)", st);
+        return st;
+      },
+      revoke);
+  if (status != COLL_OK && error.empty())
+    error = coll_failure_text(getRank(), "shrink (coll_comm_revoke)", status);
+  TORCH_CHECK(status == COLL_OK, error);
+  int rank = 0, size = 0;
+  coll_comm_rank(fresh, &rank);
+  coll_comm_size(fresh, &size);
+  if (timeout.count() > 0)
+    coll_comm_set_timeout(fresh, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
+  return c10::make_intrusive<ProcessGroupColl>(fresh, rank, size, timeout, worker_);
+}
+#else
+std::vector<int64_t> ProcessGroupColl::agree_failed() {
+  TORCH_CHECK(false,
+              "coll: this libcoll has no coll_comm_agree (coll.h without the elastic calls)");
+}
+
+c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(const std::vector<int64_t> &, bool,
+                                                                 std::chrono::milliseconds) {
+  TORCH_CHECK(false,
+              "coll: this libcoll has no coll_comm_shrink (coll.h without the elastic calls)");
+}
+#endif
+
+#if TORCH_COLL_AT_LEAST(2, 15)
+c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::shrink(
+    const std::vector<int64_t> &ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<Options> &opts_override) {
+  TORCH_COLL_CHECK(shrink_flags == 0 || shrink_flags == 1, getRank(), "shrink", "shrink_flags ",
+                   shrink_flags, " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  return shrink_to(ranks_to_exclude, shrink_flags == 1,
+                   opts_override ? opts_override->timeout : timeout_);
 }
 #endif
 

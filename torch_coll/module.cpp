@@ -1,9 +1,13 @@
 // The Python module torch_coll: importing it registers the torch.distributed backend
-// "coll" (once; importing again does nothing) and exposes which optional libcoll calls
-// this build has.
+// "coll" (once; importing again does nothing), exposes which optional libcoll calls this
+// build has, and shrink() (a group rebuilt from the survivors of a lost rank).
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
 
 #include "process_group_coll.hpp"
 #include "torch_coll_config.h"
@@ -29,6 +33,67 @@ void register_backend(py::object create) {
 #endif
 }
 
+// The coll backend of a group (2.x: its CPU backend; 1.x: the group itself), or TypeError.
+torch_coll::ProcessGroupColl *coll_backend_of(const py::object &group) {
+  py::object backend = group;
+#if TORCH_VERSION_MAJOR >= 2
+  py::object cpu = py::module_::import("torch").attr("device")("cpu");
+  backend = group.attr("_get_backend")(cpu);
+#endif
+  if (!py::isinstance<torch_coll::ProcessGroupColl>(backend))
+    throw py::type_error("torch_coll.shrink: the group's backend is not \"coll\"");
+  return backend.cast<torch_coll::ProcessGroupColl *>();
+}
+
+#if TORCH_VERSION_MAJOR < 2
+// 1.x has no shrink_group: the new group takes the old one's place in torch.distributed's
+// tables (the default group's too), ranked as coll_comm_shrink ranks it.
+py::object register_shrunk(const py::object &group, const py::object &fresh,
+                           const std::vector<int64_t> &exclude) {
+  py::module_ c10d = py::module_::import("torch.distributed.distributed_c10d");
+  py::dict pg_map = c10d.attr("_pg_map"), names = c10d.attr("_pg_names");
+  py::dict group_ranks = c10d.attr("_pg_group_ranks");
+  py::dict ranks;
+  for (auto item : py::dict(group_ranks[group])) {
+    const int64_t r = item.second.cast<int64_t>();
+    if (std::find(exclude.begin(), exclude.end(), r) != exclude.end()) continue;
+    ranks[item.first] =
+        r - std::count_if(exclude.begin(), exclude.end(), [r](int64_t x) { return x < r; });
+  }
+  const bool world = group.is(c10d.attr("GroupMember").attr("WORLD"));
+  pg_map[fresh] = pg_map[group];
+  names[fresh] = py::str(std::string(py::str(names[group])) + ":shrunk");
+  group_ranks[fresh] = ranks;
+  for (py::dict table : {pg_map, names, group_ranks}) table.attr("pop")(group);
+  if (world) c10d.attr("_update_default_pg")(fresh);
+  return fresh;
+}
+#endif
+
+// torch_coll.shrink: see the docstring below.
+py::object shrink(py::object group, py::object exclude_ranks, int shrink_flags) {
+  if (group.is_none())
+    group = py::module_::import("torch.distributed.distributed_c10d").attr("_get_default_group")();
+  torch_coll::ProcessGroupColl *backend = coll_backend_of(group);
+  std::vector<int64_t> exclude = exclude_ranks.is_none()
+                                     ? backend->agree_failed()
+                                     : exclude_ranks.cast<std::vector<int64_t>>();
+  if (exclude.empty()) return group;  // nobody failed: the group goes on
+#if TORCH_VERSION_MAJOR >= 2
+  py::module_ dist = py::module_::import("torch.distributed");
+  if (!py::hasattr(dist, "shrink_group"))
+    throw std::runtime_error(
+        "torch_coll.shrink: this PyTorch has no torch.distributed.shrink_group (2.15 has)");
+  py::list ranks;
+  for (int64_t r : exclude) ranks.append(r);
+  return dist.attr("shrink_group")(ranks, py::arg("group") = group,
+                                   py::arg("shrink_flags") = shrink_flags);
+#else
+  auto fresh = backend->shrink_to(exclude, shrink_flags == 1, backend->timeout());
+  return register_shrunk(group, py::cast(fresh), exclude);
+#endif
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -46,6 +111,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>(),
         "The creator torch.distributed calls for each group: joins libcoll through the store.");
 
+  m.def("shrink", &shrink, py::arg("group") = py::none(), py::arg("exclude_ranks") = py::none(),
+        py::arg("shrink_flags") = 0,
+        "A new group of `group`'s survivors (default: the default group), made without a new "
+        "store: exclude_ranks=None asks libcoll which ranks failed (coll_comm_agree: every "
+        "live rank calls, and gets the same answer), then every survivor shrinks them away "
+        "(coll_comm_shrink). Returns the new group (the old one is destroyed; a shrunk default "
+        "group becomes the default), or `group` itself when nobody failed. shrink_flags=1 "
+        "(SHRINK_ABORT) makes the old group's running calls fail first. On 2.x this is "
+        "torch.distributed.shrink_group with the agreed ranks. Rank 0 of the group hosts "
+        "libcoll's store: it must be among the survivors.");
+
   m.def(
       "features",
       [] {
@@ -57,6 +133,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         f["all_to_allv"] = static_cast<bool>(TORCH_COLL_HAVE_ALL_TO_ALLV);
         f["tagged_p2p"] = static_cast<bool>(TORCH_COLL_HAVE_TAGGED);
         f["cuda"] = static_cast<bool>(TORCH_COLL_HAVE_CUDA);
+        f["elastic"] = static_cast<bool>(TORCH_COLL_HAVE_ELASTIC);
         return f;
       },
       "Which optional libcoll calls this build found in coll.h (the rest raise RuntimeError).");

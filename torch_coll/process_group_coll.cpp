@@ -110,17 +110,28 @@ ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store,
   worker_ = std::make_shared<CommWorker>(comm, rank, timeout);
 }
 
+ProcessGroupColl::ProcessGroupColl(coll_comm_t *comm, int rank, int size,
+                                   std::chrono::milliseconds timeout,
+                                   std::shared_ptr<CommWorker> parent)
+    : BackendBase(rank, size),
+      timeout_(timeout),
+      worker_(std::make_shared<CommWorker>(comm, rank, timeout)),
+      parent_(std::move(parent)) {}
+
 // The worker may drop the last reference to a tensor that Python still knows, and freeing it
 // takes the GIL: joining the worker while this thread holds the GIL (Python's
 // destroy_process_group, or the group's last reference going away) would wait forever.
+// This group's communicator goes before the parent's (which may host the store).
 ProcessGroupColl::~ProcessGroupColl() {
   if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
     PyThreadState *saved = PyEval_SaveThread();
     worker_.reset();
+    parent_.reset();
     PyEval_RestoreThread(saved);
     return;
   }
   worker_.reset();
+  parent_.reset();
 }
 
 c10::intrusive_ptr<BackendBase> ProcessGroupColl::create(
@@ -163,8 +174,8 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue_reduction(
 #if TORCH_COLL_HAVE_PREMUL
   // The op libcoll makes for this call, released after it.
   auto made = std::make_shared<std::pair<bool, coll_op_t>>(false, plan.op);
-  StartFn run = [start = std::move(start), plan, made](coll_comm_t *comm,
-                                                       coll_request_t **request, int *) {
+  StartFn run = [start = std::move(start), plan, made](coll_comm_t *comm, coll_request_t **request,
+                                                       int *) {
     Scalar factor = scalar_in(plan.dtype, plan.premul_factor);
     coll_op_t op = plan.op;
     coll_status_t status = coll_op_create_premul_sum(comm, factor.bytes, plan.dtype, &op);

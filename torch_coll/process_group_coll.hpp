@@ -2,8 +2,8 @@
 // like any user of the library. Joining (the unique id through torch's store) and the
 // all-reduce family are in process_group_coll.cpp; the gathers and scatters in
 // gather_calls.cpp, all-to-all in all_to_all_calls.cpp, point to point in p2p_calls.cpp;
-// coalescing, the *_coalesced collectives and the group's life (split, abort, shutdown)
-// in group_calls.cpp.
+// coalescing, the *_coalesced collectives and the group's life (split, shrink, abort,
+// shutdown) in group_calls.cpp.
 #pragma once
 
 #include <coll.h>
@@ -20,6 +20,7 @@
 #include "backend_base.hpp"
 #include "comm_worker.hpp"
 #include "dtype_map.hpp"
+#include "torch_coll_config.h"
 
 // What the c10d base class of this torch declares (torch/version.h via backend_base.hpp):
 // coalescing and the tensor-coalesced collectives from 2.1, Backend::split with a store
@@ -37,7 +38,23 @@ class ProcessGroupColl : public BackendBase {
   // `store` (the group's PrefixStore), the others read it, all join with the timeout.
   ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                    std::chrono::milliseconds timeout);
+  // A group over a communicator made already (a shrink's). `parent` (may be null), the
+  // worker of the group it came from, is kept until this group goes: the communicator of
+  // rank 0's first group hosts libcoll's store, which those shrunk from it meet through.
+  ProcessGroupColl(coll_comm_t *comm, int rank, int size, std::chrono::milliseconds timeout,
+                   std::shared_ptr<CommWorker> parent);
   ~ProcessGroupColl() override;
+
+  // Surviving a lost rank (group_calls.cpp; coll.h "Surviving a lost rank"). The ranks
+  // every live rank agrees have failed (coll_comm_agree: collective over the live ranks,
+  // each the same number of times).
+  std::vector<int64_t> agree_failed();
+  // A new group of this group's ranks without `exclude` (coll_comm_shrink), ranked in this
+  // group's order: every survivor passes the same list and the excluded ranks do not call.
+  // `revoke` (SHRINK_ABORT) makes this group's running calls fail first.
+  c10::intrusive_ptr<ProcessGroupColl> shrink_to(const std::vector<int64_t> &exclude, bool revoke,
+                                                 std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // What torch.distributed.Backend.register_backend calls, once per group.
   static c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &store,
@@ -121,6 +138,13 @@ class ProcessGroupColl : public BackendBase {
                                           const std::vector<int> &ranks,
                                           const c10::intrusive_ptr<Options> &opts) override;
 #endif
+#if TORCH_COLL_AT_LEAST(2, 15)
+  // torch.distributed.shrink_group: shrink_to, SHRINK_ABORT (1) revoking first.
+  bool supportsShrinking() const override { return TORCH_COLL_HAVE_ELASTIC != 0; }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t> &ranks_to_exclude, int shrink_flags,
+      const c10::intrusive_ptr<Options> &opts_override) override;
+#endif
 
  private:
   using StartFn = std::function<coll_status_t(coll_comm_t *, coll_request_t **, int *)>;
@@ -146,13 +170,13 @@ class ProcessGroupColl : public BackendBase {
   // (coll_op_create_premul_sum) and destroyed when it ended (the cleanup this sets).
   using ReduceStart = std::function<coll_status_t(coll_comm_t *, coll_op_t, coll_request_t **)>;
   c10::intrusive_ptr<WorkColl> enqueue_reduction(c10d::OpType type, const char *call,
-                                                 const ReducePlan &plan,
-                                                 ReduceStart start,
+                                                 const ReducePlan &plan, ReduceStart start,
                                                  std::vector<at::Tensor> outputs,
                                                  std::function<void()> finish);
 
   std::chrono::milliseconds timeout_;
   std::shared_ptr<CommWorker> worker_;  // shared with the Works that may drive it
+  std::shared_ptr<CommWorker> parent_;  // the group this one was shrunk from, or null
   std::atomic<uint64_t> seq_{0};
   std::mutex coalescing_mutex_;
   c10::intrusive_ptr<WorkColl> coalescing_;  // between startCoalescing and endCoalescing
