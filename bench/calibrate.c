@@ -162,6 +162,9 @@ int main(int argc, char **argv) {
     printf("%s %.3g s (%.2f us)  %s %.3g s/B (1/%.2f GB/s)  gamma %.3g s/B (1/%.2f GB/s)\n",
            hosts > 1 ? "inter_alpha" : "alpha", alpha, alpha * 1e6,
            hosts > 1 ? "inter_beta" : "beta", beta, 1e-9 / beta, gamma, 1e-9 / gamma);
+    if (hosts > 1 && alpha > 0 && beta > 0)
+      printf("# to use them: COLL_INTER_COST=%.3g,%.3g (latency us, GB/s)\n", alpha * 1e6,
+             1e-9 / beta);
     printf("# %10s", "bytes");
     for (int a = 0; a < nalgos; a++) printf(" %10s us", coll_algo_name(algos[a]));
     printf(" %10s us   busbw GB/s: the same order\n", "auto");

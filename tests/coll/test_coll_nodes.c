@@ -20,6 +20,7 @@ typedef struct {
   int round_robin;  /* rank r on host r % nodes; else blocks */
   coll_algo_t algo; /* forced */
   coll_algo_t expect_built;
+  const char *inter_cost; /* COLL_INTER_COST, NULL: unset */
 } case_t;
 
 static int host_of(const case_t *c, int rank, int nranks) {
@@ -33,6 +34,7 @@ static int init_on_host(const case_t *c, int rank, int nranks, coll_comm_t **com
   snprintf(host, sizeof host, "made-up-host-%d", host_of(c, rank, nranks));
   setenv("COLL_HOST_ID", host, 1);
   setenv("COLL_CHUNK_SIZE", "4096", 1); /* many segments per chunk */
+  if (c->inter_cost != NULL) setenv("COLL_INTER_COST", c->inter_cost, 1);
   coll_config_t cfg = {.rank = rank,
                        .size = nranks,
                        .local_rank = -1,
@@ -185,6 +187,53 @@ START_TEST(leaders_on_unequal_hosts_runs_itself) {
 }
 END_TEST
 
+/* COLL_INTER_COST reaches the cost model: a slow link between the hosts makes auto
+ * choose a node-aware algorithm for a large all-reduce with ranks placed round-robin. */
+static int rank_inter_cost(int rank, int nranks, void *arg) {
+  const case_t *c = arg;
+  coll_comm_t *comm;
+  if (init_on_host(c, rank, nranks, &comm) != 0) return 1;
+  int bad = 0;
+  if (comm->cost.inter_alpha != 500e-6 || comm->cost.inter_beta != 1.0 / (0.01 * 1e9)) {
+    fprintf(stderr, "rank %d: inter constants %g s, %g s/B\n", rank, comm->cost.inter_alpha,
+            comm->cost.inter_beta);
+    bad = 1;
+  }
+  double seconds = 0;
+  coll_algo_t chosen = COLL_ALGO_AUTO;
+  bad |= ct_ok(rank, "predict", coll_comm_predict(comm, COLL_PREDICT_ALL_REDUCE, 4 << 20,
+                                                  COLL_FLOAT32, &seconds, &chosen));
+  if (chosen != COLL_ALGO_RING_NODES && chosen != COLL_ALGO_TWO_LEVEL &&
+      chosen != COLL_ALGO_LEADERS) {
+    fprintf(stderr, "rank %d: auto chose %s for 16 MiB across a 10 MB/s link\n", rank,
+            coll_algo_name(chosen));
+    bad = 1;
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(the_link_between_nodes_can_be_told_to_the_cost_model) {
+  case_t c = {.port = mp_free_port(), .nodes = 2, .round_robin = 1, .inter_cost = "500,0.01"};
+  ck_assert_int_eq(mp_run(4, 60000, rank_inter_cost, &c), 0);
+}
+END_TEST
+
+static int rank_bad_inter_cost(int rank, int nranks, void *arg) {
+  coll_comm_t *comm = NULL;
+  if (init_on_host(arg, rank, nranks, &comm) == 0) {
+    coll_comm_destroy(comm);
+    return 1;
+  }
+  return strstr(coll_last_error(), "COLL_INTER_COST='1,fast'") == NULL;
+}
+
+START_TEST(a_malformed_inter_cost_is_refused_by_name) {
+  case_t c = {.port = mp_free_port(), .nodes = 2, .inter_cost = "1,fast"};
+  ck_assert_int_eq(mp_run(2, 60000, rank_bad_inter_cost, &c), 0);
+}
+END_TEST
+
 static Suite *nodes_suite(void) {
   Suite *s = suite_create("coll_nodes");
   TCase *tc = tcase_create("two hosts");
@@ -192,6 +241,8 @@ static Suite *nodes_suite(void) {
   tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 6);
   tcase_add_test(tc, two_level_on_unequal_hosts_runs_ring_nodes);
   tcase_add_test(tc, leaders_on_unequal_hosts_runs_itself);
+  tcase_add_test(tc, the_link_between_nodes_can_be_told_to_the_cost_model);
+  tcase_add_test(tc, a_malformed_inter_cost_is_refused_by_name);
   suite_add_tcase(s, tc);
   return s;
 }

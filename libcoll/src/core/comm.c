@@ -8,6 +8,8 @@
  *   COLL_TRANSPORT     shm|tcp forces the transport; must be equal on every rank (unset)
  *   COLL_CHUNK_SIZE    bytes per pipelined segment, 0 = the algorithm's; rank 0's wins (0)
  *   COLL_HOST_ID       overrides "hostname/boot id" to group ranks by machine (unset)
+ *   COLL_INTER_COST    LATENCY_US,GB_PER_S between nodes for the cost model; rank 0's
+ *                      wins (tcp's constants: rendezvous.c)
  *   COLL_SPIN_US       how long the executor polls before sleeping (10000, or 5 when
  *                      more local ranks than this rank's CPUs may run only on them)
  *   COLL_PURE_SPIN_US  of which without sched_yield (all of it; 1 when crowded)

@@ -26,6 +26,7 @@ typedef struct {
   size_t chunk;
   algo_cost_t shm;
   algo_cost_t tcp;
+  double inter_alpha, inter_beta; /* COLL_INTER_COST; 0: unset (tcp's are used) */
   cpu_set_t cpus; /* where the rank may run at init (empty: unknown) */
 } rank_info_t;
 
@@ -63,9 +64,10 @@ static void format_info(const rank_info_t *in, char *out, size_t cap) {
   char cpus[MASK_WORDS * 17 + 1];
   format_mask(&in->cpus, cpus, sizeof cpus);
   snprintf(out, cap,
-           "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\ncpus=%s\n",
+           "host=%s\nalgo=%s\ntransport=%s\nchunk=%zu\nshm=%a,%a,%a\ntcp=%a,%a,%a\ninter=%a,%a\n"
+           "cpus=%s\n",
            in->host, in->algo, in->transport, in->chunk, in->shm.alpha, in->shm.beta, in->shm.gamma,
-           in->tcp.alpha, in->tcp.beta, in->tcp.gamma, cpus);
+           in->tcp.alpha, in->tcp.beta, in->tcp.gamma, in->inter_alpha, in->inter_beta, cpus);
 }
 
 static bool parse_cost(const char *text, algo_cost_t *c) {
@@ -107,6 +109,12 @@ static bool parse_info(char *text, rank_info_t *out) {
     } else if (strcmp(line, "tcp") == 0) {
       if (!parse_cost(v, &out->tcp)) return false;
       seen |= 32;
+    } else if (strcmp(line, "inter") == 0) {
+      char *end;
+      out->inter_alpha = strtod(v, &end);
+      if (*end != ',') return false;
+      out->inter_beta = strtod(end + 1, &end);
+      if (*end != '\0') return false;
     } else if (strcmp(line, "cpus") == 0) {
       if (!parse_mask(v, &out->cpus)) return false;
       seen |= 64;
@@ -153,6 +161,25 @@ static coll_status_t agree_prefix(coll_comm_t *comm) {
 
 static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms);
 
+/* COLL_INTER_COST="LATENCY_US,GBYTES_PER_S": the link between nodes as the cost model
+ * should see it (bench/calibrate -H prints it; rank 0's wins); unset: tcp's constants. */
+static coll_status_t read_inter_cost(double *alpha, double *beta) {
+  *alpha = *beta = 0;
+  const char *v = coll_env_str("COLL_INTER_COST");
+  if (v == NULL || v[0] == '\0') return COLL_OK;
+  char *end;
+  double us = strtod(v, &end);
+  double gbps = *end == ',' ? strtod(end + 1, &end) : -1;
+  if (*end != '\0' || !(us > 0) || !(gbps > 0) || us > 1e7 || gbps > 1e6)
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "COLL_INTER_COST='%s': expected LATENCY_US,GBYTES_PER_S, both positive "
+                      "(e.g. 25,1.2)",
+                      v);
+  *alpha = us * 1e-6;
+  *beta = 1.0 / (gbps * 1e9);
+  return COLL_OK;
+}
+
 /* Every rank checks every record, so all ranks fail together on a mismatch. */
 static coll_status_t check_same(const coll_comm_t *comm, const char *var, const char *mine0,
                                 const char *theirs, int r) {
@@ -184,6 +211,8 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   mine.chunk = (size_t)chunk;
   mine.shm = algo_cost_shm_default;
   mine.tcp = algo_cost_tcp_default;
+  st = read_inter_cost(&mine.inter_alpha, &mine.inter_beta);
+  if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", comm->base.rank);
   if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_ZERO(&mine.cpus);
 
   /* Alive before anyone can be past the rendezvous (base/failure_watch.c). */
@@ -252,8 +281,8 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   if (!one_host) {
     bool tcp_inside = strcasecmp(all[0].transport, "tcp") == 0;
     comm->cost = tcp_inside ? all[0].tcp : all[0].shm;
-    comm->cost.inter_alpha = all[0].tcp.alpha;
-    comm->cost.inter_beta = all[0].tcp.beta;
+    comm->cost.inter_alpha = all[0].inter_alpha > 0 ? all[0].inter_alpha : all[0].tcp.alpha;
+    comm->cost.inter_beta = all[0].inter_beta > 0 ? all[0].inter_beta : all[0].tcp.beta;
     comm->cost.gamma = all[0].tcp.gamma; /* as before the map: choices stay put */
   }
   comm->segment_bytes = all[0].chunk;
