@@ -28,6 +28,7 @@ typedef struct {
   uint32_t flag[MAX_RANKS];
   int64_t took_ms[MAX_RANKS];
   int new_rank[MAX_RANKS];
+  int pid[MAX_RANKS];
   char id_file[256];
 } shared_t;
 
@@ -251,6 +252,57 @@ START_TEST(a_rank_that_comes_after_the_deadline_is_fenced) {
   ck_assert_int_eq(failed, 0);
   ck_assert(shared->nfailed[0] == 1 && shared->failed0[0] == 1);
   ck_assert(shared->nfailed[2] == 1 && shared->failed0[2] == 1);
+}
+END_TEST
+
+/* ---- a rank stuck in a call on a stopped peer is released, not fenced ---- */
+
+/* Rank 2 finishes an all-reduce and stops (SIGSTOP); rank 0 goes to the agreement, rank 1
+ * into a second all-reduce that cannot finish. The agreement revokes the communicator
+ * after a quarter of its deadline, so rank 1 stops and takes part well before the
+ * deadline (which equals the call timeout: without the revoke it came after it and was
+ * fenced); only the stopped rank is declared failed. */
+static int rank_stuck_behind_a_stopped_peer(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  shared->pid[rank] = (int)getpid();
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int v = 1, bad = 0;
+  bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  if (rank == j->victim) raise(SIGSTOP); /* rank 0 kills it at the end */
+  if (rank == 1) {
+    coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+    if (st == COLL_OK) bad = 1;
+  }
+  int64_t start = coll_now_ms();
+  coll_agreement_t a = {.flag = 1};
+  bad |= ct_ok(rank, "agree", coll_comm_agree(comm, &a));
+  shared->took_ms[rank] = coll_now_ms() - start;
+  shared->nfailed[rank] = a.nfailed;
+  shared->failed0[rank] = a.nfailed ? a.failed[0] : -1;
+  if (rank == 0) {
+    kill(shared->pid[j->victim], SIGKILL);
+    kill(shared->pid[j->victim], SIGCONT);
+  }
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  elastic_job_t j = {.job = {.port = store.port,
+                             .transport = transport_of(0),
+                             .timeout_ms = GUEST ? 12000 : 3000,
+                             .store_elsewhere = true},
+                     .victim = 2};
+  int failed = mp_run(3, 60000, rank_stuck_behind_a_stopped_peer, &j);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 1); /* the stopped rank, killed */
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(shared->nfailed[r] == 1 && shared->failed0[r] == 2,
+                  "rank %d: %d failed (first %d)", r, shared->nfailed[r], shared->failed0[r]);
 }
 END_TEST
 
@@ -544,6 +596,7 @@ int main(void) {
   tcase_add_loop_test(tc, a_revoke_reaches_every_member_within_milliseconds, 0, 2);
   tcase_add_loop_test(tc, survivors_of_a_kill_agree_on_it_shrink_and_go_on, 0, 6);
   tcase_add_test(tc, a_rank_that_comes_after_the_deadline_is_fenced);
+  tcase_add_test(tc, a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced);
   tcase_add_test(tc, agreement_ands_the_flags_of_every_rank);
   tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);
   tcase_add_loop_test(tc, shrink_and_grow_cycles_leave_nothing_behind, 0, 2);

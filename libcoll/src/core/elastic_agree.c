@@ -14,7 +14,10 @@
  * which the store deletes when the process dies: base/failure_watch.c). When every rank
  * is in or dead, or when the agreement's deadline passed, the member that looked writes
  * the decision: the ranks not in are failed. A member that finds itself in the failed
- * set (it was stopped, or came late) gets COLL_ERR_FENCED. The decider also writes
+ * set (it was stopped, or came late) gets COLL_ERR_FENCED. A member that has waited a
+ * quarter of the deadline revokes the communicator (once): a rank still inside a call on
+ * it, waiting for a stopped peer that had already sent the others all they needed, stops
+ * and comes, instead of arriving after the deadline and being fenced. The decider also writes
  * "<prefix>dead/<rank>" for the failed ranks, so destroy never waits for them.
  * Joiners (elastic_members.c) are counted under the lineage's root prefix: "joiners"
  * (registrations) minus "served" (taken in by grows). */
@@ -28,7 +31,7 @@
 #include "common/test_hook.h"
 #include "core/comm.h"
 
-enum { KEY_MAX = 192, SLICE_MS = 20, DECISION_MAX = 1024 };
+enum { KEY_MAX = 192, SLICE_MS = 20, DECISION_MAX = 1024, REVOKE_AFTER_PARTS = 4 };
 
 coll_status_t elastic_store(coll_comm_t *comm, store_client_t **client) {
   if (comm->elastic_store == NULL) {
@@ -235,6 +238,10 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
   coll_status_t st = agree_ms(comm, &bound);
   if (st != COLL_OK) return st;
   int64_t deadline = coll_deadline_ns((int)bound);
+  /* Ranks missing this long may be stuck in a call on comm (waiting for a stopped rank
+   * that had sent them nothing more): revoke it, so that they stop and come. */
+  int64_t revoke_at = coll_deadline_ns((int)(bound / REVOKE_AFTER_PARTS));
+  bool revoked = false;
   store_client_t *c = NULL;
   st = elastic_store(comm, &c);
   if (st != COLL_OK) return st;
@@ -278,6 +285,11 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
     if (settled || coll_now_ns() >= deadline) {
       st = decide(comm, c, epoch, in, d);
       break;
+    }
+    if (!revoked && coll_now_ns() >= revoke_at) {
+      revoked = true;
+      st = coll_comm_revoke(comm);
+      if (st != COLL_OK) break;
     }
   }
   free(in);
