@@ -201,6 +201,69 @@ START_TEST(survivors_of_a_kill_agree_on_it_shrink_and_go_on) {
 }
 END_TEST
 
+/* ---- a member dies during the shrink ---- */
+
+/* Rank 3 is killed; rank 2 dies after the agreement, before its shrink. The others'
+ * shrink fails at once (the new communicator's rendezvous looks at rank 2's liveness key
+ * in the parent), not at the 8 s timeout; they agree again and shrink without both. */
+static int rank_dies_in_shrink(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int v = 1, bad = 0;
+  bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  if (rank == 3) raise(SIGKILL);
+  coll_status_t st = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm);
+  int64_t start = coll_now_ms();
+  coll_agreement_t a = {.flag = st == COLL_OK};
+  bad |= ct_ok(rank, "agree", coll_comm_agree(comm, &a));
+  if (rank == 2) raise(SIGKILL);
+  coll_comm_t *smaller = NULL;
+  st = coll_comm_shrink(comm, a.failed, a.nfailed, &smaller);
+  if (st == COLL_OK || strstr(coll_last_error(), "rank 2 died") == NULL) {
+    fprintf(stderr, "rank %d: shrink with a dead member gave %s: %s\n", rank, coll_status_name(st),
+            coll_last_error());
+    bad = 1;
+  }
+  coll_comm_destroy(smaller);
+  smaller = NULL;
+  a.flag = 1;
+  bad |= ct_ok(rank, "agree again", coll_comm_agree(comm, &a));
+  if (a.nfailed != 2 || a.failed[0] != 2 || a.failed[1] != 3) {
+    fprintf(stderr, "rank %d: agreed on %d failed\n", rank, a.nfailed);
+    bad = 1;
+  }
+  bad |= ct_ok(rank, "shrink again", coll_comm_shrink(comm, a.failed, a.nfailed, &smaller));
+  v = 1;
+  if (smaller != NULL)
+    bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, smaller));
+  bad |= v != 2;
+  shared->took_ms[rank] = coll_now_ms() - start;
+  coll_comm_destroy(smaller);
+  coll_comm_destroy(comm);
+  return bad;
+}
+
+START_TEST(a_member_that_dies_during_the_shrink_is_found_at_once) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  shared_reset();
+  elastic_job_t j = {.job = {.port = store.port,
+                             .transport = transport_of(0),
+                             .timeout_ms = TIMEOUT_MS,
+                             .store_elsewhere = true}};
+  int failed = mp_run(4, 60000, rank_dies_in_shrink, &j);
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 2); /* ranks 2 and 3, killed */
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(shared->took_ms[r] < RECOVERY_BOUND_MS, "rank %d took %lld ms", r,
+                  (long long)shared->took_ms[r]);
+  fprintf(stderr, "a member dead in the shrink: a working 2-rank communicator %lld ms after "
+                  "the first agreement began\n",
+          (long long)shared->took_ms[0]);
+}
+END_TEST
+
 /* ---- a slow rank is fenced ---- */
 
 static int rank_slow(int rank, int nranks, void *arg) {
@@ -596,6 +659,7 @@ int main(void) {
   tcase_add_loop_test(tc, a_revoke_reaches_every_member_within_milliseconds, 0, 2);
   tcase_add_loop_test(tc, survivors_of_a_kill_agree_on_it_shrink_and_go_on, 0, 6);
   tcase_add_test(tc, a_rank_that_comes_after_the_deadline_is_fenced);
+  tcase_add_test(tc, a_member_that_dies_during_the_shrink_is_found_at_once);
   tcase_add_test(tc, a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced);
   tcase_add_test(tc, agreement_ands_the_flags_of_every_rank);
   tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);

@@ -194,7 +194,7 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
 }
 
 static coll_status_t create(const coll_config_t *config, const char *prefix, store_server_t *adopt,
-                            coll_comm_t **out) {
+                            const comm_watch_t *watch, coll_comm_t **out) {
   if (config == NULL || out == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: %s is NULL",
                       config == NULL ? "config" : "comm");
@@ -229,6 +229,7 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "%s",
            prefix ? prefix : "coll/single/");
   comm->prefix_preset = prefix != NULL;
+  comm->watch = watch;
   /* Kept for coll_comm_split: children reach the same store. */
   snprintf(comm->base.store_addr, sizeof comm->base.store_addr, "%s",
            config->master_addr ? config->master_addr : "127.0.0.1");
@@ -249,6 +250,7 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   if (comm->base.nranks > 1) {
     st = connect_store(comm, config, token);
     if (st == COLL_OK) st = rdv_connect(comm, env_algo);
+    comm->watch = NULL; /* the caller's, valid during the call only */
     if (st != COLL_OK) goto fail;
   }
   st = exec_links_init(&comm->links, comm->transports, comm->base.nranks);
@@ -275,12 +277,17 @@ fail:
 }
 
 coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out) {
-  return create(config, prefix, NULL, out);
+  return create(config, prefix, NULL, NULL, out);
+}
+
+coll_status_t comm_create_watched(const coll_config_t *config, const char *prefix,
+                                  const comm_watch_t *watch, coll_comm_t **out) {
+  return create(config, prefix, NULL, watch, out);
 }
 
 coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,
                                  coll_comm_t **out) {
-  return create(config, NULL, server, out);
+  return create(config, NULL, server, NULL, out);
 }
 
 coll_status_t coll_comm_init_env(coll_comm_t **comm) {

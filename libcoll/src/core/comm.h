@@ -136,13 +136,25 @@ struct coll_comm {
   uint64_t shrinks, grows;          /* coll_comm_shrink / coll_comm_grow calls so far */
   store_client_t *elastic_store;    /* the elastic calls' own store connection; NULL until
                                      * the first (the progress thread uses base.store) */
+  const struct comm_watch *watch;   /* during a shrink's or grow's rendezvous only */
 };
+
+/* A shrink's or grow's new communicator: while its rendezvous waits for a member, it
+ * looks at that member's liveness key in the communicator it came from, so a member that
+ * died meanwhile fails the rendezvous at once instead of at the timeout. */
+typedef struct comm_watch {
+  const char *parent_prefix;
+  const int *parent_rank; /* of each new rank; -1: a joiner (nothing to watch) */
+} comm_watch_t;
 
 /* ---- comm.c ---- */
 /* COLL_ERR_INVALID_ARGUMENT with a message unless comm is a live communicator. */
 coll_status_t comm_check(const coll_comm_t *comm, const char *what);
 /* Create a communicator; prefix (NULL: agreed through the store) names its keys. */
 coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out);
+/* The same for a shrink or grow (elastic_members.c), watching the members' liveness. */
+coll_status_t comm_create_watched(const coll_config_t *config, const char *prefix,
+                                  const comm_watch_t *watch, coll_comm_t **out);
 /* The same from coll_comm_init_rank: server (NULL: none here) is the id's store, which
  * this communicator then hosts and stops at destroy; on failure the caller keeps it. */
 coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,

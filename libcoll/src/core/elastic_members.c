@@ -30,7 +30,8 @@ enum { KEY_MAX = 192, RECORD_MAX = 1200, POLL_US = 2000 };
 /* The new communicator "<root>G<gen>/" with this rank and size, in comm's lineage. */
 static coll_status_t create_member(const char *addr, int port, const char *token,
                                    const char *root, int64_t gen, int rank, int size,
-                                   int timeout_ms, coll_comm_t **out) {
+                                   int timeout_ms, const comm_watch_t *watch,
+                                   coll_comm_t **out) {
   char prefix[BASE_KEY_PREFIX_MAX];
   int len = snprintf(prefix, sizeof prefix, "%sG%lld/", root, (long long)gen);
   if (len < 0 || (size_t)len >= sizeof prefix)
@@ -46,7 +47,7 @@ static coll_status_t create_member(const char *addr, int port, const char *token
                        .token = token[0] ? token : NULL,
                        .host_store = 0,
                        .timeout_ms = timeout_ms};
-  coll_status_t st = comm_create(&cfg, prefix, out);
+  coll_status_t st = comm_create_watched(&cfg, prefix, watch, out);
   if (st != COLL_OK) return st;
   snprintf((*out)->lineage_root, sizeof (*out)->lineage_root, "%s", root);
   return COLL_OK;
@@ -80,6 +81,18 @@ static coll_status_t check_members_call(coll_comm_t *comm, coll_comm_t **newcomm
 }
 
 /* ---- shrink ---- */
+
+/* Whether rank r is in the excluded list `record` ("2,5", or "-" for none): 1 yes, 0 no. */
+static int excluded_in(const char *record, int r) {
+  for (const char *p = record; *p != '\0';) {
+    char *end = NULL;
+    long v = strtol(p, &end, 10);
+    if (end == p) return 0; /* "-" */
+    if (v == r) return 1;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
 
 static int by_value(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
@@ -157,8 +170,15 @@ coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, int nexclu
   }
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: %s #%llu: ", b->rank, what,
                                               (unsigned long long)k);
+  /* The survivors in order: new rank i is parent rank parent_rank[i]. */
+  int *parent_rank = malloc((size_t)(b->nranks - nexclude) * sizeof *parent_rank);
+  if (parent_rank == NULL) return coll_error(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
+  for (int r = 0, i = 0; r < b->nranks; r++)
+    if (excluded_in(record, r) == 0) parent_rank[i++] = r;
+  comm_watch_t watch = {.parent_prefix = b->key_prefix, .parent_rank = parent_rank};
   st = create_member(b->store_addr, b->store_port, b->token, comm->lineage_root, gen,
-                     b->rank - below, b->nranks - nexclude, b->timeout_ms, newcomm);
+                     b->rank - below, b->nranks - nexclude, b->timeout_ms, &watch, newcomm);
+  free(parent_rank);
   if (st != COLL_OK) return coll_error_prefix(st, "%s (without %s): ", what, record);
   return COLL_OK;
 }
@@ -224,8 +244,13 @@ coll_status_t coll_comm_grow(coll_comm_t *comm, int joiners, coll_comm_t **newco
   if (st != COLL_OK)
     return coll_error_prefix(st, "rank %d: %s #%llu (%d joiners): ", b->rank, what,
                              (unsigned long long)k, joiners);
+  int *parent_rank = malloc((size_t)(b->nranks + joiners) * sizeof *parent_rank);
+  if (parent_rank == NULL) return coll_error(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
+  for (int r = 0; r < b->nranks + joiners; r++) parent_rank[r] = r < b->nranks ? r : -1;
+  comm_watch_t watch = {.parent_prefix = b->key_prefix, .parent_rank = parent_rank};
   st = create_member(b->store_addr, b->store_port, b->token, comm->lineage_root, gen, b->rank,
-                     b->nranks + joiners, b->timeout_ms, newcomm);
+                     b->nranks + joiners, b->timeout_ms, &watch, newcomm);
+  free(parent_rank);
   if (st != COLL_OK) return coll_error_prefix(st, "%s (%d joiners): ", what, joiners);
   return COLL_OK;
 }
@@ -340,7 +365,8 @@ coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms, coll_co
                       "grew to take it in within %d ms",
                       (long long)ticket, jp.root, timeout_ms);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join: ");
-  st = create_member(jp.addr, jp.port, jp.token, jp.root, gen, rank, size, timeout_ms, newcomm);
+  st = create_member(jp.addr, jp.port, jp.token, jp.root, gen, rank, size, timeout_ms, NULL,
+                     newcomm);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join (as rank %d of %d): ", rank, size);
   coll_test_hook("joined");
   return COLL_OK;

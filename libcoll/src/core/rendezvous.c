@@ -16,7 +16,13 @@
 #include "common/log.h"
 #include "core/comm.h"
 
-enum { HOST_ID_MAX = 256, INFO_MAX = 2048, KEY_MAX = 160, MASK_WORDS = CPU_SETSIZE / 64 };
+enum {
+  HOST_ID_MAX = 256,
+  INFO_MAX = 2048,
+  KEY_MAX = 160,
+  MASK_WORDS = CPU_SETSIZE / 64,
+  WATCH_SLICE_MS = 100, /* get_record's look at a shrinking member's liveness */
+};
 
 /* What one rank publishes at init. */
 typedef struct {
@@ -123,12 +129,41 @@ static bool parse_info(char *text, rank_info_t *out) {
   return seen == 127;
 }
 
+/* Wait for rank r's record; for a shrink or grow, in slices, looking at r's liveness key
+ * in the communicator it came from between them (comm.h, comm_watch_t). */
+static coll_status_t get_record(coll_comm_t *comm, int r, const char *key, void **value,
+                                size_t *len) {
+  const comm_watch_t *w = comm->watch;
+  int parent = w != NULL ? w->parent_rank[r] : -1;
+  if (parent < 0) return store_get(comm->base.store, key, value, len, comm->base.timeout_ms);
+  char alive[KEY_MAX];
+  snprintf(alive, sizeof alive, "%salive/%d", w->parent_prefix, parent);
+  int64_t deadline = coll_deadline_ns(comm->base.timeout_ms);
+  int misses = 0;
+  for (;;) {
+    int64_t left = (deadline - coll_now_ns()) / 1000000;
+    coll_status_t st = store_get(comm->base.store, key, value, len,
+                                 left < WATCH_SLICE_MS ? (int)(left > 1 ? left : 1) : WATCH_SLICE_MS);
+    if (st != COLL_ERR_TIMEOUT || coll_now_ns() >= deadline) return st;
+    bool exists = false;
+    const char *keys[1] = {alive};
+    st = store_check(comm->base.store, keys, 1, &exists, comm->base.timeout_ms);
+    if (st != COLL_OK) return st;
+    misses = exists ? 0 : misses + 1;
+    if (misses >= 2)
+      return coll_error(COLL_ERR_REMOTE,
+                        "rank %d died (rank %d of the communicator this one is made from: the "
+                        "store dropped its liveness key)",
+                        r, parent);
+  }
+}
+
 static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) {
   char key[KEY_MAX];
   snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, r);
   void *value = NULL;
   size_t len = 0;
-  coll_status_t st = store_get(comm->base.store, key, &value, &len, comm->base.timeout_ms);
+  coll_status_t st = get_record(comm, r, key, &value, &len);
   if (st != COLL_OK)
     return coll_error_prefix(st, "rank %d: rendezvous, waiting for rank %d: ", comm->base.rank, r);
   char *text = malloc(len + 1);
