@@ -248,6 +248,12 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   st = exec_init(&comm->exec, &comm->base, &comm->cost);
   if (st != COLL_OK) goto fail;
   if (comm->base.nranks > 1) {
+    double inter_alpha, inter_beta;
+    st = rdv_read_inter_cost(&inter_alpha, &inter_beta);
+    if (st != COLL_OK) {
+      coll_error_prefix(st, "rank %d: ", config->rank);
+      goto fail;
+    }
     st = connect_store(comm, config, token);
     if (st == COLL_OK) st = rdv_connect(comm, env_algo);
     comm->watch = NULL; /* the caller's, valid during the call only */

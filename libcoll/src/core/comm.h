@@ -183,6 +183,9 @@ coll_status_t launch_env_algo(coll_algo_t *algo);
 /* Agree on the key prefix, host ids, forced algorithm and transport and cost constants,
  * then connect the transports. Collective over all ranks. */
 coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo);
+/* COLL_INTER_COST as cost constants (0, 0: unset); checked again before the store is
+ * touched, so a malformed value fails every rank at once. */
+coll_status_t rdv_read_inter_cost(double *alpha, double *beta);
 /* Check through the store that every rank chose the same algorithm with set_algo. */
 coll_status_t rdv_check_algo(coll_comm_t *comm);
 /* Final barrier at destroy: nobody leaves before all arrived, and the store host waits

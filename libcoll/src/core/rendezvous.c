@@ -198,7 +198,7 @@ static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int
 
 /* COLL_INTER_COST="LATENCY_US,GBYTES_PER_S": the link between nodes as the cost model
  * should see it (bench/calibrate -H prints it; rank 0's wins); unset: tcp's constants. */
-static coll_status_t read_inter_cost(double *alpha, double *beta) {
+coll_status_t rdv_read_inter_cost(double *alpha, double *beta) {
   *alpha = *beta = 0;
   const char *v = coll_env_str("COLL_INTER_COST");
   if (v == NULL || v[0] == '\0') return COLL_OK;
@@ -246,7 +246,7 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
   mine.chunk = (size_t)chunk;
   mine.shm = algo_cost_shm_default;
   mine.tcp = algo_cost_tcp_default;
-  st = read_inter_cost(&mine.inter_alpha, &mine.inter_beta);
+  st = rdv_read_inter_cost(&mine.inter_alpha, &mine.inter_beta);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", comm->base.rank);
   if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_ZERO(&mine.cpus);
 
