@@ -4,7 +4,7 @@
  * the flag's AND, grow with joiners (one and two at once), a dead store giving a clear
  * error, and shrink/grow cycles leaving no file descriptor, thread or segment behind.
  * COLL_TEST_TRANSPORT=ib (tests/rdma/run.sh, in the soft-RoCE guest) runs every case
- * over that transport instead. */
+ * over that transport instead; COLL_TEST_CYCLES=1000 makes the cycles 1000 (README). */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -49,7 +49,7 @@ static const char *transport_of(int i) {
 #define TIMEOUT_MS (GUEST ? 30000 : 8000)
 #define RECOVERY_BOUND_MS (GUEST ? 20000 : 4000)
 #define AGREE_ROUNDS (GUEST ? 20 : 200)
-#define CYCLES (GUEST ? 4 : 40)
+#define CYCLES (getenv("COLL_TEST_CYCLES") ? atoi(getenv("COLL_TEST_CYCLES")) : GUEST ? 4 : 40)
 
 static void shared_reset(void) {
   if (shared == NULL) {
