@@ -573,9 +573,11 @@ typedef struct {
 } coll_agreement_t;
 /* Fault-tolerant agreement over comm's members (MPI ULFM's MPI_Comm_agree plus the
  * failed set): every rank that takes part gets the same answer. A rank is declared
- * failed when it has not taken part once every other rank has and it is known dead (a
- * broken connection), or when the agreement deadline passes without it (COLL_AGREE_MS,
- * default min(comm timeout, 2000 ms)). A rank that arrives after it was declared failed
+ * failed when it has not taken part once every other rank has and it is known dead (its
+ * process is gone: the store dropped the liveness key its connection owned), or when the
+ * agreement deadline passes without it (COLL_AGREE_MS, default the communicator's
+ * timeout). A member that has waited a quarter of the deadline revokes comm, so a rank
+ * stuck in a call on it comes to agree in time. A rank that arrives after it was declared failed
  * (it was stopped, or slow) gets COLL_ERR_FENCED and must stop using the lineage: so
  * there is never a split. Works on a revoked or failed communicator (that is what it
  * is for) and on a healthy one (one per training step answers "did the last call
