@@ -19,6 +19,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -482,7 +483,11 @@ class Harness:
 def store_dies(args, tmp):
     """Two collruns as two nodes of one job; node 0's (it hosts the store) is SIGKILLed. Each
     rank of node 1 must fail with an error naming the store within its deadline."""
-    port = 20000 + random.Random(os.getpid()).randrange(20000)
+    # A port the kernel just gave out and nobody holds: a random one could be taken by a
+    # test running beside this one, and node 0's store would not start.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     work = tempfile.mkdtemp(dir=tmp)
     worker = Worker(args.worker, steps=100000, step_ms=10)
     common = ["--elastic", "--nnodes", "2", "--master-port", str(port), "--token", "t%d" % port,
@@ -491,7 +496,9 @@ def store_dies(args, tmp):
     node0 = Job([args.collrun, "-n", "2", "--node-rank", "0"] + common + worker.argv(1, work), env, work)
     node1 = Job([args.collrun, "-n", "2", "--node-rank", "1"] + common + worker.argv(1, work), env, work)
     ok = node1.wait_for(r"commit step=5 ", count=2, timeout=30)
-    problems = [] if ok else ["node 1 never trained"]
+    problems = [] if ok else ["node 1 never trained; node 0 said: %s; node 1 said: %s" % (
+        " | ".join(t for _, _, t in node0.snapshot()[-5:]),
+        " | ".join(t for _, _, t in node1.snapshot()[-5:]))]
     kill_t = time.time()
     node0.proc.kill()
     rc1 = node1.finish(30)
