@@ -369,6 +369,42 @@ START_TEST(a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced) {
 }
 END_TEST
 
+/* ---- a long job keeps its liveness keys ---- */
+
+/* The watcher's parked get times out (every minute; 100 ms here) and its next call may
+ * replace the connection, whose close made the store drop the rank's liveness key: then a
+ * live rank that was merely slow looked dead to a peer waiting for it (an ASan CI run:
+ * "rank 1 died" after 60 s). The ranks idle through many park timeouts, then rank 1 is
+ * 800 ms late to an all-reduce: the others must wait for it, not declare it dead. */
+static int rank_long_lived(int rank, int nranks, void *arg) {
+  const elastic_job_t *j = arg;
+  coll_comm_t *comm;
+  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  int v = 1, bad = 0;
+  bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  ct_sleep_ms(1500 + (rank == 1 ? 800 : 0));
+  v = 1;
+  bad |= ct_ok(rank, "late all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
+  bad |= v != nranks;
+  bad |= ct_ok(rank, "destroy", coll_comm_destroy(comm));
+  return bad;
+}
+
+START_TEST(a_long_job_keeps_its_liveness_keys) {
+  tp_store_host_t store;
+  ck_assert(tp_store_start(&store));
+  elastic_job_t j = {.job = {.port = store.port,
+                             .transport = transport_of(1),
+                             .timeout_ms = TIMEOUT_MS,
+                             .store_elsewhere = true}};
+  setenv("COLL_TEST_WATCH_PARK_MS", "100", 1);
+  int failed = mp_run(3, 60000, rank_long_lived, &j);
+  unsetenv("COLL_TEST_WATCH_PARK_MS");
+  tp_store_stop(&store);
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 /* ---- the flag's AND, many times ---- */
 
 static int rank_flags(int rank, int nranks, void *arg) {
@@ -662,6 +698,7 @@ int main(void) {
   tcase_add_test(tc, a_member_that_dies_during_the_shrink_is_found_at_once);
   tcase_add_test(tc, a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced);
   tcase_add_test(tc, agreement_ands_the_flags_of_every_rank);
+  tcase_add_test(tc, a_long_job_keeps_its_liveness_keys);
   tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);
   tcase_add_loop_test(tc, shrink_and_grow_cycles_leave_nothing_behind, 0, 2);
   tcase_add_test(tc, agreement_without_the_store_fails_clearly);

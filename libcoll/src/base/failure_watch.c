@@ -26,6 +26,7 @@ struct failure_watch {
   atomic_int stop;
   coll_base_t *base;
   char key[KEY_MAX];
+  int park_ms; /* PARK_MS; COLL_TEST_WATCH_PARK_MS makes it short for a test */
 };
 
 static void pause_unless_stopped(struct failure_watch *w, int ms) {
@@ -61,7 +62,7 @@ static void *watch_main(void *arg) {
     if (reregister && register_alive(w) == COLL_OK) reregister = false;
     void *value = NULL;
     size_t len = 0;
-    coll_status_t st = store_get(w->client, w->key, &value, &len, PARK_MS);
+    coll_status_t st = store_get(w->client, w->key, &value, &len, w->park_ms);
     if (atomic_load(&w->stop)) {
       free(value);
       break;
@@ -71,11 +72,11 @@ static void *watch_main(void *arg) {
       free(value);
       break; /* the first failure is the only one published */
     }
-    /* Nothing yet (the get timed out) or the store is away: ask again. */
-    if (st != COLL_ERR_TIMEOUT) {
-      reregister = true;
-      pause_unless_stopped(w, RETRY_MS);
-    }
+    /* Nothing yet (the get timed out) or the store is away: ask again. A get that timed
+     * out may have left the connection to be replaced by the next call, and the server
+     * drops the key with the old one: register again every time (once a minute). */
+    reregister = true;
+    if (st != COLL_ERR_TIMEOUT) pause_unless_stopped(w, RETRY_MS);
   }
   coll_error_clear();
   return NULL;
@@ -87,6 +88,8 @@ coll_status_t failure_watch_open(coll_base_t *base) {
   if (w == NULL) return coll_error(COLL_ERR_NO_MEMORY, "out of memory for the failure watcher");
   w->base = base;
   atomic_init(&w->stop, 0);
+  const char *park = getenv("COLL_TEST_WATCH_PARK_MS");
+  w->park_ms = park != NULL && atoi(park) > 0 ? atoi(park) : PARK_MS;
   snprintf(w->key, sizeof w->key, "%sfailure", base->key_prefix);
   coll_status_t st =
       store_client_connect(base->store_addr, (uint16_t)base->store_port,

@@ -182,8 +182,23 @@ static void op_hello(store_server_t *s, conn_t *c) {
 }
 
 /* Serve the complete request in c->args. */
+/* Forget that any connection but c owns key: the last owned set wins, so a client that
+ * reconnected keeps its key when the server sees its old connection close afterwards. */
+static void disown_others(store_server_t *s, conn_t *c, store_arg_t key) {
+  for (conn_t *o = s->conns; o != NULL; o = o->next) {
+    if (o == c) continue;
+    for (size_t i = 0; i < o->owned_n; i++)
+      if (strlen(o->owned[i]) == key.len && memcmp(o->owned[i], key.data, key.len) == 0) {
+        free(o->owned[i]);
+        o->owned[i] = o->owned[--o->owned_n];
+        break;
+      }
+  }
+}
+
 /* Remember that c owns key (once). false when out of memory. */
-static bool own(conn_t *c, store_arg_t key) {
+static bool own(store_server_t *s, conn_t *c, store_arg_t key) {
+  disown_others(s, c, key);
   for (size_t i = 0; i < c->owned_n; i++)
     if (strlen(c->owned[i]) == key.len && memcmp(c->owned[i], key.data, key.len) == 0) return true;
   if (c->owned_n == c->owned_cap) {
@@ -224,7 +239,7 @@ void store_serve(store_server_t *s, conn_t *c) {
         break;
       }
       if (!existed) key_appeared(s, key.data, key.len);
-      if ((c->header.flags & STORE_FLAG_OWNED) != 0 && !own(c, key)) {
+      if ((c->header.flags & STORE_FLAG_OWNED) != 0 && !own(s, c, key)) {
         store_conn_reply_message(s, c, STORE_REPLY_INVALID, "set: store server out of memory");
         break;
       }

@@ -208,7 +208,7 @@ static coll_status_t decide(coll_comm_t *comm, store_client_t *c, uint64_t epoch
 
 /* Who is in, and whether every rank is in or dead. */
 static coll_status_t survey(coll_comm_t *comm, store_client_t *c, uint64_t epoch, bool *in,
-                            bool *settled) {
+                            int *misses, bool *settled) {
   const coll_base_t *b = &comm->base;
   char key[KEY_MAX];
   int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
@@ -222,7 +222,10 @@ static coll_status_t survey(coll_comm_t *comm, store_client_t *c, uint64_t epoch
     snprintf(key, sizeof key, "%salive/%d", b->key_prefix, r);
     bool alive = key_exists(c, key, ms, &st);
     if (st != COLL_OK) return st;
-    if (alive) *settled = false;
+    /* Missing in two looks a slice apart: a live rank whose watcher reconnects has its
+     * key back within milliseconds (base/failure_watch.c). */
+    misses[r] = alive ? 0 : misses[r] + 1;
+    if (misses[r] < 2) *settled = false;
   }
   return COLL_OK;
 }
@@ -255,11 +258,17 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
   if (st == COLL_OK) st = store_add(c, key, 1, &arrived, b->timeout_ms);
   if (st != COLL_OK) return st;
   bool *in = calloc((size_t)b->nranks, sizeof *in);
-  if (in == NULL) return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
+  int *misses = calloc((size_t)b->nranks, sizeof *misses);
+  if (in == NULL || misses == NULL) {
+    free(in);
+    free(misses);
+    return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
+  }
   if (arrived >= b->nranks) {
     for (int r = 0; r < b->nranks; r++) in[r] = true;
     st = decide(comm, c, epoch, in, d);
     free(in);
+    free(misses);
     return st;
   }
   snprintf(key, sizeof key, "%sagree/%llu/decision", b->key_prefix, (unsigned long long)epoch);
@@ -280,7 +289,7 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
     free(value);
     if (st != COLL_ERR_TIMEOUT) break;
     bool settled = false;
-    st = survey(comm, c, epoch, in, &settled);
+    st = survey(comm, c, epoch, in, misses, &settled);
     if (st != COLL_OK) break;
     if (settled || coll_now_ns() >= deadline) {
       st = decide(comm, c, epoch, in, d);
@@ -293,6 +302,7 @@ static coll_status_t agree(coll_comm_t *comm, decision_t *d, uint32_t flag) {
     }
   }
   free(in);
+  free(misses);
   return st;
 }
 
