@@ -152,14 +152,25 @@ coll_status_t failure_record(coll_base_t *base, coll_status_t st, int dead_peer)
  * hang report. Returns st. */
 coll_status_t failure_conclude(coll_base_t *base, coll_status_t st, int dead_peer,
                                bool stopped_by_peer);
-/* Whether peer is alive by the store: its failure watcher's connection still holds
- * "<prefix>alive/<peer>" (the store drops it when the process dies). 1: alive, 0: dead,
- * -1: the store did not answer (coll_last_error() then says why). */
-int failure_peer_alive(coll_base_t *base, int peer);
 /* Destroy of a failed communicator, after its connections closed: ranks announce they
  * left; the store's host keeps serving until every rank left or was seen dead (bounded),
  * so the others can still read the failure record. */
 void failure_linger(coll_base_t *base);
+
+/* ---- liveness.c: whether a rank's process is still there ---- */
+/* Looks in a row that must miss a rank's liveness key before it counts as dead. */
+enum { LIVENESS_MISSES_DEAD = 2 };
+/* Set "<prefix>alive/<rank>" owned by connection c (the store drops it with c). */
+coll_status_t liveness_register(store_client_t *c, const char *prefix, int rank, int ms);
+/* Whether rank's liveness key under prefix is there (*alive), by connection c within ms. */
+coll_status_t liveness_look(store_client_t *c, const char *prefix, int rank, int ms, bool *alive);
+/* The same for a peer of this communicator, on its store, within the failure path's bound
+ * (base_failure_store_ms): 1 alive (or outside it, or no store), 0 dead, -1 the store
+ * did not answer (coll_last_error() says why). */
+int liveness_peer_alive(coll_base_t *base, int peer);
+/* Count one look at a rank's key (missing or not) in *misses: true once it was missing
+ * LIVENESS_MISSES_DEAD looks in a row, i.e. the rank is dead. */
+bool liveness_missed(int *misses, bool missing);
 
 /* ---- failure_watch.c ---- */
 /* Open the watcher's store connection and register this rank as alive

@@ -14,10 +14,11 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/store_keys.h"
 #include "common/clock.h"
 #include "common/error.h"
 
-enum { KEY_MAX = 128, LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
+enum { LINGER_MAX_MS = 3000, POLL_MS = 10, STORE_OP_MS = 150 };
 
 int base_failure_store_ms(const coll_base_t *base) {
   return base->timeout_ms < STORE_OP_MS ? base->timeout_ms : STORE_OP_MS;
@@ -37,21 +38,21 @@ bool failure_parse(const char *value, size_t len, failure_t *out) {
 
 coll_status_t failure_record(coll_base_t *base, coll_status_t st, int dead_peer) {
   if (base->store == NULL || base->nranks < 2 || st == COLL_ERR_ABORTED) return st;
-  char saved[BASE_MESSAGE_MAX], key[KEY_MAX], mine[BASE_MESSAGE_MAX + 16];
+  char saved[BASE_MESSAGE_MAX], mine[BASE_MESSAGE_MAX + 16];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (dead_peer >= 0) {
-    snprintf(key, sizeof key, "%sdead/%d", base->key_prefix, dead_peer);
-    if (store_set(base->store, key, "1", 1, base_failure_store_ms(base)) != COLL_OK) {
+    store_key_t dead = key_dead(base->key_prefix, dead_peer);
+    if (store_set(base->store, dead.text, "1", 1, base_failure_store_ms(base)) != COLL_OK) {
       coll_error(st, "%s", saved); /* the store is gone too: nothing to learn there */
       return st;
     }
   }
-  snprintf(key, sizeof key, "%sfailure", base->key_prefix);
+  store_key_t key = key_failure(base->key_prefix);
   snprintf(mine, sizeof mine, "%d|%d|%s", base->rank, (int)st, saved);
   void *current = NULL;
   size_t len = 0;
-  coll_status_t s = store_compare_set(base->store, key, NULL, 0, mine, strlen(mine), &current, &len,
-                                      base_failure_store_ms(base));
+  coll_status_t s = store_compare_set(base->store, key.text, NULL, 0, mine, strlen(mine), &current,
+                                      &len, base_failure_store_ms(base));
   failure_t first;
   bool theirs = s == COLL_OK && current != NULL && failure_parse(current, len, &first) &&
                 first.rank != base->rank;
@@ -74,32 +75,18 @@ coll_status_t failure_record(coll_base_t *base, coll_status_t st, int dead_peer)
 
 /* Whether rank r has left or was seen dead. */
 static bool accounted(coll_base_t *base, int r) {
-  char left[KEY_MAX], dead[KEY_MAX];
-  snprintf(left, sizeof left, "%sleft/%d", base->key_prefix, r);
-  snprintf(dead, sizeof dead, "%sdead/%d", base->key_prefix, r);
+  store_key_t left = key_left(base->key_prefix, r), dead = key_dead(base->key_prefix, r);
   bool exists = false;
-  const char *k1[1] = {left}, *k2[1] = {dead};
+  const char *k1[1] = {left.text}, *k2[1] = {dead.text};
   if (store_check(base->store, k1, 1, &exists, 200) == COLL_OK && exists) return true;
   return store_check(base->store, k2, 1, &exists, 200) == COLL_OK && exists;
 }
 
-int failure_peer_alive(coll_base_t *base, int peer) {
-  if (base->store == NULL || peer < 0 || peer >= base->nranks) return 1;
-  char key[KEY_MAX];
-  snprintf(key, sizeof key, "%salive/%d", base->key_prefix, peer);
-  bool exists = false;
-  const char *keys[1] = {key};
-  coll_status_t st = store_check(base->store, keys, 1, &exists, base_failure_store_ms(base));
-  if (st != COLL_OK) return -1;
-  return exists ? 1 : 0;
-}
-
 void failure_linger(coll_base_t *base) {
   if (base->store == NULL || base->nranks < 2) return;
-  char key[KEY_MAX];
   if (base->server == NULL) {
-    snprintf(key, sizeof key, "%sleft/%d", base->key_prefix, base->rank);
-    store_set(base->store, key, "1", 1, base_failure_store_ms(base));
+    store_key_t left = key_left(base->key_prefix, base->rank);
+    store_set(base->store, left.text, "1", 1, base_failure_store_ms(base));
     return;
   }
   int bound = base->timeout_ms < LINGER_MAX_MS ? base->timeout_ms : LINGER_MAX_MS;

@@ -14,10 +14,11 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "base/store_keys.h"
 #include "common/error.h"
 #include "common/log.h"
 
-enum { PARK_MS = 60000, RETRY_MS = 200, KEY_MAX = 128 };
+enum { PARK_MS = 60000, RETRY_MS = 200 };
 
 struct failure_watch {
   pthread_t thread;
@@ -25,7 +26,7 @@ struct failure_watch {
   store_client_t *client;
   atomic_int stop;
   coll_base_t *base;
-  char key[KEY_MAX];
+  store_key_t key; /* the communicator's first failure */
   int park_ms; /* PARK_MS; COLL_TEST_WATCH_PARK_MS makes it short for a test */
 };
 
@@ -44,13 +45,11 @@ static void take(struct failure_watch *w, const char *value, size_t len) {
   coll_log(COLL_LOG_INFO, "rank %d failed: %s", f.rank, f.message);
 }
 
-/* "<prefix>alive/<rank>", owned by the watcher's connection: the store deletes it when
- * this process dies (or the connection breaks), which is how an agreement
- * (core/elastic_agree.c) tells a dead rank from a slow one. */
+/* This rank's liveness key, owned by the watcher's connection: the store deletes it when
+ * this process dies (or the connection breaks), which is how the others tell a dead rank
+ * from a slow one (liveness.c). */
 static coll_status_t register_alive(struct failure_watch *w) {
-  char key[KEY_MAX];
-  snprintf(key, sizeof key, "%salive/%d", w->base->key_prefix, w->base->rank);
-  return store_set_owned(w->client, key, "1", 1, w->base->timeout_ms);
+  return liveness_register(w->client, w->base->key_prefix, w->base->rank, w->base->timeout_ms);
 }
 
 static void *watch_main(void *arg) {
@@ -62,7 +61,7 @@ static void *watch_main(void *arg) {
     if (reregister && register_alive(w) == COLL_OK) reregister = false;
     void *value = NULL;
     size_t len = 0;
-    coll_status_t st = store_get(w->client, w->key, &value, &len, w->park_ms);
+    coll_status_t st = store_get(w->client, w->key.text, &value, &len, w->park_ms);
     if (atomic_load(&w->stop)) {
       free(value);
       break;
@@ -90,7 +89,7 @@ coll_status_t failure_watch_open(coll_base_t *base) {
   atomic_init(&w->stop, 0);
   const char *park = getenv("COLL_TEST_WATCH_PARK_MS");
   w->park_ms = park != NULL && atoi(park) > 0 ? atoi(park) : PARK_MS;
-  snprintf(w->key, sizeof w->key, "%sfailure", base->key_prefix);
+  w->key = key_failure(base->key_prefix);
   coll_status_t st =
       store_client_connect(base->store_addr, (uint16_t)base->store_port,
                            base->token[0] ? base->token : NULL, base->timeout_ms, &w->client);

@@ -15,13 +15,13 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/store_keys.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
 enum {
-  KEY_MAX = 128,
   LINE_MAX_ = 200,
   REPORT_MAX = 2048,
   POLL_MS = 5,
@@ -57,23 +57,25 @@ static void write_file(const char *report) {
   fclose(f);
 }
 
-static void key_of(const coll_base_t *base, const char *what, char *key, size_t cap) {
-  snprintf(key, cap, "%shang/%s", base->key_prefix, what);
+/* The hang key of rank r. */
+static store_key_t rank_key(const coll_base_t *base, int r) {
+  char who[16];
+  snprintf(who, sizeof who, "%d", r);
+  return key_hang(base->key_prefix, who);
 }
 
 bool hang_publish(coll_base_t *base) {
   if (base->store == NULL || base->nranks < 2) return false;
-  char mine[LINE_MAX_], value[LINE_MAX_ + 48], key[KEY_MAX], who[16];
+  char mine[LINE_MAX_], value[LINE_MAX_ + 48];
   describe(base, mine, sizeof mine);
   /* "seq|waiting peer|description" */
   snprintf(value, sizeof value, "%llu|%d|%s", (unsigned long long)base->where.seq,
            base->where.waiting_peer, mine);
-  snprintf(who, sizeof who, "%d", base->rank);
-  key_of(base, who, key, sizeof key);
+  store_key_t key = rank_key(base, base->rank);
   char saved[BASE_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
-  bool ok =
-      store_set(base->store, key, value, strlen(value), base_failure_store_ms(base)) == COLL_OK;
+  bool ok = store_set(base->store, key.text, value, strlen(value), base_failure_store_ms(base)) ==
+            COLL_OK;
   coll_error(COLL_ERR_TIMEOUT, "%s", saved);
   return ok;
 }
@@ -87,16 +89,15 @@ typedef struct {
 } rank_state_t;
 
 static bool read_state(coll_base_t *base, int r, rank_state_t *out) {
-  char key[KEY_MAX], who[16];
-  snprintf(who, sizeof who, "%d", r);
-  key_of(base, who, key, sizeof key);
-  const char *keys[1] = {key};
+  store_key_t key = rank_key(base, r);
+  const char *keys[1] = {key.text};
   bool exists = false;
   if (store_check(base->store, keys, 1, &exists, base_failure_store_ms(base)) != COLL_OK || !exists)
     return false;
   void *val = NULL;
   size_t len = 0;
-  if (store_get(base->store, key, &val, &len, base_failure_store_ms(base)) != COLL_OK) return false;
+  if (store_get(base->store, key.text, &val, &len, base_failure_store_ms(base)) != COLL_OK)
+    return false;
   char text[LINE_MAX_ + 48];
   snprintf(text, sizeof text, "%.*s", (int)len, (const char *)val);
   free(val);
@@ -186,12 +187,11 @@ void hang_collect(coll_base_t *base, bool store_ok) {
     usleep(POLL_MS * 1000);
   }
   build(base, st, report, REPORT_MAX);
-  char key[KEY_MAX];
-  key_of(base, "report", key, sizeof key);
+  store_key_t key = key_hang(base->key_prefix, "report");
   void *first = NULL;
   size_t first_len = 0;
-  coll_status_t s = store_compare_set(base->store, key, NULL, 0, report, strlen(report), &first,
-                                      &first_len, base_failure_store_ms(base));
+  coll_status_t s = store_compare_set(base->store, key.text, NULL, 0, report, strlen(report),
+                                      &first, &first_len, base_failure_store_ms(base));
   bool ours = s != COLL_OK || first == NULL ||
               (first_len == strlen(report) && memcmp(first, report, first_len) == 0);
   if (ours) {
@@ -213,11 +213,10 @@ void hang_join(coll_base_t *base) {
   char saved[BASE_MESSAGE_MAX];
   snprintf(saved, sizeof saved, "%s", coll_last_error());
   if (!hang_publish(base)) return;
-  char key[KEY_MAX];
-  key_of(base, "report", key, sizeof key);
+  store_key_t key = key_hang(base->key_prefix, "report");
   void *report = NULL;
   size_t len = 0;
-  if (store_get(base->store, key, &report, &len,
+  if (store_get(base->store, key.text, &report, &len,
                 grace_ms(base) + 2 * base_failure_store_ms(base)) == COLL_OK)
     coll_error(COLL_ERR_TIMEOUT, "%s; %.*s", saved, (int)len, (const char *)report);
   else

@@ -20,7 +20,7 @@
  *   COLL_STORE_HOSTED  1: a launcher hosts the store, rank 0 does not (0)
  *   COLL_JOB_TOKEN     the store's job token (none)
  *   COLL_AGREE_MS      how long coll_comm_agree waits for a live rank that has not taken
- *                      part before declaring it failed (elastic_agree.c) (the timeout)
+ *                      part before declaring it failed (membership/agree.c) (the timeout)
  *   COLL_HANG_REPORT   file where the hang report goes after a timeout (hang.c) (unset;
  *                      collrun sets it)
  *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (trace/trace.c) (unset)
@@ -95,7 +95,7 @@ static void comm_free(coll_comm_t *comm) {
   window_close_all(&comm->windows, &comm->base);
   arena_close(&comm->arena);
   transport_set_close(comm->transports);
-  store_client_close(comm->elastic_store);
+  membership_close(&comm->members);
   store_client_close(comm->base.store);
   store_server_stop(comm->base.server);
   trace_close(&comm->base.trace);
@@ -194,7 +194,7 @@ coll_status_t coll_comm_init_config(const coll_config_t *config, coll_comm_t **o
 }
 
 static coll_status_t create(const coll_config_t *config, const char *prefix, store_server_t *adopt,
-                            const comm_watch_t *watch, coll_comm_t **out) {
+                            const member_watch_t *watch, coll_comm_t **out) {
   if (config == NULL || out == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_init_config: %s is NULL",
                       config == NULL ? "config" : "comm");
@@ -229,7 +229,6 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "%s",
            prefix ? prefix : "coll/single/");
   comm->prefix_preset = prefix != NULL;
-  comm->watch = watch;
   /* Kept for coll_comm_split: children reach the same store. */
   snprintf(comm->base.store_addr, sizeof comm->base.store_addr, "%s",
            config->master_addr ? config->master_addr : "127.0.0.1");
@@ -255,8 +254,7 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
       goto fail;
     }
     st = connect_store(comm, config, token);
-    if (st == COLL_OK) st = rdv_connect(comm, env_algo);
-    comm->watch = NULL; /* the caller's, valid during the call only */
+    if (st == COLL_OK) st = rdv_connect(comm, env_algo, watch);
     if (st != COLL_OK) goto fail;
   }
   st = exec_links_init(&comm->links, comm->transports, comm->base.nranks);
@@ -270,8 +268,8 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
   if (st == COLL_OK) st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;
-  /* The first of its lineage (a shrink or grow sets its parent's afterwards). */
-  snprintf(comm->lineage_root, sizeof comm->lineage_root, "%s", comm->base.key_prefix);
+  /* The first of its lineage (comm_create_member gives it its parent's afterwards). */
+  membership_init(&comm->members, comm->base.key_prefix);
   (void)coll_cheap_now_ns();
   *out = comm;
   coll_error_clear();
@@ -286,9 +284,19 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   return create(config, prefix, NULL, NULL, out);
 }
 
-coll_status_t comm_create_watched(const coll_config_t *config, const char *prefix,
-                                  const comm_watch_t *watch, coll_comm_t **out) {
-  return create(config, prefix, NULL, watch, out);
+coll_status_t comm_create_member(const member_plan_t *plan, coll_comm_t **out) {
+  coll_config_t cfg = {.rank = plan->rank,
+                       .size = plan->size,
+                       .local_rank = -1,
+                       .master_addr = plan->store_addr,
+                       .master_port = plan->store_port,
+                       .token = plan->token[0] ? plan->token : NULL,
+                       .host_store = 0,
+                       .timeout_ms = plan->timeout_ms};
+  coll_status_t st = create(&cfg, plan->prefix, NULL, &plan->watch, out);
+  if (st != COLL_OK) return st;
+  membership_init(&(*out)->members, plan->root);
+  return COLL_OK;
 }
 
 coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,

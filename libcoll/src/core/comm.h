@@ -18,6 +18,7 @@
 #include "core/tagged.h"
 #include "cuda/cuda_path.h"
 #include "exec/exec.h"
+#include "membership/membership.h"
 #include "onehost/arena.h"
 #include "onehost/small.h"
 #include "onehost/window.h"
@@ -128,43 +129,21 @@ struct coll_comm {
   size_t premul_n, premul_cap;
   uint8_t barrier_byte; /* coll_barrier's output */
 
-  /* Surviving lost ranks (elastic_agree.c, elastic_members.c). The lineage is this
-   * communicator and those shrunk or grown from it: they share lineage_root, the key
-   * prefix of the first one, under which joiners register. */
-  char lineage_root[BASE_KEY_PREFIX_MAX];
-  uint64_t agree_epoch;             /* coll_comm_agree calls so far */
-  uint64_t shrinks, grows;          /* coll_comm_shrink / coll_comm_grow calls so far */
-  store_client_t *elastic_store;    /* the elastic calls' own store connection; NULL until
-                                     * the first (the progress thread uses base.store) */
-  const struct comm_watch *watch;   /* during a shrink's or grow's rendezvous only */
+  membership_t members; /* its lineage, agreements, shrinks and grows (membership/) */
 };
-
-/* A shrink's or grow's new communicator: while its rendezvous waits for a member, it
- * looks at that member's liveness key in the communicator it came from, so a member that
- * died meanwhile fails the rendezvous at once instead of at the timeout. */
-typedef struct comm_watch {
-  const char *parent_prefix;
-  const int *parent_rank; /* of each new rank; -1: a joiner (nothing to watch) */
-} comm_watch_t;
 
 /* ---- comm.c ---- */
 /* COLL_ERR_INVALID_ARGUMENT with a message unless comm is a live communicator. */
 coll_status_t comm_check(const coll_comm_t *comm, const char *what);
 /* Create a communicator; prefix (NULL: agreed through the store) names its keys. */
 coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out);
-/* The same for a shrink or grow (elastic_members.c), watching the members' liveness. */
-coll_status_t comm_create_watched(const coll_config_t *config, const char *prefix,
-                                  const comm_watch_t *watch, coll_comm_t **out);
+/* The new communicator a shrink, grow or join planned (membership/), in the plan's
+ * lineage; its rendezvous watches the members' liveness in the parent. */
+coll_status_t comm_create_member(const member_plan_t *plan, coll_comm_t **out);
 /* The same from coll_comm_init_rank: server (NULL: none here) is the id's store, which
  * this communicator then hosts and stops at destroy; on failure the caller keeps it. */
 coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *server,
                                  coll_comm_t **out);
-
-/* ---- elastic_agree.c ---- */
-/* The elastic calls' store connection, made on first use. */
-coll_status_t elastic_store(coll_comm_t *comm, store_client_t **client);
-/* Processes registered to join comm's lineage and not yet taken in by a grow. */
-coll_status_t elastic_joiners_waiting(coll_comm_t *comm, store_client_t *c, int ms, int *waiting);
 
 /* ---- staging.c ---- */
 /* Staging bytes held now; comm_update_staging_peak keeps the peak. */
@@ -181,8 +160,9 @@ coll_status_t launch_env_algo(coll_algo_t *algo);
 
 /* ---- rendezvous.c ---- */
 /* Agree on the key prefix, host ids, forced algorithm and transport and cost constants,
- * then connect the transports. Collective over all ranks. */
-coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo);
+ * then connect the transports. Collective over all ranks. watch (NULL: none): a shrink's
+ * or grow's look at its members' liveness in the parent while it waits for them. */
+coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo, const member_watch_t *watch);
 /* COLL_INTER_COST as cost constants (0, 0: unset); checked again before the store is
  * touched, so a malformed value fails every rank at once. */
 coll_status_t rdv_read_inter_cost(double *alpha, double *beta);

@@ -1,6 +1,10 @@
 /* Rendezvous through the store: a key prefix per communicator, each rank's host id, CPU
  * mask and forced choices (COLL_ALGO, COLL_TRANSPORT) and rank 0's tuning constants, then
- * the transports; also the set_algo agreement and the final barrier of destroy. */
+ * the transports; also the set_algo agreement and the final barrier of destroy.
+ * rdv_connect runs in named phases, in this order: the prefix, describe_self,
+ * publish_self, read_all (watching a new communicator's members: membership/watch.c),
+ * check_forced_choices, place_on_hosts, adopt_constants, connect_transports,
+ * open_paths. */
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -9,6 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/store_keys.h"
 #include "bootstrap/launch_port.h"
 #include "common/clock.h"
 #include "common/env.h"
@@ -21,7 +26,6 @@ enum {
   INFO_MAX = 2048,
   KEY_MAX = 160,
   MASK_WORDS = CPU_SETSIZE / 64,
-  WATCH_SLICE_MS = 100, /* get_record's look at a shrinking member's liveness */
 };
 
 /* What one rank publishes at init. */
@@ -129,41 +133,16 @@ static bool parse_info(char *text, rank_info_t *out) {
   return seen == 127;
 }
 
-/* Wait for rank r's record; for a shrink or grow, in slices, looking at r's liveness key
- * in the communicator it came from between them (comm.h, comm_watch_t). */
-static coll_status_t get_record(coll_comm_t *comm, int r, const char *key, void **value,
-                                size_t *len) {
-  const comm_watch_t *w = comm->watch;
-  int parent = w != NULL ? w->parent_rank[r] : -1;
-  if (parent < 0) return store_get(comm->base.store, key, value, len, comm->base.timeout_ms);
-  char alive[KEY_MAX];
-  snprintf(alive, sizeof alive, "%salive/%d", w->parent_prefix, parent);
-  int64_t deadline = coll_deadline_ns(comm->base.timeout_ms);
-  int misses = 0;
-  for (;;) {
-    int64_t left = (deadline - coll_now_ns()) / 1000000;
-    coll_status_t st = store_get(comm->base.store, key, value, len,
-                                 left < WATCH_SLICE_MS ? (int)(left > 1 ? left : 1) : WATCH_SLICE_MS);
-    if (st != COLL_ERR_TIMEOUT || coll_now_ns() >= deadline) return st;
-    bool exists = false;
-    const char *keys[1] = {alive};
-    st = store_check(comm->base.store, keys, 1, &exists, comm->base.timeout_ms);
-    if (st != COLL_OK) return st;
-    misses = exists ? 0 : misses + 1;
-    if (misses >= 2)
-      return coll_error(COLL_ERR_REMOTE,
-                        "rank %d died (rank %d of the communicator this one is made from: the "
-                        "store dropped its liveness key)",
-                        r, parent);
-  }
-}
-
-static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) {
+/* Rank r's record; a shrink's or grow's new communicator watches r's liveness in the
+ * parent meanwhile (membership/watch.c). */
+static coll_status_t read_rank_info(coll_comm_t *comm, const member_watch_t *watch, int r,
+                                    rank_info_t *out) {
   char key[KEY_MAX];
   snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, r);
   void *value = NULL;
   size_t len = 0;
-  coll_status_t st = get_record(comm, r, key, &value, &len);
+  coll_status_t st =
+      member_watched_get(comm->base.store, watch, r, key, comm->base.timeout_ms, &value, &len);
   if (st != COLL_OK)
     return coll_error_prefix(st, "rank %d: rendezvous, waiting for rank %d: ", comm->base.rank, r);
   char *text = malloc(len + 1);
@@ -185,16 +164,23 @@ static coll_status_t read_rank_info(coll_comm_t *comm, int r, rank_info_t *out) 
 /* The k-th communicator a rank creates on this store gets prefix "coll/c<k>/": ranks
  * create communicators in the same order (rule 4), so they agree without talking. */
 static coll_status_t agree_prefix(coll_comm_t *comm) {
-  char key[KEY_MAX];
-  snprintf(key, sizeof key, "coll/comms/%d", comm->base.rank);
+  store_key_t counter = key_comm_counter(comm->base.rank);
   int64_t k = 0;
-  coll_status_t st = store_add(comm->base.store, key, 1, &k, comm->base.timeout_ms);
+  coll_status_t st = store_add(comm->base.store, counter.text, 1, &k, comm->base.timeout_ms);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->base.rank);
-  snprintf(comm->base.key_prefix, sizeof comm->base.key_prefix, "coll/c%lld/", (long long)k);
+  key_comm_prefix(k, comm->base.key_prefix, sizeof comm->base.key_prefix);
   return COLL_OK;
 }
 
-static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms);
+/* "<prefix>read/<r>": rank r has read every record (the rendezvous's own key). */
+static store_key_t key_read(const char *prefix, int rank) {
+  store_key_t key;
+  snprintf(key.text, sizeof key.text, "%sread/%d", prefix, rank);
+  return key;
+}
+
+typedef store_key_t (*rank_key_fn)(const char *prefix, int rank);
+static coll_status_t wait_all(coll_comm_t *comm, rank_key_fn key_of, int skip, int timeout_ms);
 
 /* COLL_INTER_COST="LATENCY_US,GBYTES_PER_S": the link between nodes as the cost model
  * should see it (bench/calibrate -H prints it; rank 0's wins); unset: tcp's constants. */
@@ -230,135 +216,189 @@ static coll_status_t check_same(const coll_comm_t *comm, const char *var, const 
                     comm->base.rank, var, r, theirs, mine0);
 }
 
-coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
-  coll_status_t st = comm->prefix_preset ? COLL_OK : agree_prefix(comm);
-  if (st != COLL_OK) return st;
-
-  rank_info_t mine;
-  memset(&mine, 0, sizeof mine);
-  launch_host_id(mine.host, sizeof mine.host);
-  snprintf(mine.algo, sizeof mine.algo, "%s", coll_algo_name(env_algo));
+/* Phase 1: what this rank publishes (host id, forced choices, tuning constants, CPUs). */
+static coll_status_t describe_self(const coll_comm_t *comm, coll_algo_t env_algo,
+                                   rank_info_t *mine) {
+  memset(mine, 0, sizeof *mine);
+  launch_host_id(mine->host, sizeof mine->host);
+  snprintf(mine->algo, sizeof mine->algo, "%s", coll_algo_name(env_algo));
   const char *forced = coll_env_str("COLL_TRANSPORT");
-  snprintf(mine.transport, sizeof mine.transport, "%s", forced ? forced : "-");
+  snprintf(mine->transport, sizeof mine->transport, "%s", forced ? forced : "-");
   int64_t chunk;
-  st = coll_env_int("COLL_CHUNK_SIZE", 0, (int64_t)1 << 30, 0, &chunk);
+  coll_status_t st = coll_env_int("COLL_CHUNK_SIZE", 0, (int64_t)1 << 30, 0, &chunk);
   if (st != COLL_OK) return st;
-  mine.chunk = (size_t)chunk;
-  mine.shm = algo_cost_shm_default;
-  mine.tcp = algo_cost_tcp_default;
-  st = rdv_read_inter_cost(&mine.inter_alpha, &mine.inter_beta);
+  mine->chunk = (size_t)chunk;
+  mine->shm = algo_cost_shm_default;
+  mine->tcp = algo_cost_tcp_default;
+  st = rdv_read_inter_cost(&mine->inter_alpha, &mine->inter_beta);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: ", comm->base.rank);
-  if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_ZERO(&mine.cpus);
+  if (sched_getaffinity(0, sizeof mine->cpus, &mine->cpus) != 0) CPU_ZERO(&mine->cpus);
+  return COLL_OK;
+}
 
-  /* Alive before anyone can be past the rendezvous (base/failure_watch.c). */
-  st = failure_watch_open(&comm->base);
-  if (st != COLL_OK) return st;
+/* Phase 2: this rank's record into the store. */
+static coll_status_t publish_self(coll_comm_t *comm, const rank_info_t *mine) {
   char text[INFO_MAX], key[KEY_MAX];
-  format_info(&mine, text, sizeof text);
+  format_info(mine, text, sizeof text);
   snprintf(key, sizeof key, "%sinfo/%d", comm->base.key_prefix, comm->base.rank);
-  st = store_set(comm->base.store, key, text, strlen(text), comm->base.timeout_ms);
+  coll_status_t st = store_set(comm->base.store, key, text, strlen(text), comm->base.timeout_ms);
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: rendezvous: ", comm->base.rank);
+  return COLL_OK;
+}
 
+/* Every rank's record, as the later phases read them. */
+typedef struct {
+  rank_info_t *all;
+  const char **hosts; /* all[r].host */
+  bool one_host;
+} rdv_view_t;
+
+static void view_free(rdv_view_t *v) {
+  free(v->all);
+  free(v->hosts);
+}
+
+/* Phase 3: read every rank's record, then announce it (the store's host waits for that
+ * before closing the store on a mismatch, so every rank sees the mismatch itself). */
+static coll_status_t read_all(coll_comm_t *comm, const member_watch_t *watch, rdv_view_t *v) {
   int n = comm->base.nranks;
-  rank_info_t *all = calloc((size_t)n, sizeof *all);
-  const char **hosts = calloc((size_t)n, sizeof *hosts);
-  if (all == NULL || hosts == NULL) {
-    st = coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->base.rank);
-    goto out;
-  }
+  v->all = calloc((size_t)n, sizeof *v->all);
+  v->hosts = calloc((size_t)n, sizeof *v->hosts);
+  if (v->all == NULL || v->hosts == NULL)
+    return coll_error(COLL_ERR_NO_MEMORY, "rank %d: rendezvous: out of memory", comm->base.rank);
   for (int r = 0; r < n; r++) {
-    st = read_rank_info(comm, r, &all[r]);
-    if (st != COLL_OK) goto out;
-    hosts[r] = all[r].host;
+    coll_status_t st = read_rank_info(comm, watch, r, &v->all[r]);
+    if (st != COLL_OK) return st;
+    v->hosts[r] = v->all[r].host;
   }
-  /* Announce that this rank has read every record, so that on a mismatch the store's
-   * host can wait before closing the store: every rank then sees the mismatch itself. */
-  snprintf(key, sizeof key, "%sread/%d", comm->base.key_prefix, comm->base.rank);
-  st = store_set(comm->base.store, key, "1", 1, comm->base.timeout_ms);
-  if (st != COLL_OK) goto out;
-  for (int r = 1; r < n; r++) {
-    st = check_same(comm, "COLL_ALGO", all[0].algo, all[r].algo, r);
+  store_key_t read = key_read(comm->base.key_prefix, comm->base.rank);
+  return store_set(comm->base.store, read.text, "1", 1, comm->base.timeout_ms);
+}
+
+/* Phase 4: COLL_ALGO and COLL_TRANSPORT the same on every rank. */
+static coll_status_t check_forced_choices(coll_comm_t *comm, const rdv_view_t *v) {
+  for (int r = 1; r < comm->base.nranks; r++) {
+    coll_status_t st = check_same(comm, "COLL_ALGO", v->all[0].algo, v->all[r].algo, r);
     if (st == COLL_OK)
-      st = check_same(comm, "COLL_TRANSPORT", all[0].transport, all[r].transport, r);
-    if (st != COLL_OK) {
-      if (comm->base.server != NULL) {
-        char message[BASE_MESSAGE_MAX];
-        snprintf(message, sizeof message, "%s", coll_last_error());
-        wait_all(comm, "read", comm->base.rank, comm->base.timeout_ms);
-        coll_error(st, "%s", message);
-      }
-      goto out;
+      st = check_same(comm, "COLL_TRANSPORT", v->all[0].transport, v->all[r].transport, r);
+    if (st == COLL_OK) continue;
+    if (comm->base.server != NULL) {
+      char message[BASE_MESSAGE_MAX];
+      snprintf(message, sizeof message, "%s", coll_last_error());
+      wait_all(comm, key_read, comm->base.rank, comm->base.timeout_ms);
+      coll_error(st, "%s", message);
     }
+    return st;
   }
-  /* Rank 0's constants for everyone; the transport kind follows from shared facts only. */
-  bool one_host = true;
-  comm->base.local_count = 0;
-  comm->base.local_index = 0;
-  comm->base.local_within = 0;
-  for (int r = 0; r < n; r++) {
-    one_host = one_host && strcmp(hosts[r], hosts[0]) == 0;
-    bool local = strcmp(hosts[r], hosts[comm->base.rank]) == 0;
-    comm->base.local_count += local;
-    comm->base.local_index += local && r < comm->base.rank;
+  return COLL_OK;
+}
+
+/* Phase 5: this rank among the others of its host (how many, its place, how many compete
+ * for its CPUs), and whether every rank is on one host. */
+static void place_on_hosts(coll_comm_t *comm, rdv_view_t *v, const rank_info_t *mine) {
+  coll_base_t *b = &comm->base;
+  v->one_host = true;
+  b->local_count = 0;
+  b->local_index = 0;
+  b->local_within = 0;
+  for (int r = 0; r < b->nranks; r++) {
+    v->one_host = v->one_host && strcmp(v->hosts[r], v->hosts[0]) == 0;
+    bool local = strcmp(v->hosts[r], v->hosts[b->rank]) == 0;
+    b->local_count += local;
+    b->local_index += local && r < b->rank;
     /* A rank whose mask lies within ours (an unknown, empty one too) competes for our
      * CPUs; bound ranks on CPUs of their own do not. */
     cpu_set_t common;
-    CPU_AND(&common, &all[r].cpus, &mine.cpus);
-    comm->base.local_within += local && CPU_EQUAL(&common, &all[r].cpus);
+    CPU_AND(&common, &v->all[r].cpus, &mine->cpus);
+    b->local_within += local && CPU_EQUAL(&common, &v->all[r].cpus);
   }
-  bool tcp = !one_host || strcasecmp(all[0].transport, "tcp") == 0;
-  comm->cost = tcp ? all[0].tcp : all[0].shm;
+}
+
+/* Phase 6: rank 0's constants for everyone, the node map, the segment size and the
+ * algorithm; the transport kind follows from shared facts only. */
+static coll_status_t adopt_constants(coll_comm_t *comm, const rdv_view_t *v, coll_algo_t env_algo) {
+  const rank_info_t *first = &v->all[0];
+  bool tcp = !v->one_host || strcasecmp(first->transport, "tcp") == 0;
+  comm->cost = tcp ? first->tcp : first->shm;
   /* Several hosts: the node map, and the constants inside a node (shm, or tcp where
    * forced) apart from those between nodes (tcp), for the node-aware algorithms. */
   algo_topo_free(&comm->base.topo);
-  st = algo_topo_from_hosts(&comm->base.topo, n, hosts);
-  if (st != COLL_OK) goto out;
-  if (!one_host) {
-    bool tcp_inside = strcasecmp(all[0].transport, "tcp") == 0;
-    comm->cost = tcp_inside ? all[0].tcp : all[0].shm;
-    comm->cost.inter_alpha = all[0].inter_alpha > 0 ? all[0].inter_alpha : all[0].tcp.alpha;
-    comm->cost.inter_beta = all[0].inter_beta > 0 ? all[0].inter_beta : all[0].tcp.beta;
-    comm->cost.gamma = all[0].tcp.gamma; /* as before the map: choices stay put */
+  coll_status_t st = algo_topo_from_hosts(&comm->base.topo, comm->base.nranks, v->hosts);
+  if (st != COLL_OK) return st;
+  if (!v->one_host) {
+    bool tcp_inside = strcasecmp(first->transport, "tcp") == 0;
+    comm->cost = tcp_inside ? first->tcp : first->shm;
+    comm->cost.inter_alpha = first->inter_alpha > 0 ? first->inter_alpha : first->tcp.alpha;
+    comm->cost.inter_beta = first->inter_beta > 0 ? first->inter_beta : first->tcp.beta;
+    comm->cost.gamma = first->tcp.gamma; /* as before the map: choices stay put */
   }
-  comm->segment_bytes = all[0].chunk;
+  comm->segment_bytes = first->chunk;
   comm->algo = env_algo;
+  return COLL_OK;
+}
 
-  char tp_prefix[BASE_KEY_PREFIX_MAX + 8];
-  snprintf(tp_prefix, sizeof tp_prefix, "%stp/", comm->base.key_prefix);
-  transport_setup_t setup = {
+/* What a transport set connects with, its keys under "<prefix><sub>". */
+static transport_setup_t setup_for(const coll_comm_t *comm, const rdv_view_t *v, char *prefix,
+                                   size_t cap, const char *sub) {
+  snprintf(prefix, cap, "%s%s", comm->base.key_prefix, sub);
+  return (transport_setup_t){
       .store = comm->base.store,
-      .key_prefix = tp_prefix,
+      .key_prefix = prefix,
       .rank = comm->base.rank,
-      .nranks = n,
-      .host_ids = hosts,
-      .forced = forced,
+      .nranks = comm->base.nranks,
+      .host_ids = v->hosts,
+      .forced = coll_env_str("COLL_TRANSPORT"),
       .timeout_ms = comm->base.timeout_ms,
   };
-  st = transport_set_connect(&setup, &comm->transports);
-  if (st != COLL_OK) {
-    coll_error_prefix(st, "rank %d: connecting transports: ", comm->base.rank);
-    goto out;
+}
+
+/* Phase 7: the collectives' transports ("tp/"), and tagged point to point's own set
+ * ("tg/": its messages must not meet the collectives' in a connection's posting order;
+ * core/tagged.c). */
+static coll_status_t connect_transports(coll_comm_t *comm, const rdv_view_t *v) {
+  char prefix[BASE_KEY_PREFIX_MAX + 8];
+  transport_setup_t setup = setup_for(comm, v, prefix, sizeof prefix, "tp/");
+  coll_status_t st = transport_set_connect(&setup, &comm->transports);
+  if (st != COLL_OK)
+    return coll_error_prefix(st, "rank %d: connecting transports: ", comm->base.rank);
+  setup = setup_for(comm, v, prefix, sizeof prefix, "tg/");
+  return tagged_open(&comm->tagged, &comm->base, &setup);
+}
+
+/* Phase 8: the paths' state made at init: CUDA's (counted now, not at the first call:
+ * tagged calls may come from another thread than a collective's, coll.h rule 4, and
+ * must find it made), and the arena all-reduce's where every rank is on this host and
+ * shm serves the pairs. */
+static coll_status_t open_paths(coll_comm_t *comm, const rdv_view_t *v) {
+  coll_status_t st = cuda_probe(&comm->cuda);
+  if (st != COLL_OK) return st;
+  return arena_open(&comm->arena, &comm->base, v->one_host, coll_env_str("COLL_TRANSPORT"));
+}
+
+coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo, const member_watch_t *watch) {
+  rank_info_t mine;
+  rdv_view_t view = {0};
+  coll_status_t st = comm->prefix_preset ? COLL_OK : agree_prefix(comm);
+  if (st == COLL_OK) st = describe_self(comm, env_algo, &mine);
+  /* Alive before anyone can be past the rendezvous (base/failure_watch.c). */
+  if (st == COLL_OK) st = failure_watch_open(&comm->base);
+  if (st == COLL_OK) st = publish_self(comm, &mine);
+  if (st == COLL_OK) st = read_all(comm, watch, &view);
+  if (st == COLL_OK) st = check_forced_choices(comm, &view);
+  if (st == COLL_OK) {
+    place_on_hosts(comm, &view, &mine);
+    st = adopt_constants(comm, &view, env_algo);
   }
-  /* Tagged point to point has a set of its own: its messages must not meet the
-   * collectives' in a connection's posting order (core/tagged.c). */
-  snprintf(tp_prefix, sizeof tp_prefix, "%stg/", comm->base.key_prefix);
-  st = tagged_open(&comm->tagged, &comm->base, &setup);
-  if (st != COLL_OK) goto out;
-  /* Counted now, not at the first call: tagged calls may come from another thread than
-   * a collective's (coll.h, rule 4) and must find the CUDA state made. */
-  st = cuda_probe(&comm->cuda);
-  if (st != COLL_OK) goto out;
-  /* The arena all-reduce, where every rank is on this host and shm serves the pairs. */
-  st = arena_open(&comm->arena, &comm->base, one_host, forced);
-  if (st != COLL_OK) goto out;
-  char nodes[256];
-  algo_topo_describe(&comm->base.topo, nodes, sizeof nodes);
-  coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s (%s), algo %s, chunk %zu",
-           comm->base.key_prefix, n, one_host ? "one host" : "several hosts", nodes,
-           coll_algo_name(comm->algo), comm->segment_bytes);
-out:
-  free(all);
-  free(hosts);
+  if (st == COLL_OK) st = connect_transports(comm, &view);
+  if (st == COLL_OK) st = open_paths(comm, &view);
+  if (st == COLL_OK) {
+    char nodes[256];
+    algo_topo_describe(&comm->base.topo, nodes, sizeof nodes);
+    coll_log(COLL_LOG_INFO, "communicator %s: %d ranks, %s (%s), algo %s, chunk %zu",
+             comm->base.key_prefix, comm->base.nranks, view.one_host ? "one host" : "several hosts",
+             nodes, coll_algo_name(comm->algo), comm->segment_bytes);
+  }
+  view_free(&view);
   return st;
 }
 
@@ -393,10 +433,11 @@ coll_status_t rdv_check_algo(coll_comm_t *comm) {
   return COLL_OK;
 }
 
-static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int timeout_ms) {
+/* Wait until key_of(r) exists for every rank r but skip. */
+static coll_status_t wait_all(coll_comm_t *comm, rank_key_fn key_of, int skip, int timeout_ms) {
   int n = comm->base.nranks;
-  char **keys = calloc((size_t)n, sizeof *keys);
-  char *storage = calloc((size_t)n, KEY_MAX);
+  const char **keys = calloc((size_t)n, sizeof *keys);
+  store_key_t *storage = calloc((size_t)n, sizeof *storage);
   if (keys == NULL || storage == NULL) {
     free(keys);
     free(storage);
@@ -405,11 +446,10 @@ static coll_status_t wait_all(coll_comm_t *comm, const char *what, int skip, int
   size_t nkeys = 0;
   for (int r = 0; r < n; r++) {
     if (r == skip) continue;
-    keys[nkeys] = storage + (size_t)r * KEY_MAX;
-    snprintf(keys[nkeys], KEY_MAX, "%s%s/%d", comm->base.key_prefix, what, r);
-    nkeys++;
+    storage[r] = key_of(comm->base.key_prefix, r);
+    keys[nkeys++] = storage[r].text;
   }
-  coll_status_t st = store_wait(comm->base.store, (const char *const *)keys, nkeys, timeout_ms);
+  coll_status_t st = store_wait(comm->base.store, keys, nkeys, timeout_ms);
   free(keys);
   free(storage);
   return st;
@@ -423,18 +463,17 @@ static int left_ms(int64_t deadline_ns) {
 
 coll_status_t rdv_finish(coll_comm_t *comm) {
   int64_t deadline = coll_deadline_ns(comm->base.timeout_ms);
-  char key[KEY_MAX];
-  snprintf(key, sizeof key, "%sdone/%d", comm->base.key_prefix, comm->base.rank);
-  coll_status_t st = store_set(comm->base.store, key, "1", 1, left_ms(deadline));
-  if (st == COLL_OK) st = wait_all(comm, "done", -1, left_ms(deadline));
+  store_key_t done = key_done(comm->base.key_prefix, comm->base.rank);
+  coll_status_t st = store_set(comm->base.store, done.text, "1", 1, left_ms(deadline));
+  if (st == COLL_OK) st = wait_all(comm, key_done, -1, left_ms(deadline));
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->base.rank);
   if (comm->base.server == NULL) {
-    snprintf(key, sizeof key, "%sleft/%d", comm->base.key_prefix, comm->base.rank);
-    return store_set(comm->base.store, key, "1", 1, left_ms(deadline));
+    store_key_t left = key_left(comm->base.key_prefix, comm->base.rank);
+    return store_set(comm->base.store, left.text, "1", 1, left_ms(deadline));
   }
   /* The host keeps serving until everyone has finished with the store. Ranks that
    * host nothing announce it; a launcher-hosted store needs no wait at all. */
-  st = wait_all(comm, "left", comm->base.rank, left_ms(deadline));
+  st = wait_all(comm, key_left, comm->base.rank, left_ms(deadline));
   if (st != COLL_OK) return coll_error_prefix(st, "rank %d: destroy barrier: ", comm->base.rank);
   return COLL_OK;
 }

@@ -433,7 +433,7 @@ static coll_status_t stopped_by_peer(exec_run_t *run, coll_status_t failed) {
 
 /* A transport that cannot see its peer die (ib: a queue pair to a dead process just goes
  * quiet) would wait for the deadline. So after every LIVENESS_MS without progress, look
- * up the awaited peer's liveness key in the store (base/failure.c); missing twice in a
+ * up the awaited peer's liveness key in the store (base/liveness.c); missing twice in a
  * row (a live rank whose store connection broke registers again within ~200 ms), the
  * peer is dead: fail now, naming it. Costs nothing while data moves. */
 static coll_status_t check_awaited_alive(exec_run_t *run, int64_t now, int64_t *last_look,
@@ -442,9 +442,7 @@ static coll_status_t check_awaited_alive(exec_run_t *run, int64_t now, int64_t *
   *last_look = now;
   int peer = awaited_peer(run);
   if (peer < 0) return COLL_OK;
-  int alive = failure_peer_alive(run->base, peer);
-  *misses = alive == 0 ? *misses + 1 : 0;
-  if (*misses < 2) return COLL_OK;
+  if (!liveness_missed(misses, liveness_peer_alive(run->base, peer) == 0)) return COLL_OK;
   run->err_peer = peer;
   return coll_error(COLL_ERR_REMOTE,
                     "rank %d died: its process is gone (the store dropped its liveness key) "

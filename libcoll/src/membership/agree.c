@@ -1,0 +1,266 @@
+/* The agreement, the second link of surviving a lost rank (docs/elastic.md).
+ *
+ * It is decided in the store, which serialises it: the first decision written under
+ * key_agree_decision (compare-and-set on an absent key) is the answer, and every member
+ * reads that one, so no two members can ever act on different answers. Each member
+ * writes its flag under key_agree_in and adds one to key_agree_count; the one that makes
+ * the count reach the size decides at once (nobody failed). The others wait for the
+ * decision in slices of SLICE_MS; after each slice they look who is in and who is alive
+ * (base/liveness.c: a rank whose key is missing in two looks a slice apart is dead).
+ * When every rank is in or dead, or when the agreement's deadline passed, the member that
+ * looked writes the decision: the ranks not in are failed. A member that finds itself in
+ * the failed set (it was stopped, or came late) gets COLL_ERR_FENCED. A member that has
+ * waited a quarter of the deadline revokes the communicator (once): a rank still inside a
+ * call on it, waiting for a stopped peer that had already sent the others all they
+ * needed, stops and comes, instead of arriving after the deadline and being fenced. The
+ * decider also writes key_dead for the failed ranks, so destroy never waits for them.
+ * Joiners (lineage.c) are counted under the lineage's root: registered minus served. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/store_keys.h"
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "membership/membership.h"
+
+enum { SLICE_MS = 20, DECISION_MAX = 1024, REVOKE_AFTER_PARTS = 4 };
+
+typedef struct {
+  uint32_t flag;
+  int nfailed;
+  int failed[COLL_AGREE_MAX_FAILED];
+  int joiners;
+} decision_t;
+
+/* How long the decision's get may park: the rest of the deadline, at most a slice. */
+static int slice_ms(int64_t deadline_ns) {
+  int64_t left = (deadline_ns - coll_now_ns()) / 1000000;
+  if (left < 1) left = 1;
+  return left < SLICE_MS ? (int)left : SLICE_MS;
+}
+
+static bool key_exists(store_client_t *c, const char *key, int ms, coll_status_t *st) {
+  bool exists = false;
+  const char *keys[1] = {key};
+  *st = store_check(c, keys, 1, &exists, ms);
+  return *st == COLL_OK && exists;
+}
+
+/* A counter's value (absent: 0) without changing it. */
+static coll_status_t read_counter(store_client_t *c, const char *key, int ms, int64_t *value) {
+  return store_add(c, key, 0, value, ms);
+}
+
+coll_status_t member_joiners_waiting(const membership_t *m, store_client_t *c, int ms,
+                                     int *waiting) {
+  int64_t registered = 0, served = 0;
+  store_key_t joiners = key_lineage_joiners(m->lineage_root);
+  store_key_t taken = key_lineage_served(m->lineage_root);
+  coll_status_t st = read_counter(c, joiners.text, ms, &registered);
+  if (st == COLL_OK) st = read_counter(c, taken.text, ms, &served);
+  *waiting = st == COLL_OK && registered > served ? (int)(registered - served) : 0;
+  return st;
+}
+
+static void format_decision(const decision_t *d, char *out, size_t cap) {
+  int len = snprintf(out, cap, "%u %d", d->flag, d->nfailed);
+  for (int i = 0; i < d->nfailed && len > 0 && (size_t)len < cap; i++)
+    len += snprintf(out + len, cap - (size_t)len, " %d", d->failed[i]);
+  if (len > 0 && (size_t)len < cap) snprintf(out + len, cap - (size_t)len, " %d", d->joiners);
+}
+
+static bool parse_decision(const char *text, int nranks, decision_t *d) {
+  char *end = NULL;
+  const char *p = text;
+  unsigned long flag = strtoul(p, &end, 10);
+  if (end == p) return false;
+  p = end;
+  long nf = strtol(p, &end, 10);
+  if (end == p || nf < 0 || nf > COLL_AGREE_MAX_FAILED) return false;
+  d->flag = (uint32_t)flag;
+  d->nfailed = (int)nf;
+  for (int i = 0; i < d->nfailed; i++) {
+    p = end;
+    long r = strtol(p, &end, 10);
+    if (end == p || r < 0 || r >= nranks) return false;
+    d->failed[i] = (int)r;
+  }
+  p = end;
+  long j = strtol(p, &end, 10);
+  if (end == p || j < 0) return false;
+  d->joiners = (int)j;
+  return true;
+}
+
+/* Write the decision (the ranks not in are failed), or read the one written first. */
+static coll_status_t decide(const coll_base_t *b, const membership_t *m, store_client_t *c,
+                            uint64_t epoch, const bool *in, decision_t *out) {
+  decision_t d = {.flag = ~0u};
+  char text[DECISION_MAX];
+  int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
+  coll_status_t st = COLL_OK;
+  for (int r = 0; r < b->nranks && st == COLL_OK; r++) {
+    if (!in[r]) {
+      if (d.nfailed == COLL_AGREE_MAX_FAILED)
+        return coll_error(COLL_ERR_UNSUPPORTED,
+                          "rank %d: coll_comm_agree: more than %d ranks failed at once", b->rank,
+                          COLL_AGREE_MAX_FAILED);
+      d.failed[d.nfailed++] = r;
+      continue;
+    }
+    store_key_t key = key_agree_in(b->key_prefix, epoch, r);
+    void *value = NULL;
+    size_t len = 0;
+    st = store_get(c, key.text, &value, &len, ms);
+    if (st == COLL_OK) {
+      snprintf(text, sizeof text, "%.*s", (int)(len < 32 ? len : 31), (const char *)value);
+      d.flag &= (uint32_t)strtoul(text, NULL, 10);
+    }
+    free(value);
+  }
+  if (st == COLL_OK && d.nfailed == 0) st = member_joiners_waiting(m, c, ms, &d.joiners);
+  if (st != COLL_OK) return st;
+  format_decision(&d, text, sizeof text);
+  store_key_t key = key_agree_decision(b->key_prefix, epoch);
+  void *current = NULL;
+  size_t len = 0;
+  st = store_compare_set(c, key.text, NULL, 0, text, strlen(text), &current, &len, ms);
+  if (st != COLL_OK) return st;
+  snprintf(text, sizeof text, "%.*s", (int)(len < DECISION_MAX ? len : DECISION_MAX - 1),
+           current != NULL ? (const char *)current : "");
+  free(current);
+  if (!parse_decision(text, b->nranks, out))
+    return coll_error(COLL_ERR_PROTOCOL, "rank %d: coll_comm_agree: malformed decision '%s'",
+                      b->rank, text);
+  /* The failed ranks' connections and keys are gone for good: say so to destroy. */
+  for (int i = 0; i < out->nfailed && st == COLL_OK; i++) {
+    store_key_t dead = key_dead(b->key_prefix, out->failed[i]);
+    st = store_set(c, dead.text, "1", 1, ms);
+  }
+  return st;
+}
+
+/* Who is in, and whether every rank is in or dead. */
+static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t epoch, bool *in,
+                            int *misses, bool *settled) {
+  int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
+  coll_status_t st = COLL_OK;
+  *settled = true;
+  for (int r = 0; r < b->nranks; r++) {
+    store_key_t key = key_agree_in(b->key_prefix, epoch, r);
+    in[r] = key_exists(c, key.text, ms, &st);
+    if (st != COLL_OK) return st;
+    if (in[r]) continue;
+    bool alive = false;
+    st = liveness_look(c, b->key_prefix, r, ms, &alive);
+    if (st != COLL_OK) return st;
+    if (!liveness_missed(&misses[r], !alive)) *settled = false;
+  }
+  return COLL_OK;
+}
+
+static coll_status_t agree_ms(const coll_base_t *b, int64_t *ms) {
+  return coll_env_int("COLL_AGREE_MS", 1, INT32_MAX / 2, b->timeout_ms, ms);
+}
+
+static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint32_t flag) {
+  uint64_t epoch = ++m->agree_epoch;
+  int64_t bound = 0;
+  coll_status_t st = agree_ms(b, &bound);
+  if (st != COLL_OK) return st;
+  int64_t deadline = coll_deadline_ns((int)bound);
+  /* Ranks missing this long may be stuck in a call on comm (waiting for a stopped rank
+   * that had sent them nothing more): revoke it, so that they stop and come. */
+  int64_t revoke_at = coll_deadline_ns((int)(bound / REVOKE_AFTER_PARTS));
+  bool revoked = false;
+  store_client_t *c = NULL;
+  st = member_store(b, m, &c);
+  if (st != COLL_OK) return st;
+  char text[32];
+  store_key_t mine = key_agree_in(b->key_prefix, epoch, b->rank);
+  snprintf(text, sizeof text, "%u", flag);
+  st = store_set(c, mine.text, text, strlen(text), b->timeout_ms);
+  int64_t arrived = 0;
+  store_key_t count = key_agree_count(b->key_prefix, epoch);
+  if (st == COLL_OK) st = store_add(c, count.text, 1, &arrived, b->timeout_ms);
+  if (st != COLL_OK) return st;
+  bool *in = calloc((size_t)b->nranks, sizeof *in);
+  int *misses = calloc((size_t)b->nranks, sizeof *misses);
+  if (in == NULL || misses == NULL) {
+    free(in);
+    free(misses);
+    return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
+  }
+  if (arrived >= b->nranks) {
+    for (int r = 0; r < b->nranks; r++) in[r] = true;
+    st = decide(b, m, c, epoch, in, d);
+    free(in);
+    free(misses);
+    return st;
+  }
+  store_key_t decision = key_agree_decision(b->key_prefix, epoch);
+  for (;;) {
+    void *value = NULL;
+    size_t len = 0;
+    st = store_get(c, decision.text, &value, &len, slice_ms(deadline));
+    if (st == COLL_OK) {
+      char dtext[DECISION_MAX];
+      snprintf(dtext, sizeof dtext, "%.*s", (int)(len < DECISION_MAX ? len : DECISION_MAX - 1),
+               (const char *)value);
+      free(value);
+      if (!parse_decision(dtext, b->nranks, d))
+        st = coll_error(COLL_ERR_PROTOCOL, "rank %d: coll_comm_agree: malformed decision '%s'",
+                        b->rank, dtext);
+      break;
+    }
+    free(value);
+    if (st != COLL_ERR_TIMEOUT) break;
+    bool settled = false;
+    st = survey(b, c, epoch, in, misses, &settled);
+    if (st != COLL_OK) break;
+    if (settled || coll_now_ns() >= deadline) {
+      st = decide(b, m, c, epoch, in, d);
+      break;
+    }
+    if (!revoked && coll_now_ns() >= revoke_at) {
+      revoked = true;
+      st = member_revoke(b);
+      if (st != COLL_OK) break;
+    }
+  }
+  free(in);
+  free(misses);
+  return st;
+}
+
+coll_status_t member_agree(coll_base_t *b, membership_t *m, coll_agreement_t *agreement) {
+  decision_t d = {.flag = agreement->flag};
+  coll_status_t st = COLL_OK;
+  if (b->nranks > 1) {
+    st = agree(b, m, &d, agreement->flag);
+    if (st != COLL_OK)
+      return coll_error_prefix(st, "rank %d: coll_comm_agree #%llu: ", b->rank,
+                               (unsigned long long)m->agree_epoch);
+    for (int i = 0; i < d.nfailed; i++)
+      if (d.failed[i] == b->rank)
+        return coll_error(COLL_ERR_FENCED,
+                          "rank %d: coll_comm_agree #%llu: the other ranks declared this rank "
+                          "failed (it did not take part in time); it must stop using this "
+                          "communicator and those made from it",
+                          b->rank, (unsigned long long)m->agree_epoch);
+  } else if (b->store_port > 0 && m->lineage_root[0] != '\0') {
+    /* Alone, nobody to agree with; but replacements may wait for this rank to grow. */
+    store_client_t *c = NULL;
+    st = member_store(b, m, &c);
+    if (st == COLL_OK) st = member_joiners_waiting(m, c, b->timeout_ms, &d.joiners);
+    if (st != COLL_OK) return coll_error_prefix(st, "rank 0: coll_comm_agree (alone): ");
+  }
+  agreement->flag = d.flag;
+  agreement->nfailed = d.nfailed;
+  memcpy(agreement->failed, d.failed, (size_t)d.nfailed * sizeof d.failed[0]);
+  agreement->joiners = d.joiners;
+  coll_error_clear();
+  return COLL_OK;
+}
