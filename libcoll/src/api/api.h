@@ -11,8 +11,9 @@
  * collective call (all kinds but P2P; pc->call filled by the entry point); on success
  * *pc is ready for the dispatch. */
 coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *pc);
-/* The INFO line of a call: algorithm and transport chosen, and why (the cost model's
- * estimate of every algorithm that implements the collective). */
+/* The INFO line of a call: algorithm, execution path (path_choose, as the dispatch runs
+ * it) and transport, and why (the cost model's estimate of every algorithm that
+ * implements the collective). */
 void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *pc);
 /* Run a prepared call: recorded inside a group, else blocking or through *request. */
 coll_status_t api_submit(coll_comm_t *comm, const char *what, const prepared_call_t *pc,

@@ -2,7 +2,8 @@
  * builds): argument checks that know each collective's buffer sizes and in-place form,
  * where the buffers live, the algorithm choice (forced, the cost model, the arena or a
  * zero-copy window; identical on every rank) with an INFO line giving the estimates of
- * the alternatives, then on to core/: blocking, through a request, recorded in an open
+ * the alternatives and the execution path (chosen by core/path_choice.c, which the
+ * dispatch asks too), then on to core/: blocking, through a request, recorded in an open
  * group, or queued on a CUDA stream (the _stream forms). collectives.c holds the entry
  * points. */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "api/api.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/path_choice.h"
 #include "mem/mem_cuda.h"
 
 /* What the cost model needs of a call. */
@@ -36,43 +38,11 @@ static const char *transport_name(const coll_comm_t *comm) {
   return c != NULL ? c->ops->name : "none";
 }
 
-/* The arena serves host all-reduces of a communicator that has one (all ranks on one
- * host over shm, arena.h). */
-static bool arena_can_run(const coll_comm_t *comm, const prepared_call_t *pc) {
-  return comm->arena != NULL && pc->call.kind == COLL_KIND_ALL_REDUCE && !pc->where.on_device;
-}
-
-/* Why the call runs where it runs, for the INFO line. The order is dispatch's and
- * api_prepare's: windows, then the small-message lines (which serve a forced arena too),
- * a forced algorithm, the arena's measured rule, the cost model. arena_ok: the arena could
- * run this call (api_prepare). */
-static void choice_reason(const coll_comm_t *comm, const prepared_call_t *pc, bool arena_ok,
-                          char *out, size_t cap) {
-  const coll_call_t *call = &pc->call;
-  size_t bytes = call->count * coll_dtype_size(call->dtype);
-  size_t arena_min = algo_arena_min_bytes(comm->base.nranks);
-  bool forced = comm->algo == call->algo;
-  if (pc->windows.send != NULL)
-    snprintf(out, cap, "zero-copy window: buffers from coll_mem_alloc");
-  else if (call->algo == COLL_ALGO_ARENA && small_fits(comm->arena, call))
-    snprintf(out, cap, "%ssmall-message lines: %zu B <= %u B, measured threshold",
-             forced ? "forced; " : "", bytes, (unsigned)comm->arena->small_bytes);
-  else if (forced)
-    snprintf(out, cap, "forced");
-  else if (call->algo == COLL_ALGO_ARENA)
-    snprintf(out, cap, "measured rule: arena from %zu B at %d ranks", arena_min, comm->base.nranks);
-  else if (arena_ok)
-    snprintf(out, cap, "cost model; arena only from %zu B at %d ranks, measured", arena_min,
-             comm->base.nranks);
-  else
-    snprintf(out, cap, "cost model");
-}
-
 void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *pc) {
   const coll_call_t *call = &pc->call;
   sched_params_t params = call_params(comm, call);
   const sched_params_t *p = &params;
-  bool arena_ok = arena_can_run(comm, pc); /* estimated only where it could run */
+  bool arena_ok = path_arena_can_run(comm, pc); /* estimated only where it could run */
   char alts[256] = "";
   size_t len = 0;
   for (int a = COLL_ALGO_RING; a < COLL_ALGO_COUNT && len < sizeof alts; a++) {
@@ -84,8 +54,10 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
     if (n < 0) break;
     len += (size_t)n;
   }
+  /* The path and its reason from the chooser the dispatch asks too (core/path_choice.c). */
+  path_choice_t choice = path_choose(comm, pc);
   char reason[224];
-  choice_reason(comm, pc, arena_ok, reason, sizeof reason);
+  path_describe(comm, pc, choice, reason, sizeof reason);
   coll_algo_t built = algo_effective(call->algo, p);
   if (built != call->algo) { /* two_level on nodes of unequal rank counts */
     size_t rlen = strlen(reason);
@@ -101,11 +73,12 @@ void api_log_choice(coll_comm_t *comm, const char *what, const prepared_call_t *
     for (int q = 0; q < comm->base.nranks; q++)
       shown += sched_v(call->vcounts, comm->base.nranks, SCHED_V_SENDCOUNTS, q);
   }
-  coll_log(
-      COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s (%s), transport %s (estimates: %s)", what, shown,
-      coll_dtype_name(call->dtype), reduces ? " " : "", op, coll_algo_name(call->algo), reason,
-      pc->where.on_device ? cuda_path_name(comm->cuda, comm->base.nranks) : transport_name(comm),
-      alts[0] ? alts : "none");
+  coll_log(COLL_LOG_INFO, "%s: %zu x %s%s%s, algo %s (%s), path %s, transport %s (estimates: %s)",
+           what, shown, coll_dtype_name(call->dtype), reduces ? " " : "", op,
+           coll_algo_name(call->algo), reason, path_name(choice.path),
+           choice.path == PATH_CUDA ? cuda_path_name(comm->cuda, comm->base.nranks)
+                                    : transport_name(comm),
+           alts[0] ? alts : "none");
 }
 
 static bool overlaps(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
@@ -258,7 +231,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   call->segment_bytes = comm->segment_bytes;
   /* Forced where the arena cannot run, the cost model chooses instead. The facts are the
    * same on every rank, so is the choice. */
-  bool arena_ok = arena_can_run(comm, pc);
+  bool arena_ok = path_arena_can_run(comm, pc);
   if (call->algo == COLL_ALGO_ARENA && !arena_ok) {
     if (call->kind == COLL_KIND_ALL_REDUCE)
       coll_log(COLL_LOG_INFO,

@@ -30,7 +30,7 @@
 #define COMM_DEAD_MAGIC 0x6465616463636f6dULL
 
 /* A call as api_prepare leaves it: the user's call with its algorithm resolved, and where
- * its buffers live, which decides the path (dispatch.c): device buffers (the CUDA path)
+ * its buffers live, which decides the path (path_choice.c): device buffers (the CUDA path)
  * or both buffers in shared windows (the window path). */
 typedef struct {
   coll_call_t call;
@@ -173,9 +173,9 @@ coll_status_t rdv_check_algo(coll_comm_t *comm);
 coll_status_t rdv_finish(coll_comm_t *comm);
 
 /* ---- dispatch.c ---- */
-/* Run one prepared call to completion on the calling thread, on the path it needs: the
- * CUDA path for device buffers, a local copy for one rank, the arena or window path for
- * COLL_ALGO_ARENA all-reduces, else the schedule executor over the host links. */
+/* Run one prepared call to completion on the calling thread, on the path path_choose
+ * names (path_choice.h): the CUDA path for device buffers, a local copy for one rank,
+ * the window, small-message or arena path for COLL_ALGO_ARENA calls, else the executor. */
 coll_status_t dispatch_run(coll_comm_t *comm, const prepared_call_t *pc);
 
 /* ---- premul_input.c ---- */
