@@ -129,7 +129,7 @@ torch_ref() {
   [ "$have_torch" -eq 1 ] || return 1
   local log=$logs/torch-$1.log
   REF_TORCH_STORE=$logs/torch-store-$1 timeout 600 "$collrun" -n "$2" /usr/bin/python3 \
-    "$root/bench/ref_torch.py" -b "$3" -e "$3" -n "$iters" -w "$warmup" >"$log" 2>&1 || {
+    "$root/bench/references/ref_torch.py" -b "$3" -e "$3" -n "$iters" -w "$warmup" >"$log" 2>&1 || {
     echo "compare: ref_torch failed for $1 (see $log)" >&2
     return 1
   }
