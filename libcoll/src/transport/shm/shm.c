@@ -12,7 +12,7 @@
  * default and single-copy is opt-in (COLL_SHM_DIRECT=1). With more ranks than cores
  * (4 on 2) single-copy spends ~4% less CPU per 16 MiB all-reduce but its sends complete
  * only when the receiver has run, and busbw was no better: equal in one set of 8
- * interleaved pairs, 25% lower in another of 6 (bench/calibrate.md), so it stays opt-in
+ * interleaved pairs, 25% lower in another of 6 (bench/algorithms/calibrate.md), so it stays opt-in
  * there too.
  *
  * Waiting: each rank has one doorbell word in its inbox; peers bump it after moving a
