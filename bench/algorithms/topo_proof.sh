@@ -7,8 +7,9 @@
 # started by hand: collrun cannot place so), runs allreduce_bench for ring, tree, hd,
 # ring_nodes, two_level and auto at every size, reads each uplink's byte counters around
 # every run and sets payload bytes and time against coll-sim's timing mode for the same
-# algorithm and placement (topo_proof.py beside this script; method in bench/README.md).
-# Writes bench/results/topo_proof-DATE.{txt,csv,json,png} and prints the table.
+# algorithm and placement (topo_proof.py beside this script; method in
+# bench/results/README.md). Writes bench/results/topo_proof-DATE.{txt,csv,json,png} and
+# prints the table.
 #
 #   bench/algorithms/topo_proof.sh [BUILD_DIR]        (default: build; must be root)
 # Environment: NODES (4), RANKS_PER_NODE (2), RATE (200, Mbit/s each way), BURST (16384
