@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs bench/compare.sh in its quick mode (the size sweep, 2 short rounds) on the built tree
+# Runs bench/compare/compare.sh in its quick mode (the sweep, 2 short rounds) on the built tree
 # and checks what it prints: every case and size has a cell, ours measured in each, ratios
 # and verdicts, the targets summary, and the plot when gnuplot is there; then that a bad
 # SIZES is refused, and that SWEEP_LOAD's busy loops run and stop. Real programs (collrun,

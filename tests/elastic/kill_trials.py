@@ -9,8 +9,8 @@ the final parameters equal the failure-free run's bit for bit. Also times each r
 (detect, agree, shrink, resume, grow with state transfer) and, with --restart-compare, the
 usual recovery: the whole job restarted from its last checkpoint.
 
-Standard library only. `--ci` runs the short seeded set ./dev test runs; bench/elastic_kill.sh
-runs the 200 trials."""
+Standard library only. `--ci` runs the short seeded set ./dev test runs;
+bench/elastic/elastic_kill.sh runs the 200 trials."""
 import argparse
 import gzip
 import json

@@ -1,6 +1,6 @@
-"""The PyTorch benchmarks' plumbing, not their figures: bench/torch_allreduce.py (through
-bench/torch_compare.sh, which picks this build's interpreter and module) and
-bench/torch_step_compare.py in their --quick modes, at 2 and 4 ranks, on this
+"""The PyTorch benchmarks' plumbing, not their figures: bench/pytorch/torch_allreduce.py
+(through bench/pytorch/torch_compare.sh, which picks this build's interpreter and module)
+and bench/pytorch/torch_step_compare.py in their --quick modes, at 2 and 4 ranks, on this
 interpreter's torch with this build's torch_coll (PYTHONPATH, as every test here).
 
   test_bench_quick.py [BUILD_ROOT]   (without it the wrapper is left out)
@@ -19,7 +19,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench")
+BENCH = os.path.join(HERE, "..", "..", "bench", "pytorch")
 BUILD = sys.argv[1] if len(sys.argv) > 1 else ""  # the build root, from meson
 NUM = r"[0-9.]+(?:e[-+][0-9]+)?"
 RANGE = rf"{NUM} \[{NUM}-{NUM}\]"

@@ -24,7 +24,7 @@
  *   sends it down), which measured about as costly. The earlier overlap model,
  *   max(bytes beta, reduced gamma), made that tree (about half the ring's steps) win at
  *   every size; measured on shm it was 15-35% slower than ring from 4 MiB up (numbers
- *   and commands: bench/calibrate.md).
+ *   and commands: bench/algorithms/calibrate.md).
  *
  *   broadcast: chain (ring) (nseg + n - 2) steps of one segment; binomial (tree, hd)
  *   ceil(log2 n) steps of S; direct (master) (n-1) S from the root.
@@ -68,11 +68,11 @@
 
 #include "algo/algo_internal.h"
 
-/* Defaults for this machine kind (2 vCPU Zen 2), measured with bench/calibrate.sh
+/* Defaults for this machine kind (2 vCPU Zen 2), measured with bench/algorithms/calibrate.sh
  * (bench/calibrate under collrun -n 2, median of 3 runs per transport, each run after
  * waiting for a mostly idle machine) during a quiet spell of the shared machine (load
  * average below 1; under load 5-9 single runs came out up to 2x slower, the ratios
- * between the constants about the same; see bench/calibrate.md):
+ * between the constants about the same; see bench/algorithms/calibrate.md):
  *  - alpha: ring all-reduce of one float per rank (2 steps), median of 201 calls, / 2
  *  - gamma: dst[i] = a[i] + b[i] over 16 MiB float buffers, seconds per byte of dst
  *  - beta: 64 MiB ring all-reduce, t = steps alpha + S beta + S/2 gamma solved for beta
@@ -355,7 +355,7 @@ double algo_predict(coll_algo_t algo, const sched_params_t *p, const algo_cost_t
 /* The additive model above cannot see what decides here: with more ranks than cores the
  * time is the bytes all ranks move together (the arena moves about 4.5 S per rank at 4
  * ranks, the FIFO ring 6.75 S), and the arena's rounds stay in cache. So the rule is the
- * measurement's (bench/arena_compare.sh, docs/algorithms.md "Arena"; 2 cores): from
+ * measurement's (bench/algorithms/arena_compare.sh, docs/algorithms.md "Arena"; 2 cores): from
  * 64 KiB with 3 or more ranks (1.1-2.5x the cost model's other choice at 64 KiB-64 MiB
  * on 3 and 4 ranks), from 16 MiB with 2 (even with the ring at 16 MiB, about 1.1x at
  * 64 MiB; from 64 KiB to 4 MiB halving-doubling or the ring is as fast or faster). */

@@ -23,7 +23,7 @@
  *   Up to ALGO_HD_WHOLE_MAX_BYTES the newranks skip the halving and exchange whole
  *   buffers instead (recursive doubling, whole_exchanges): log2(p) steps of S each.
  *   There a step's latency costs more than the bytes; at 2 ranks it is one message
- *   each way instead of two in a row (tcp loopback, 8 B: see bench/README.md). */
+ *   each way instead of two in a row (tcp loopback, 8 B: see bench/results/README.md). */
 #include "algo/algo_internal.h"
 
 /* Whole-range ops are cut into segment-sized messages within one step; both sides cut a

@@ -3,7 +3,7 @@
  * wake-up's affinity to the waker), and two ranks that then take turns on that CPU look
  * cache-hot to the load balancer, which leaves them there for milliseconds while the
  * other CPU idles (2 unbound ranks over tcp: 48-52 us per 8-byte all-reduce instead of
- * 8-9 in about 1 run in 7; bench/README.md, "Unbound ranks during a run"). */
+ * 8-9 in about 1 run in 7; bench/results/README.md, "Unbound ranks during a run"). */
 #include "common/cpu_home.h"
 
 #include <errno.h>

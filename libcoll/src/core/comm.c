@@ -118,7 +118,7 @@ static void comm_free(coll_comm_t *comm) {
  * only the local ranks against this rank's one bound CPU, as before 2026-12-04, gave
  * bound ranks the 5 us poll, and with one busy loop beside 2 bound ranks whole rounds
  * of 8-byte all-reduces took a tick each, 3.99 ms, where the 10 ms poll took 0.24-0.26 us;
- * bench/README.md). Otherwise poll for 10 ms, longer than a scheduler
+ * bench/results/README.md). Otherwise poll for 10 ms, longer than a scheduler
  * tick (4 ms at HZ=250): with other work on the machine, a peer that lost its core for a
  * tick would find this rank asleep, its core taken by that work and the wake-up left to
  * the next tick, on every call (2 ranks over shm with one busy loop beside them, 8-byte

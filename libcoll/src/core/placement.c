@@ -5,7 +5,7 @@
  * as the load balancer is slow to move a task that ran within the last half
  * millisecond. Over that time every wait is a hand-over of that one CPU (2 ranks
  * over shm: the first 200 8-byte all-reduces took 6.5-9.2 us each instead of 0.4-0.6 in
- * 10 of 20 runs; bench/README.md, "Unbound ranks at start"). Open MPI's ranks never
+ * 10 of 20 runs; bench/results/README.md, "Unbound ranks at start"). Open MPI's ranks never
  * sleep, so the balancer moves one at once.
  *
  * So, once per process, at its first communicator's init: the rank moves to the

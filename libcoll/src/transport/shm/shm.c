@@ -12,7 +12,7 @@
  * default and single-copy is opt-in (COLL_SHM_DIRECT=1). With more ranks than cores
  * (4 on 2) single-copy spends ~4% less CPU per 16 MiB all-reduce but its sends complete
  * only when the receiver has run, and busbw was no better: equal in one set of 8
- * interleaved pairs, 25% lower in another of 6 (bench/calibrate.md), so it stays opt-in
+ * interleaved pairs, 25% lower in another of 6 (bench/algorithms/calibrate.md), so it stays opt-in
  * there too.
  *
  * Waiting: each rank has one doorbell word in its inbox; peers bump it after moving a
@@ -110,7 +110,7 @@ static void refresh_tail(shm_conn_t *c) {
  * order touches all its slots (16 of 256 KiB, 4 MiB per pair) before reusing one, more
  * than this machine's L3 together with the buffers; reusing the slots the receiver just
  * freed keeps a run of large messages in the caches. Measured, 2-rank all-reduce of
- * 1 MiB on a quiet machine: bench/README.md, "FIFO slots". A free slot exists: fewer than
+ * 1 MiB on a quiet machine: bench/results/README.md, "FIFO slots". A free slot exists: fewer than
  * nslots positions are in [tail_seen, head), and each holds one slot. */
 static uint32_t take_data_slot(shm_conn_t *c) {
   uint32_t slot = 0;

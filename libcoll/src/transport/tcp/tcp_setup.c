@@ -7,7 +7,7 @@
  * Environment:
  *   COLL_NSOCKS          sockets (streams) per peer, 1..16 (4: on a 2-core Intel VM, 4
  *                        streams gave 2 ranks about 1.7 GB/s busbw at 16 MiB against 1.4
- *                        with 2, and 4 ranks the same; bench/calibrate.md)
+ *                        with 2, and 4 ranks the same; bench/algorithms/calibrate.md)
  *   COLL_SOCKET_IFNAME   interface whose IPv4 address to listen on and publish (default:
  *                        the local address that reaches the store; 127.0.0.1 when the
  *                        store is on loopback)

@@ -12,10 +12,10 @@
 # Each run trains 10 steps more than STEPS and leaves the first 10 out of its figure.
 # Data: Fashion-MNIST (784-256-256-10) when installed, else stop.
 #
-#   bench/elastic_bitid.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 100 5
+#   bench/elastic/elastic_bitid.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 100 5
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$(dirname "$here")/build}
+build=${1:-$(dirname "$(dirname "$here")")/build}
 steps=${2:-100}
 rounds=${3:-5}
 train=$build/tools/train

@@ -1,5 +1,5 @@
 /* allreduce_bench's output: statistics and the nccl-tests-compatible text rows, plus CSV
- * and JSON files for scripts (bench/compare.sh). */
+ * and JSON files for scripts (bench/compare/compare.sh). */
 #include "bench_report.h"
 
 #include <errno.h>

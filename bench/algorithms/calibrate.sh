@@ -3,7 +3,7 @@
 # a mostly idle machine, the machine being shared), prints every run and the median of
 # each constant over the runs: the values to put in libcoll/src/algo/cost.c.
 #
-#   bench/calibrate.sh [BUILD_DIR]      (default: build; must hold bench/calibrate)
+#   bench/algorithms/calibrate.sh [BUILD_DIR]   (default: build; must hold bench/calibrate)
 # Environment: RUNS (default 3), NRANKS (default 2), TRANSPORTS (default "shm tcp"),
 #   ROUNDS (calibrate's rounds per size, default 9), IDLE_PCT (how idle the CPUs must be
 #   over half a second before a run, default 75; waits at most 60 s, then runs anyway),
@@ -12,7 +12,7 @@
 #   and the node-aware all-reduces are timed; NRANKS should then be a multiple of K).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 runs=${RUNS:-3}
 nranks=${NRANKS:-2}

@@ -7,9 +7,9 @@
 # next committed step) and grow with state transfer per rank count, and the usual recovery
 # for comparison: the whole job restarted from its last checkpoint; and 10 trials at 4 ranks
 # on two network-namespace hosts (needs root; skipped otherwise).
-#   bench/elastic_kill.sh [BUILD] [extra kill_trials.py options, e.g. --trials 20]
+#   bench/elastic/elastic_kill.sh [BUILD] [extra kill_trials.py options, e.g. --trials 20]
 set -eu
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
 [ $# -gt 0 ] && shift
 mkdir -p "$here/bench/results"

@@ -7,7 +7,7 @@
 # gloo (what the backend buys a PyTorch program) and ours against gloo (what PyTorch
 # itself costs).
 #
-#   bench/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]     defaults: build 1000 "1 2 4"
+#   bench/training/ddp_compare.sh [BUILD_DIR] [STEPS] [RANKS...]   defaults: build 1000 "1 2 4"
 #
 # Each figure is the median of REPEAT rounds (default 3; the runs are printed too, and
 # the host's steal time, which a busy host shows in a VM). A round runs every rank
@@ -22,7 +22,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
+root=$(dirname "$(dirname "$here")")
 build=${1:-$root/build}
 steps=${2:-1000}
 shift 2 2>/dev/null || shift $# 2>/dev/null || true

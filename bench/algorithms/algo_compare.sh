@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # algo_compare.sh: runs the real allreduce_bench (under collrun) for every algorithm
 # (ring, tree, hd, master) and rank count over a range of sizes, writes one CSV and a PNG
-# of bus bandwidth against size per algorithm (gnuplot, bench/algo_compare.gp), with the
-# cost model's prediction for the same cases (coll-sim) as dashed lines, and prints the
-# largest size's busbw per algorithm. Master's rank-0 bottleneck is the line that falls
+# of bus bandwidth against size per algorithm (gnuplot, algo_compare.gp beside this
+# script), with the cost model's prediction for the same cases (coll-sim) as dashed lines,
+# and prints the largest size's busbw per algorithm. Master's rank-0 bottleneck is the line that falls
 # behind as ranks are added, in the model always, in the measurement when every rank has
 # a core of its own (with more ranks than cores the CPU, not rank 0's link, is the limit).
 #
-#   bench/algo_compare.sh [BUILD_DIR]      (default: build; configured and built if needed)
+#   bench/algorithms/algo_compare.sh [BUILD_DIR]
+#     (default: build; configured and built if needed)
 # Environment: RANKS (default "2 3 4"), ALGOS (default "ring tree hd master"),
 #   MINBYTES (default 1K), MAXBYTES (default 16M), FACTOR (default 4), ITERS (default 10),
 #   WARMUP (default 3), TRANSPORT (shm or tcp; default: libcoll's choice),
@@ -17,7 +18,7 @@
 # Exit status: 0 success, 1 a run failed (its log is named), 2 build or setup failure.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 ranks=${RANKS:-2 3 4}
 algos=${ALGOS:-ring tree hd master}
@@ -107,7 +108,7 @@ if command -v gnuplot >/dev/null; then
   load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')
   title="all-reduce busbw by algorithm ($(nproc) cores, load $load, $(date +%Y-%m-%d))"
   if gnuplot -e "csv='$csv'; model='$model'; png='$out/algo_compare.png'; ranks='$ranks'; \
-                 algos='$algos'; title='$title'" "$root/bench/algo_compare.gp" \
+                 algos='$algos'; title='$title'" "$root/bench/algorithms/algo_compare.gp" \
       2>"$out/gnuplot.log"; then
     echo "plot: $out/algo_compare.png"
   else

@@ -1,9 +1,9 @@
 #!/bin/sh
 # torch_compare.sh: the PyTorch-level comparisons of the `coll` backend against gloo on one
-# build, with the right interpreter and module: bench/torch_allreduce.py (all_reduce, 8 B -
-# 64 MiB) and bench/torch_step_compare.py (FSDP2 transformer and DDP MLP step times).
+# build, with the right interpreter and module: torch_allreduce.py (all_reduce, 8 B - 64 MiB)
+# and torch_step_compare.py (FSDP2 transformer and DDP MLP step times), both beside it.
 #
-#   bench/torch_compare.sh [BUILD_DIR] [allreduce|step|all] [OPTIONS...]
+#   bench/pytorch/torch_compare.sh [BUILD_DIR] [allreduce|step|all] [OPTIONS...]
 #                                         defaults: build all; OPTIONS go to the script(s)
 #
 # TORCH picks the PyTorch: `2` (default when the build has one) is the torch 2.x the build
@@ -15,7 +15,7 @@
 # met, 1 a target missed, 2 not runnable, 3 a rank failed).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$(dirname "$here")/build}
+build=${1:-$(dirname "$(dirname "$here")")/build}
 [ $# -gt 0 ] && shift
 what=${1:-all}
 case $what in

@@ -3,14 +3,14 @@
 # cases, all timed the same way (median of separately timed iterations, max over ranks),
 # and prints one table: case, ours, best reference, ratio, target, PASS/FAIL.
 #
-#   bench/compare.sh [BUILD_DIR]        (default: build; configured and built if needed)
+#   bench/compare/compare.sh [BUILD_DIR]    (default: build; configured and built if needed)
 # Environment: ITERS (timed iterations, default 20; ITERS_LAT for the 8-byte cases, 500),
 #   WARMUP (default 5), ROUNDS (default 3:
 #   each case runs that many times, ours and the references taking turns, and the table
 #   shows the median of the rounds: a 2-vCPU VM has noisy spells that one round can hit),
 #   LOG_DIR (keep every program's output there; default a temporary directory, kept),
-#   POINTS=0 (skip this table), SWEEP=0 (skip the size sweep, bench/compare_sweep.sh: 8 B -
-#   4 MiB, shm 2 and 4 ranks and tcp 2 ranks, bound and unbound; its own variables are
+#   POINTS=0 (skip this table), SWEEP=0 (skip the size sweep, compare_sweep.sh beside this
+#   script: 8 B - 4 MiB, shm 2 and 4 ranks and tcp 2 ranks, bound and unbound; its own variables are
 #   listed there), QUICK=1 (the sweep only, 2 rounds of 5 iterations up to 8 KiB: what
 #   tests/bench runs), NO_BUILD=1 (use BUILD_DIR as it is).
 # Ranks are bound to cores (collrun's and mpirun's default) in this table; the sweep shows
@@ -19,7 +19,7 @@
 # better. Exit status 1 when a case with a target fails.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 iters=${ITERS:-20}
 lat_iters=${ITERS_LAT:-500} # the 8-byte cases: 20 samples of 2 us let one scheduler hiccup move the median
@@ -129,7 +129,7 @@ torch_ref() {
   [ "$have_torch" -eq 1 ] || return 1
   local log=$logs/torch-$1.log
   REF_TORCH_STORE=$logs/torch-store-$1 timeout 600 "$collrun" -n "$2" /usr/bin/python3 \
-    "$root/bench/ref_torch.py" -b "$3" -e "$3" -n "$iters" -w "$warmup" >"$log" 2>&1 || {
+    "$root/bench/references/ref_torch.py" -b "$3" -e "$3" -n "$iters" -w "$warmup" >"$log" 2>&1 || {
     echo "compare: ref_torch failed for $1 (see $log)" >&2
     return 1
   }
@@ -138,12 +138,13 @@ torch_ref() {
 have_torch=0
 /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1 && have_torch=1
 
-# sweep: the size sweep (bench/compare_sweep.sh) into the same log directory; its status.
+# sweep: the size sweep (bench/compare/compare_sweep.sh) into the same log directory; its
+# status.
 sweep() {
   [ "$run_sweep" = 1 ] || return 0
   echo
-  echo "---- size sweep (bench/compare_sweep.sh) ----"
-  LOG_DIR=$logs/sweep "$root/bench/compare_sweep.sh" "$build"
+  echo "---- size sweep (bench/compare/compare_sweep.sh) ----"
+  LOG_DIR=$logs/sweep "$root/bench/compare/compare_sweep.sh" "$build"
 }
 if [ "$run_points" != 1 ]; then
   sweep

@@ -1,4 +1,4 @@
-# topo_proof.gp: bench/topo_proof.sh's measurement against coll-sim, from its CSV
+# topo_proof.gp: bench/algorithms/topo_proof.sh's measurement against coll-sim, from its CSV
 # (columns: 1 placement, 2 algo, 3 size, 4 time_s, 5 min, 6 max, 7 pred_s, 8 ratio).
 # Top: measured time (points, min-max bars) and coll-sim's prediction (dashed) against
 # size, one panel per placement; bottom: measured / predicted, the +-15 % band shaded.

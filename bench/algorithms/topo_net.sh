@@ -1,5 +1,5 @@
-# topo_net.sh: sourced by bench/topo_proof.sh. Builds NNODES network-namespace "nodes",
-# each with ONE uplink veth ("uplink", 10.97.0.<i+1>/24) into a bridge that lives in a
+# topo_net.sh: sourced by topo_proof.sh beside it. Builds NNODES network-namespace
+# "nodes", each with ONE uplink veth ("uplink", 10.97.0.<i+1>/24) into a bridge that lives in a
 # namespace of its own, every uplink capped in both directions by a token bucket (tc tbf on
 # the node side's egress and on the bridge port's egress), and takes it all down again.
 #

@@ -1,6 +1,6 @@
 /* ref_mpi: the reference all-reduce, MPI_Allreduce, timed exactly like allreduce_bench
  * (median of separately timed iterations after a barrier, max over ranks) and printed in
- * the same columns (out-of-place only), so bench/compare.sh can join the two. */
+ * the same columns (out-of-place only), so bench/compare/compare.sh can join the two. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""topo_proof.py: the measuring half of bench/topo_proof.sh (which builds the namespaces,
-caps the uplinks and cleans up; run that, not this). For every placement (node by node,
+"""topo_proof.py: the measuring half of bench/algorithms/topo_proof.sh (which builds the
+namespaces, caps the uplinks and cleans up; run that, not this). For every placement (node by node,
 round-robin), algorithm and size it runs allreduce_bench across the namespace "nodes",
 reads each node's uplink counters before and after, and sets the payload that crossed
 every uplink and the time against coll-sim's timing mode for the same algorithm,

@@ -9,7 +9,7 @@
  *     all-reduce of one line does: its time can be no less than this);
  *   one way:  half of a ping-pong's round trip (one line's trip from one core to the other).
  * On a VM the figure depends on where the host runs the two virtual CPUs at the time,
- * which is why bench/compare_sweep.sh measures it before each round. */
+ * which is why bench/compare/compare_sweep.sh measures it before each round. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# compare_sweep.sh: the size sweep of bench/compare.sh (issue 17): all-reduce time from 8 B
-# to 4 MiB at 2 and 4 ranks over shm and 2 ranks over tcp, ours (blocking and async) beside
-# Open MPI and Gloo, bound and unbound, in alternating rounds (after one pass that is not
-# recorded; each round starts with the next program); prints median, min-max and spread
-# per cell, the ratio per size (and its range over the rounds, each round's ratio taken
-# within that round), which cells meet the issue's targets, a plot, and before each round
-# the machine's state (bench/line_ceiling: a cache line's time between two CPUs).
+# compare_sweep.sh: the size sweep of bench/compare/compare.sh (issue 17): all-reduce time
+# from 8 B to 4 MiB at 2 and 4 ranks over shm and 2 ranks over tcp, ours (blocking and
+# async) beside Open MPI and Gloo, bound and unbound, in alternating rounds (after one pass
+# that is not recorded; each round starts with the next program); prints median, min-max
+# and spread per cell, the ratio per size (and its range over the rounds, each round's
+# ratio taken within that round), which cells meet the issue's targets, a plot, and before
+# each round the machine's state (bench/line_ceiling: a cache line's time between two CPUs).
 #
-#   bench/compare_sweep.sh BUILD_DIR     (built already: bench/compare.sh builds, then calls it)
+#   bench/compare/compare_sweep.sh BUILD_DIR
+#     (built already: compare.sh beside it builds, then calls it)
 # Environment: SWEEP_ITERS (timed iterations per size, default 300), SWEEP_WARMUP (20),
 #   SWEEP_ROUNDS (3), SIZES (bytes, default "8 64 1024 8192 65536 524288 1048576 4194304";
 #   each the smallest times a power of 2), SWEEP_CONFIGS ("shm2 shm4 tcp2"), SWEEP_BINDS
@@ -19,7 +20,7 @@
 # Exit status: 0 every target met, 1 some target missed or a run failed, 2 cannot start.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: compare_sweep.sh BUILD_DIR}
 if [ "${QUICK:-0}" = 1 ]; then
   iters=${SWEEP_ITERS:-5} warmup=${SWEEP_WARMUP:-2} rounds=${SWEEP_ROUNDS:-2}
@@ -336,7 +337,7 @@ done
 png=$logs/compare_sweep.png
 if command -v gnuplot >/dev/null; then
   if gnuplot -e "dir='$logs'; png='$png'; configs='$configs'; binds='$binds'; impls='$impls'" \
-    "$root/bench/compare_sweep.gp" 2>"$logs/gnuplot.log"; then
+    "$root/bench/compare/compare_sweep.gp" 2>"$logs/gnuplot.log"; then
     echo "plot: $png"
   else
     echo "compare_sweep: gnuplot failed: $(tail -3 "$logs/gnuplot.log")" >&2

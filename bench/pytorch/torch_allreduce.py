@@ -4,12 +4,12 @@ libcoll) against PyTorch's own `gloo`, on the same torch, the same CPU float32 t
 the same rank processes; prints per size both times and bus bandwidths, the ratio and a
 verdict against the targets, with the median and the min-max spread over rounds.
 
-  bench/torch_allreduce.py [--build DIR] [-n 2 4] [-b 8] [-e 64M] [-f 2] [--rounds 5]
-                           [-i 100] [--min-iters 5] [--fresh] [--quick]
+  bench/pytorch/torch_allreduce.py [--build DIR] [-n 2 4] [-b 8] [-e 64M] [-f 2]
+                                   [--rounds 5] [-i 100] [--min-iters 5] [--fresh] [--quick]
 
 Run it with the interpreter whose torch is to be measured: PyTorch 2.x from ./dev's
 virtual environment (its torch_coll is BUILD/torch_coll/torch2) or Debian's 1.13 as
-/usr/bin/python3 (BUILD/torch_coll); bench/torch_compare.sh picks both for a build. With
+/usr/bin/python3 (BUILD/torch_coll); torch_compare.sh beside it picks both for a build. With
 no --build, `import torch_coll` is tried from PYTHONPATH first, then ./build.
 
 Method. Each rank process joins three groups over the same ranks: a "coll" group and a
@@ -106,7 +106,7 @@ def import_torch_coll(build):
     try:
         import torch_coll
     except ImportError:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         sys.path.insert(0, module_dir(os.path.join(root, "build"), torch.__version__))
         import torch_coll
     return torch_coll.__file__

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch DDP reference for bench/ddp_compare.sh: the same 784-256-256-10 MLP, SGD
+"""PyTorch DDP reference for bench/training/ddp_compare.sh: the same 784-256-256-10 MLP, SGD
 with momentum, per-rank batch, DistributedSampler on CPU, one thread per rank, over
 PyTorch's gloo or (--backend coll) libcoll's torch_coll backend: the script is the same
 but for that one word. Prints one line 'torch_ddp backend=B ranks=N steps=S
@@ -105,8 +105,8 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--backend", choices=("gloo", "coll"), default="gloo")
-    here = os.path.dirname(os.path.abspath(__file__))
-    p.add_argument("--build", default=os.path.join(os.path.dirname(here), "build"),
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p.add_argument("--build", default=os.path.join(root, "build"),
                    help="meson build directory holding torch_coll/ (for --backend coll)")
     args = p.parse_args()
     args.port = free_port()

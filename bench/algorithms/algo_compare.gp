@@ -1,7 +1,7 @@
 # algo_compare.gp: bus bandwidth against message size, one line per algorithm, one panel
-# per rank count, from the CSV that bench/algo_compare.sh writes (allreduce_bench's
-# columns: 1 size, 8 out-of-place busbw, 14 nranks, 15 algo), and, dashed, the cost
-# model's busbw from its model CSV (1 size, 2 nranks, 3 algo, 5 busbw) when given.
+# per rank count, from the CSV that bench/algorithms/algo_compare.sh writes
+# (allreduce_bench's columns: 1 size, 8 out-of-place busbw, 14 nranks, 15 algo), and,
+# dashed, the cost model's busbw from its model CSV (1 size, 2 nranks, 3 algo, 5 busbw) when given.
 #   gnuplot -e "csv='A.csv'; model='M.csv'; png='P.png'; ranks='2 3 4'" algo_compare.gp
 if (!exists("csv")) csv = 'algo_compare.csv'
 if (!exists("png")) png = 'algo_compare.png'

@@ -4,13 +4,13 @@
 # choice without the arena (COLL_ARENA=0, -A auto) and of the arena, at 2, 3 and 4 ranks,
 # each case REPS times, interleaved, then the median per case and the ratios.
 #
-#   bench/arena_compare.sh [BUILD_DIR]     (default: build; must be built)
+#   bench/algorithms/arena_compare.sh [BUILD_DIR]     (default: build; must be built)
 # Environment: RANKS ("2 3 4"), MINB (64K), MAXB (64M), REPS (3), ITERS (10).
 # busbw is the mean of the bench's out-of-place and in-place columns. With other jobs on
 # the machine, run it when it is quiet (the load average is printed before and after).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # run as `sh script`: bash it is
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 ranks=${RANKS:-2 3 4}
 reps=${REPS:-3}

@@ -7,10 +7,11 @@
 # started by hand: collrun cannot place so), runs allreduce_bench for ring, tree, hd,
 # ring_nodes, two_level and auto at every size, reads each uplink's byte counters around
 # every run and sets payload bytes and time against coll-sim's timing mode for the same
-# algorithm and placement (bench/topo_proof.py; method in bench/README.md). Writes
-# bench/results/topo_proof-DATE.{txt,csv,json,png} and prints the table.
+# algorithm and placement (topo_proof.py beside this script; method in
+# bench/results/README.md). Writes bench/results/topo_proof-DATE.{txt,csv,json,png} and
+# prints the table.
 #
-#   bench/topo_proof.sh [BUILD_DIR]        (default: build; must be root)
+#   bench/algorithms/topo_proof.sh [BUILD_DIR]        (default: build; must be root)
 # Environment: NODES (4), RANKS_PER_NODE (2), RATE (200, Mbit/s each way), BURST (16384
 #   bytes), ROUNDS (3), SIZES (64K,256K,1M,4M,16M,64M), ALGOS
 #   (ring,tree,hd,ring_nodes,two_level,auto), PLACEMENTS (node,rr), OUT_DIR
@@ -22,7 +23,7 @@
 # 2 setup failure or not root.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || exit 2
 nodes=${NODES:-4}
 rpn=${RANKS_PER_NODE:-2}
@@ -37,7 +38,7 @@ ninja -C "$build" bench/allreduce_bench tools/collrun tools/coll-sim >/dev/null 
 mkdir -p "$out" "$results" || exit 2
 rm -rf "$out/logs"
 
-source "$root/bench/topo_net.sh"
+source "$root/bench/algorithms/topo_net.sh"
 tag=$$
 cleanup() { topo_net_down; }
 trap cleanup EXIT
@@ -56,7 +57,8 @@ else
   echo "topo_proof: netem is not available in this kernel: no latency added"
 fi
 
-TOPO_NS="${TOPO_NS[*]}" TOPO_ADDR="${TOPO_ADDR[*]}" /usr/bin/python3 "$root/bench/topo_proof.py" \
+TOPO_NS="${TOPO_NS[*]}" TOPO_ADDR="${TOPO_ADDR[*]}" /usr/bin/python3 \
+  "$root/bench/algorithms/topo_proof.py" \
   --build "$build" --out "$out" --ranks-per-node "$rpn" --rate-mbit "$rate" \
   --rounds "${ROUNDS:-3}" --sizes "${SIZES:-64K,256K,1M,4M,16M,64M}" \
   --algos "${ALGOS:-ring,tree,hd,ring_nodes,two_level,auto}" \
@@ -76,6 +78,7 @@ cp "$out/topo_proof_raw.csv" "$results/topo_proof-$stamp-raw.csv"
 } >>"$results/topo_proof-$stamp.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "csv='$out/topo_proof.csv'; png='$results/topo_proof-$stamp.png'" \
-    "$root/bench/topo_proof.gp" && echo "topo_proof: plot $results/topo_proof-$stamp.png"
+    "$root/bench/algorithms/topo_proof.gp" &&
+    echo "topo_proof: plot $results/topo_proof-$stamp.png"
 fi
 echo "topo_proof: results in $results/topo_proof-$stamp.*"

@@ -4,8 +4,9 @@ backend (torch_coll on libcoll) against PyTorch's own `gloo`, the same model, da
 optimizer on both, in the same rank processes; prints the median step time of each, the
 ratio gloo/coll with its spread over rounds and a verdict against the target.
 
-  bench/torch_step_compare.py [--build DIR] [-n 2 4] [--models fsdp ddp] [--rounds 5]
-                              [--steps-ddp 200] [--steps-fsdp 20] [--warmup 3] [--quick]
+  bench/pytorch/torch_step_compare.py [--build DIR] [-n 2 4] [--models fsdp ddp]
+                                      [--rounds 5] [--steps-ddp 200] [--steps-fsdp 20]
+                                      [--warmup 3] [--quick]
 
 The programs (CPU, float32, one thread per rank):
   fsdp  FSDP2 (torch.distributed.fsdp.fully_shard on each encoder layer, then the root) of
@@ -14,9 +15,9 @@ The programs (CPU, float32, one thread per rank):
         (0.93 M parameters); per-rank batch 8 sequences of 64 tokens; AdamW (lr 1e-3).
         Every step all-gathers each layer's parameters (forward, and again in backward:
         reshard_after_forward) and reduce-scatters its gradients. PyTorch 2.x only.
-  ddp   DistributedDataParallel of the 784-256-256-10 MLP of bench/ddp_compare.sh: per-rank
-        batch 64, SGD (lr 0.05, momentum 0.9); one all-reduce of 1.08 MB of gradients
-        (DDP's buckets) a step.
+  ddp   DistributedDataParallel of the 784-256-256-10 MLP of bench/training/ddp_compare.sh:
+        per-rank batch 64, SGD (lr 0.05, momentum 0.9); one all-reduce of 1.08 MB of
+        gradients (DDP's buckets) a step.
 The data are random (tokens, pixels, labels from a fixed seed per rank, a pool of 16
 batches cycled): the step time does not depend on their values, and no data set is needed.
 
@@ -72,7 +73,7 @@ def import_torch_coll(build):
     try:
         import torch_coll
     except ImportError:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         sys.path.insert(0, module_dir(os.path.join(root, "build"), torch.__version__))
         import torch_coll
     return torch_coll.__file__

@@ -1,12 +1,13 @@
 #!/bin/sh
-# bench/sim_scale.sh: coll-sim's timing mode at scale (docs/coll_sim_scale.md). Times the
-# simulation of every all_reduce algorithm at 16,384 ranks (8 per node), shows what uplink
-# sharing changes, and sweeps ranks x sizes x algorithms: a table (predicted time, bus
-# bandwidth, busiest link bytes, seconds the simulation took), the crossover sizes, and
-# the plot. Everything it prints goes to bench/results/sim_scale.txt as well.
+# bench/algorithms/sim_scale.sh: coll-sim's timing mode at scale (docs/coll_sim_scale.md).
+# Times the simulation of every all_reduce algorithm at 16,384 ranks (8 per node), shows
+# what uplink sharing changes, and sweeps ranks x sizes x algorithms: a table (predicted
+# time, bus bandwidth, busiest link bytes, seconds the simulation took), the crossover
+# sizes, and the plot. Everything it prints goes to bench/results/sim_scale.txt as well.
 #
-#   bench/sim_scale.sh [BUILD_DIR]      (default: build; ~5 min on 2 cores)
-#   RANKS=8,64,512 SIZES=8,1M ALGOS=ring,tree bench/sim_scale.sh   (a quick one)
+# Run it from the repository root (BUILD_DIR and OUT are taken from the current directory):
+#   bench/algorithms/sim_scale.sh [BUILD_DIR]      (default: build; ~5 min on 2 cores)
+#   RANKS=8,64,512 SIZES=8,1M ALGOS=ring,tree bench/algorithms/sim_scale.sh   (a quick one)
 set -eu
 BUILD=${1:-build}
 SIM=$BUILD/tools/coll-sim
@@ -28,7 +29,7 @@ done
 ALGOS=${ALGOS:-ring,tree$(for a in $EXTRA; do [ "$a" = ring_nodes ] || printf ',%s' "$a"; done)}
 
 {
-  echo "# bench/sim_scale.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# bench/algorithms/sim_scale.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   echo "## 1. $BIG ranks, 8 per node: how long the simulation takes, per algorithm"
   echo

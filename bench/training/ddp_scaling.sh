@@ -10,10 +10,10 @@
 # the medians over the rounds. Each run trains 10 steps more than STEPS and leaves its
 # first 10 out of the figure (page faults, the wait for the slowest rank's start).
 #
-#   bench/ddp_scaling.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 400 5
+#   bench/training/ddp_scaling.sh [BUILD_DIR] [STEPS] [ROUNDS]     defaults: build 400 5
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$(dirname "$here")/build}
+build=${1:-$(dirname "$(dirname "$here")")/build}
 steps=${2:-400}
 rounds=${3:-5}
 train=$build/tools/train

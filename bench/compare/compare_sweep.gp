@@ -1,6 +1,6 @@
 # compare_sweep.gp: all-reduce time against message size, one panel per case (rows: bound,
 # unbound; columns: shm 2 ranks, shm 4 ranks, tcp 2 ranks), one line per program, from the
-# files bench/compare_sweep.sh writes (DIR/sweep-CONFIG-BIND.dat: bytes, then each
+# files bench/compare/compare_sweep.sh writes (DIR/sweep-CONFIG-BIND.dat: bytes, then each
 # program's median time in us, "?" where it is missing).
 #   gnuplot -e "dir='D'; png='P.png'; configs='shm2 shm4 tcp2'; binds='core none'; \
 #     impls='ours ours_async mpi gloo_ring gloo_hd'" compare_sweep.gp
