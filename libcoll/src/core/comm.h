@@ -15,12 +15,12 @@
 #include "base/base.h"
 #include "base/call.h"
 #include "coll.h"
-#include "core/tagged.h"
 #include "cuda/cuda_path.h"
 #include "exec/exec.h"
 #include "onehost/arena.h"
 #include "onehost/small.h"
 #include "onehost/window.h"
+#include "tagged/tagged.h"
 #include "transport/transport.h"
 
 /* A live communicator carries COMM_MAGIC; destroy overwrites it, so most uses after
@@ -54,7 +54,7 @@ struct coll_request {
                          * coll_cheap_now_ns's clock (common/cheap_clock.h) */
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
-  tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
+  tagged_op_t *tagged; /* a tagged send or receive (tagged/tagged.c), never queued; else NULL */
 };
 
 /* Waits at once in a row before an _async call gets the grace (soon_streak below). */
@@ -77,7 +77,7 @@ struct coll_comm {
   arena_t *arena;        /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
   window_set_t *windows; /* coll_mem_alloc's windows (onehost/window.h); NULL: none */
   cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h), made at init */
-  tagged_t *tagged;      /* tagged point to point (core/tagged.h); NULL for one rank */
+  tagged_t *tagged;      /* tagged point to point (tagged/tagged.h); NULL for one rank */
 
   /* Progress thread and its FIFO (progress.c); mu guards everything below up to
    * `idle_long` except the two atomics, which the blocking fast path reads without it.

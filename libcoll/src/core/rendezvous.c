@@ -340,7 +340,7 @@ coll_status_t rdv_connect(coll_comm_t *comm, coll_algo_t env_algo) {
     goto out;
   }
   /* Tagged point to point has a set of its own: its messages must not meet the
-   * collectives' in a connection's posting order (core/tagged.c). */
+   * collectives' in a connection's posting order (tagged/tagged.c). */
   snprintf(tp_prefix, sizeof tp_prefix, "%stg/", comm->base.key_prefix);
   st = tagged_open(&comm->tagged, &comm->base, &setup);
   if (st != COLL_OK) goto out;
