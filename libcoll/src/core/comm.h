@@ -1,8 +1,8 @@
 /* The communicator: the base (identity, health; base/base.h) plus what the ranks agreed
  * (algorithm, cost constants, segment size), the host links and the executor, the paths'
  * state (arena and windows, the CUDA path), and the request queue with its progress
- * thread. Also the functions core/ shares: lifetime, rendezvous, launcher environment,
- * the queue (progress.c), the dispatch to a path (dispatch.c) and stream calls. */
+ * thread. Also the functions core/ shares: lifetime, rendezvous, the queue (progress.c),
+ * the dispatch to a path (dispatch.c) and stream calls. */
 #ifndef COLL_CORE_COMM_H
 #define COLL_CORE_COMM_H
 
@@ -171,14 +171,6 @@ coll_status_t elastic_joiners_waiting(coll_comm_t *comm, store_client_t *c, int 
 size_t comm_staging_now(const coll_comm_t *comm);
 void comm_update_staging_peak(coll_comm_t *comm);
 
-/* ---- launch_env.c ---- */
-/* Fill cfg from the launcher's environment (torchrun, SLURM, Open MPI). Strings in cfg
- * point into the environment, or into addr_buf when the store's host was derived from
- * the launcher's variables (Slurm's node list, Open MPI's URI). */
-coll_status_t launch_env_config(coll_config_t *cfg, char *addr_buf, size_t addr_cap);
-/* COLL_ALGO as an algorithm (AUTO when unset); an unknown name is an error. */
-coll_status_t launch_env_algo(coll_algo_t *algo);
-
 /* ---- rendezvous.c ---- */
 /* Agree on the key prefix, host ids, forced algorithm and transport and cost constants,
  * then connect the transports. Collective over all ranks. */
@@ -209,13 +201,6 @@ coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks, 
 /* ---- stream_calls.c ---- */
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */
 coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc);
-
-/* ---- placement.c: where unbound ranks start ---- */
-/* Unbound ranks of one host: start this thread on the (local_index mod n)-th CPU of its
- * mask, once per process, keeping the mask; when each local rank has a CPU of its own,
- * that CPU becomes the thread's home (common/cpu_home.h). *cpu (may be NULL): that CPU,
- * or -1 when the rank was left alone. COLL_SPREAD=0: off; a bad value is an error. */
-coll_status_t placement_spread_once(const coll_base_t *base, int *cpu);
 
 /* ---- progress.c: the request queue ---- */
 coll_status_t progress_start(coll_comm_t *comm);

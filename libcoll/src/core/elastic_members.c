@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/test_hook.h"
 #include "core/comm.h"
+#include "launch/launch_env.h"
 
 #define GROW_MAGIC "collgrow1"
 enum { KEY_MAX = 192, RECORD_MAX = 1200, POLL_US = 2000 };

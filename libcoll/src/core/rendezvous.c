@@ -9,12 +9,12 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "bootstrap/launch_port.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "launch/launch_port.h"
 
 enum {
   HOST_ID_MAX = 256,
