@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "algo/schedule.h"
-#include "algo/sim.h"
+#include "sim/sim.h"
 
 typedef struct {
   coll_algo_t algo;

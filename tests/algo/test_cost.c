@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "algo/algo_internal.h"
-#include "algo/sim.h"
+#include "sim/sim.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
   return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};

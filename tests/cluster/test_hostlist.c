@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/hostlist.h"
-#include "bootstrap/launch_port.h"
 #include "coll.h"
+#include "launch/hostlist.h"
+#include "launch/launch_port.h"
 
 /* The list expanded as "a b c" (space-separated), or "ERROR: <message>". */
 static void expand(const char *list, char *out, size_t cap) {

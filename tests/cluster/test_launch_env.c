@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bootstrap/launch_port.h"
 #include "coll.h"
-#include "core/comm.h"
+#include "launch/launch_env.h"
+#include "launch/launch_port.h"
 #include "multiproc.h"
 
 static void clean_env(void) {

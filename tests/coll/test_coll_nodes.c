@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/sim.h"
 #include "coll.h"
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "sim/sim.h"
 
 typedef struct {
   uint16_t port;

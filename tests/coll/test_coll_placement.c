@@ -1,5 +1,5 @@
 /* Where ranks run and how they wait, over real forked ranks: unbound ranks of one host
- * start on distinct CPUs and keep their mask (core/placement.c), a waiter found on another
+ * start on distinct CPUs and keep their mask (launch/placement.c), a waiter found on another
  * rank's CPU goes home (common/cpu_home.c, wait.h), and the poll follows whether the local
  * ranks may run only on this rank's CPUs (core/comm.c choose_spin), as
  * coll_comm_set_poll_us changes it. */
@@ -17,6 +17,7 @@
 #include "common/cpu_home.h"
 #include "common/wait.h"
 #include "core/comm.h"
+#include "launch/placement.h"
 #include "multiproc.h"
 
 /* coll_comm_set_poll_us sets the wait's polling time of a rank with a CPU of its own (one
@@ -108,7 +109,7 @@ static int check_way_home(int home, const cpu_set_t *mask) {
   return bad != 0;
 }
 
-/* Unbound ranks of one host start on distinct CPUs (core/placement.c): called as init
+/* Unbound ranks of one host start on distinct CPUs (launch/placement.c): called as init
  * calls it, for local rank 1 of 2, the thread goes to the second CPU of its mask and the
  * mask is the same after; only once per process. (Where the thread runs after that is
  * the scheduler's business: under load it may move it again at once.) */
@@ -121,11 +122,10 @@ static int rank_place(int rank, int nranks, void *arg) {
   int want = -1;
   for (int c = 0, seen = 0; c < CPU_SETSIZE && want < 0; c++)
     if (CPU_ISSET(c, &before) && seen++ == 1) want = c;
-  coll_base_t base = {.rank = rank, .local_index = 1, .local_count = 2};
   int cpu = -3, again = -3;
-  int bad = ct_ok(rank, "placement", placement_spread_once(&base, &cpu));
+  int bad = ct_ok(rank, "placement", placement_spread_once(rank, 1, 2, &cpu));
   bad |= sched_getaffinity(0, sizeof after, &after) != 0 || !CPU_EQUAL(&before, &after);
-  bad |= ct_ok(rank, "placement again", placement_spread_once(&base, &again));
+  bad |= ct_ok(rank, "placement again", placement_spread_once(rank, 1, 2, &again));
   if (bad || cpu != want || again != -1) {
     fprintf(stderr, "rank %d: moved to CPU %d (expected %d), then %d (expected -1); mask %s\n",
             rank, cpu, want, again, CPU_EQUAL(&before, &after) ? "kept" : "changed");

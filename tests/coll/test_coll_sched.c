@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "algo/algo_internal.h"
-#include "algo/sim.h"
+#include "sim/sim.h"
 
 static int32_t value(int rank, size_t i) { return (int32_t)(rank * 1000 + (int)(i % 997)); }
 

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "algo/schedule.h"
-#include "algo/sim.h"
 #include "coll.h"
 #include "multiproc.h"
+#include "sim/sim.h"
 
 enum { NRANKS = 4, MAX_OPS = 20000, LINE_MAX_LEN = 2048 };
 

@@ -18,7 +18,7 @@ static const char *const help_sections[] = {
     "usage: coll-sim ALGO -n N --bytes S [options]\n"
     "\n"
     "Run the schedule libcoll builds for ALGO on N ranks in one process (no network: the\n"
-    "schedule simulator of libcoll/src/algo/sim.c) and show what happens: every step,\n"
+    "schedule simulator of libcoll/src/sim/sim.c) and show what happens: every step,\n"
     "which rank sends which part of the buffer to whom, the bytes on every link, the\n"
     "bytes each rank sends, and the time the cost model predicts.\n"
     "\n"
@@ -89,7 +89,7 @@ static const char *const help_sections[] = {
     "\n",
     "exit status: 0 success, 1 the simulation or an output file failed, 2 bad arguments.\n",
     "\n"
-    "timing mode, for large jobs (libcoll/src/algo/sim_time.c, docs/coll_sim_scale.md):\n"
+    "timing mode, for large jobs (libcoll/src/sim/sim_time.c, docs/coll_sim_scale.md):\n"
     "the same schedules, the same rounds as above, but no data is moved and no step is\n"
     "recorded; each round is priced on a machine of nodes: a message inside a node uses\n"
     "the sender's port out and the receiver's port in, one between nodes the sender node's\n"

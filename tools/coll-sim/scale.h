@@ -1,12 +1,12 @@
 /* coll-sim's timing mode for large jobs: the library's schedules timed on a topology of
- * nodes (libcoll/src/algo/sim_time.h) without moving data, one run or a sweep over rank
+ * nodes (libcoll/src/sim/sim_time.h) without moving data, one run or a sweep over rank
  * counts, sizes and algorithms, written as text, JSON and an SVG plot. */
 #ifndef COLL_SIM_SCALE_H
 #define COLL_SIM_SCALE_H
 
 #include <stddef.h>
 
-#include "algo/sim_time.h"
+#include "sim/sim_time.h"
 
 #define SCALE_MAX_LIST 32
 

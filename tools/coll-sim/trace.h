@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "algo/schedule.h"
-#include "algo/sim.h"
+#include "sim/sim.h"
 
 /* What the user asked for (options.c fills it). */
 typedef struct {

@@ -32,7 +32,7 @@
  *     with one rank) is a no-op (memmove).
  *  9. The built-in algorithms keep ranks in lock-step (a message's send and receive sit
  *     at the same position in both ranks' sequences of time slots) and never put more
- *     than segment_bytes in one message; the simulator (sim.h) checks pairing, hazards and
+ *     than segment_bytes in one message; the simulator (sim/sim.h) checks pairing, hazards and
  *     deadlock-freedom with rendezvous sends. */
 #ifndef COLL_ALGO_SCHEDULE_H
 #define COLL_ALGO_SCHEDULE_H

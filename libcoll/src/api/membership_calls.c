@@ -1,10 +1,8 @@
 /* coll.h's calls for surviving a lost rank: revoke, agree, shrink, grow, the grow id and
  * join. Each checks the communicator and its arguments, lets the membership layer
  * (membership/) do the protocol, and has core/ create the new communicator it planned. */
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "base/store_keys.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/test_hook.h"
@@ -104,20 +102,6 @@ coll_status_t coll_comm_grow_id(coll_comm_t *comm, coll_unique_id_t *id) {
   return member_grow_id(&comm->base, &comm->members, id);
 }
 
-/* No id: the launcher's store, and the lineage of the first communicator made on it. */
-static coll_status_t join_point_from_env(member_join_point_t *jp) {
-  coll_config_t cfg;
-  char addr[256];
-  coll_status_t st = launch_env_config(&cfg, addr, sizeof addr);
-  if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join (no id: the launcher's store): ");
-  snprintf(jp->addr, sizeof jp->addr, "%s", cfg.master_addr ? cfg.master_addr : "127.0.0.1");
-  jp->port = cfg.master_port;
-  const char *token = cfg.token ? cfg.token : coll_env_str("COLL_JOB_TOKEN");
-  snprintf(jp->token, sizeof jp->token, "%s", token ? token : "");
-  snprintf(jp->root, sizeof jp->root, "%s", KEY_FIRST_COMM_PREFIX);
-  return COLL_OK;
-}
-
 coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms, coll_comm_t **newcomm) {
   coll_test_hook("join");
   if (newcomm == NULL)
@@ -133,7 +117,7 @@ coll_status_t coll_comm_join(const coll_unique_id_t *id, int timeout_ms, coll_co
     timeout_ms = (int)t;
   }
   member_join_point_t jp;
-  coll_status_t st = id != NULL ? member_join_point_from_id(id, &jp) : join_point_from_env(&jp);
+  coll_status_t st = id != NULL ? member_join_point_from_id(id, &jp) : member_join_point_from_env(&jp);
   if (st != COLL_OK) return st;
   member_plan_t plan;
   st = member_plan_join(&jp, timeout_ms, &plan);

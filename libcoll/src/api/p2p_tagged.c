@@ -1,5 +1,5 @@
 /* Tagged point to point's entry points (coll_send_tagged, coll_recv_tagged and their
- * _async forms): argument checks, then the communicator's tagged engine (core/tagged.c),
+ * _async forms): argument checks, then the communicator's tagged engine (tagged/tagged.c),
  * which runs outside the request queue. Inside a group a blocking call is posted at once
  * and waited for at the outermost coll_group_end. */
 #include <stdint.h>
@@ -8,7 +8,7 @@
 
 #include "api/api.h"
 #include "common/error.h"
-#include "core/tagged.h"
+#include "tagged/tagged.h"
 
 static coll_status_t tagged_call(coll_comm_t *comm, const char *what, bool send, const void *buf,
                                  size_t count, coll_dtype_t dtype, int peer, int tag, int *source,

@@ -1,4 +1,4 @@
-/* A rank's own CPU among the other local ranks' CPUs (core/placement.c chooses them), and
+/* A rank's own CPU among the other local ranks' CPUs (launch/placement.c chooses them), and
  * the way back to it: a waiting thread found on a CPU that placement gave another local
  * rank moves itself back to its own, at most once a millisecond, and leaves its CPU mask
  * as it was (this is not binding). Only the thread that placement placed has a home. */

@@ -25,9 +25,9 @@
  *                      collrun sets it)
  *   COLL_TRACE         FILE.json: each rank writes FILE.rank<r>.json (trace/trace.c) (unset)
  *   COLL_P2P_EAGER_BYTES  tagged sends up to this many bytes are copied and complete at
- *                      once; larger ones wait for their receive (tagged.c) (65536)
+ *                      once; larger ones wait for their receive (tagged/tagged.c) (65536)
  * Launchers: RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_COMM_WORLD_* with MASTER_ADDR and
- * MASTER_PORT (launch_env.c). */
+ * MASTER_PORT (launch/launch_env.c). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +38,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "launch/launch_env.h"
+#include "launch/placement.h"
 #include "trace/trace.h"
 
 enum { DEFAULT_TIMEOUT_MS = 300000 };
@@ -263,8 +265,8 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
     st = trace_open(&comm->base.trace, comm->base.rank, comm->base.nranks, comm->base.key_prefix);
   if (st != COLL_OK) goto fail;
   comm_update_staging_peak(comm);
-  /* After the last store round of init, before the threads start (placement.c). */
-  st = placement_spread_once(&comm->base, NULL);
+  /* After the last store round of init, before the threads start (launch/placement.c). */
+  st = placement_spread_once(comm->base.rank, comm->base.local_index, comm->base.local_count, NULL);
   if (st == COLL_OK) st = failure_watch_start(&comm->base);
   if (st == COLL_OK) st = progress_start(comm);
   if (st != COLL_OK) goto fail;

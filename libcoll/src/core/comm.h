@@ -1,8 +1,8 @@
 /* The communicator: the base (identity, health; base/base.h) plus what the ranks agreed
  * (algorithm, cost constants, segment size), the host links and the executor, the paths'
  * state (arena and windows, the CUDA path), and the request queue with its progress
- * thread. Also the functions core/ shares: lifetime, rendezvous, launcher environment,
- * the queue (progress.c), the dispatch to a path (dispatch.c) and stream calls. */
+ * thread. Also the functions core/ shares: lifetime, rendezvous, the queue (progress.c),
+ * the dispatch to a path (dispatch.c) and stream calls. */
 #ifndef COLL_CORE_COMM_H
 #define COLL_CORE_COMM_H
 
@@ -15,13 +15,13 @@
 #include "base/base.h"
 #include "base/call.h"
 #include "coll.h"
-#include "core/tagged.h"
 #include "cuda/cuda_path.h"
 #include "exec/exec.h"
 #include "membership/membership.h"
 #include "onehost/arena.h"
 #include "onehost/small.h"
 #include "onehost/window.h"
+#include "tagged/tagged.h"
 #include "transport/transport.h"
 
 /* A live communicator carries COMM_MAGIC; destroy overwrites it, so most uses after
@@ -55,7 +55,7 @@ struct coll_request {
                          * coll_cheap_now_ns's clock (common/cheap_clock.h) */
   coll_status_t status;
   char message[BASE_MESSAGE_MAX]; /* coll_last_error() of the executing thread */
-  tagged_op_t *tagged; /* a tagged send or receive (core/tagged.c), never queued; else NULL */
+  tagged_op_t *tagged; /* a tagged send or receive (tagged/tagged.c), never queued; else NULL */
 };
 
 /* Waits at once in a row before an _async call gets the grace (soon_streak below). */
@@ -78,7 +78,7 @@ struct coll_comm {
   arena_t *arena;        /* the arena all-reduce's segment (onehost/arena.h); NULL: none */
   window_set_t *windows; /* coll_mem_alloc's windows (onehost/window.h); NULL: none */
   cuda_path_t *cuda;     /* device-buffer state (cuda/cuda_path.h), made at init */
-  tagged_t *tagged;      /* tagged point to point (core/tagged.h); NULL for one rank */
+  tagged_t *tagged;      /* tagged point to point (tagged/tagged.h); NULL for one rank */
 
   /* Progress thread and its FIFO (progress.c); mu guards everything below up to
    * `idle_long` except the two atomics, which the blocking fast path reads without it.
@@ -150,14 +150,6 @@ coll_status_t comm_create_hosted(const coll_config_t *config, store_server_t *se
 size_t comm_staging_now(const coll_comm_t *comm);
 void comm_update_staging_peak(coll_comm_t *comm);
 
-/* ---- launch_env.c ---- */
-/* Fill cfg from the launcher's environment (torchrun, SLURM, Open MPI). Strings in cfg
- * point into the environment, or into addr_buf when the store's host was derived from
- * the launcher's variables (Slurm's node list, Open MPI's URI). */
-coll_status_t launch_env_config(coll_config_t *cfg, char *addr_buf, size_t addr_cap);
-/* COLL_ALGO as an algorithm (AUTO when unset); an unknown name is an error. */
-coll_status_t launch_env_algo(coll_algo_t *algo);
-
 /* ---- rendezvous.c ---- */
 /* Agree on the key prefix, host ids, forced algorithm and transport and cost constants,
  * then connect the transports. Collective over all ranks. watch (NULL: none): a shrink's
@@ -189,13 +181,6 @@ coll_status_t premul_scale_input(const coll_call_t *call, int rank, int nranks, 
 /* ---- stream_calls.c ---- */
 /* Queue call on its CUDA stream (coll_*_stream, device buffers). */
 coll_status_t stream_call_submit(coll_comm_t *comm, prepared_call_t *pc);
-
-/* ---- placement.c: where unbound ranks start ---- */
-/* Unbound ranks of one host: start this thread on the (local_index mod n)-th CPU of its
- * mask, once per process, keeping the mask; when each local rank has a CPU of its own,
- * that CPU becomes the thread's home (common/cpu_home.h). *cpu (may be NULL): that CPU,
- * or -1 when the rank was left alone. COLL_SPREAD=0: off; a bad value is an error. */
-coll_status_t placement_spread_once(const coll_base_t *base, int *cpu);
 
 /* ---- progress.c: the request queue ---- */
 coll_status_t progress_start(coll_comm_t *comm);

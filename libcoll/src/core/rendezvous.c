@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "base/store_keys.h"
-#include "bootstrap/launch_port.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "launch/launch_port.h"
 
 enum {
   HOST_ID_MAX = 256,
@@ -354,7 +354,7 @@ static transport_setup_t setup_for(const coll_comm_t *comm, const rdv_view_t *v,
 
 /* Phase 7: the collectives' transports ("tp/"), and tagged point to point's own set
  * ("tg/": its messages must not meet the collectives' in a connection's posting order;
- * core/tagged.c). */
+ * tagged/tagged.c). */
 static coll_status_t connect_transports(coll_comm_t *comm, const rdv_view_t *v) {
   char prefix[BASE_KEY_PREFIX_MAX + 8];
   transport_setup_t setup = setup_for(comm, v, prefix, sizeof prefix, "tp/");

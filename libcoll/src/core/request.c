@@ -32,7 +32,7 @@ static bool is_done(const coll_request_t *req) {
   return atomic_load(&req->done) != 0; /* seq_cst: see done_waiters (progress.c) */
 }
 
-/* A tagged send or receive: its engine waits (core/tagged.c). */
+/* A tagged send or receive: its engine waits (tagged/tagged.c). */
 static coll_status_t finish_tagged(coll_request_t **request, coll_status_t st) {
   free(*request);
   *request = NULL;

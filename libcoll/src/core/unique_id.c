@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "bootstrap/host_addr.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "core/comm.h"
+#include "launch/host_addr.h"
 
 #define ID_MAGIC "collid1"
 enum { TOKEN_HEX = 32, ADDR_MAX = INET_ADDRSTRLEN };

@@ -22,7 +22,9 @@
 
 #include "base/store_keys.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/error.h"
+#include "launch/launch_env.h"
 #include "membership/membership.h"
 
 #define GROW_MAGIC "collgrow1"
@@ -272,6 +274,19 @@ coll_status_t member_join_point_from_id(const coll_unique_id_t *id, member_join_
   snprintf(jp->root, sizeof jp->root, "%s", fields[4]);
   if (jp->port < 1 || jp->port > 65535)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "coll_comm_join: port %s in the id", fields[2]);
+  return COLL_OK;
+}
+
+coll_status_t member_join_point_from_env(member_join_point_t *jp) {
+  coll_config_t cfg;
+  char addr[256];
+  coll_status_t st = launch_env_config(&cfg, addr, sizeof addr);
+  if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join (no id: the launcher's store): ");
+  snprintf(jp->addr, sizeof jp->addr, "%s", cfg.master_addr ? cfg.master_addr : "127.0.0.1");
+  jp->port = cfg.master_port;
+  const char *token = cfg.token ? cfg.token : coll_env_str("COLL_JOB_TOKEN");
+  snprintf(jp->token, sizeof jp->token, "%s", token ? token : "");
+  snprintf(jp->root, sizeof jp->root, "%s", KEY_FIRST_COMM_PREFIX);
   return COLL_OK;
 }
 

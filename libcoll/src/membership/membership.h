@@ -92,6 +92,9 @@ typedef struct {
   char root[BASE_KEY_PREFIX_MAX];
 } member_join_point_t;
 coll_status_t member_join_point_from_id(const coll_unique_id_t *id, member_join_point_t *jp);
+/* No id: the launcher's store (its environment), and the lineage of the first
+ * communicator made on it. */
+coll_status_t member_join_point_from_env(member_join_point_t *jp);
 /* Register as a joiner and wait up to timeout_ms for a grow to take this process in. */
 coll_status_t member_plan_join(const member_join_point_t *jp, int timeout_ms, member_plan_t *plan);
 

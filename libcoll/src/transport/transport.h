@@ -105,7 +105,7 @@ typedef struct {
   int timeout_ms;
   bool device; /* connecting the device-buffer set (cuda/cuda_path.c): device-only transports
                   may be forced; for the host set a forced device-only one means auto */
-  bool quiet;  /* no INFO line per peer: a second set over the same pairs (core/tagged.c) */
+  bool quiet;  /* no INFO line per peer: a second set over the same pairs (tagged/tagged.c) */
 } transport_setup_t;
 
 /* Connect this rank to every other rank (collective: all ranks call it). Picks each

@@ -28,11 +28,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap/host_addr.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "launch/host_addr.h"
 #include "transport/tcp/tcp.h"
 
 #define HANDSHAKE_MAGIC 0x48534b43u /* "CKSH" */

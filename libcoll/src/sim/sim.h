@@ -6,8 +6,8 @@
  * hazards (two ops of one step touching the same elements, one of them writing, with
  * INPUT and OUTPUT treated as the same memory since in-place calls alias them) and every
  * op for bounds and peers. */
-#ifndef COLL_ALGO_SIM_H
-#define COLL_ALGO_SIM_H
+#ifndef COLL_SIM_SIM_H
+#define COLL_SIM_SIM_H
 
 #include <stddef.h>
 

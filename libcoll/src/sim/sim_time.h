@@ -10,8 +10,8 @@
  * and its receiver are in the steps that hold it (the k-th send from a to b with the
  * k-th receive of b from a); a rank that finished its step in round t enters the next
  * one in round t + 1. */
-#ifndef COLL_ALGO_SIM_TIME_H
-#define COLL_ALGO_SIM_TIME_H
+#ifndef COLL_SIM_SIM_TIME_H
+#define COLL_SIM_SIM_TIME_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* This host's IPv4 address as peers should reach it: that of a named interface
  * (COLL_SOCKET_IFNAME, for the tcp transport and coll_get_unique_id), or the first
  * non-loopback one that is up. */
-#ifndef COLL_BOOTSTRAP_HOST_ADDR_H
-#define COLL_BOOTSTRAP_HOST_ADDR_H
+#ifndef COLL_LAUNCH_HOST_ADDR_H
+#define COLL_LAUNCH_HOST_ADDR_H
 
 #include <stdbool.h>
 #include <stddef.h>

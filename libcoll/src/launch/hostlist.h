@@ -1,7 +1,7 @@
 /* Slurm's compressed host lists ("node[1-3,7]", "n[01-10]-ib,login1", "rack[1-2]-n[1-3]"):
  * counting and naming the hosts without expanding the whole list in memory. */
-#ifndef COLL_BOOTSTRAP_HOSTLIST_H
-#define COLL_BOOTSTRAP_HOSTLIST_H
+#ifndef COLL_LAUNCH_HOSTLIST_H
+#define COLL_LAUNCH_HOSTLIST_H
 #include <stddef.h>
 
 #include "coll.h"

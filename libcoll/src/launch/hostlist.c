@@ -1,7 +1,7 @@
 /* Slurm host-list parsing: each item is split into literal text and bracket groups, and
  * the n-th host is found by mixed-radix counting over the groups, so a list of a million
  * hosts costs nothing to check and "the first host" never expands the rest. */
-#include "bootstrap/hostlist.h"
+#include "launch/hostlist.h"
 
 #include <stdbool.h>
 #include <stdint.h>

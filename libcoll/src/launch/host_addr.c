@@ -6,8 +6,8 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "bootstrap/host_addr.h"
 #include "common/error.h"
+#include "launch/host_addr.h"
 
 coll_status_t host_ipv4(const char *ifname, char *ip, size_t cap, bool *found) {
   *found = false;

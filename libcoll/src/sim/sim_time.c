@@ -11,7 +11,7 @@
  * only ranks that enter a step in a round are visited: a rank that enters a step checks
  * whether each partner already waits in the matching step; the one of the two that
  * arrives second matches the message, so every message is looked at twice. */
-#include "algo/sim_time.h"
+#include "sim/sim_time.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "algo/algo_internal.h"
-#include "algo/sim_links.h"
 #include "common/error.h"
+#include "sim/sim_links.h"
 
 /* Threads that build schedules (at most; fewer on fewer CPUs or ranks). */
 #define SIM_TIME_MAX_THREADS 8

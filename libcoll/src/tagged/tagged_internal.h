@@ -1,15 +1,15 @@
 /* What the tagged point-to-point engine's two files share: tagged.c (operations,
  * matching, waits, the background thread) and tagged_wire.c (the messages on each
  * peer's connection: headers, payloads, their order and completion). */
-#ifndef COLL_CORE_TAGGED_INTERNAL_H
-#define COLL_CORE_TAGGED_INTERNAL_H
+#ifndef COLL_TAGGED_TAGGED_INTERNAL_H
+#define COLL_TAGGED_TAGGED_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "base/base.h"
-#include "core/tagged.h"
+#include "tagged/tagged.h"
 
 #define WIRE_MAGIC 0x54414744u /* "TAGD" */
 

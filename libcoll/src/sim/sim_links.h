@@ -1,13 +1,13 @@
 /* The links of sim_time's topology and the price of one round on them (sim_topo.c),
  * internal to the simulator. Links: each node's uplink in two directions (egress,
  * ingress) and each rank's intra-node port in two directions (out, in). */
-#ifndef COLL_ALGO_SIM_LINKS_H
-#define COLL_ALGO_SIM_LINKS_H
+#ifndef COLL_SIM_SIM_LINKS_H
+#define COLL_SIM_SIM_LINKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algo/sim_time.h"
+#include "sim/sim_time.h"
 
 typedef struct {
   sim_topo_t topo;

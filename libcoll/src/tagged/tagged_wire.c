@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "core/tagged_internal.h"
+#include "tagged/tagged_internal.h"
 
 /* Receives outstanding on a connection: at most a payload and the next header. */
 enum { RX_RING = 4, PROGRESS_ROUNDS = 16 };

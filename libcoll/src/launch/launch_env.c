@@ -2,16 +2,18 @@
  * WORLD_SIZE, LOCAL_RANK), Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, ...). The
  * store is at MASTER_ADDR:MASTER_PORT; under Slurm and Open MPI either may be left out and
  * is then found from the launcher's own variables (see docs/cluster.md). */
+#include "launch/launch_env.h"
+
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "bootstrap/hostlist.h"
-#include "bootstrap/launch_port.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/comm.h"
+#include "launch/hostlist.h"
+#include "launch/launch_port.h"
 
 enum { ONE_RANK_PORT = 29500 }; /* torchrun's MASTER_PORT default; one rank never opens it */
 

@@ -25,13 +25,12 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "core/comm.h"
+#include "launch/placement.h"
 
 static _Atomic bool placed;
 
 /* Move this thread to its CPU: *cpu is that CPU, or -1 when it is left alone. */
-static coll_status_t spread(const coll_base_t *base, int *cpu) {
-  int index = base->local_index, count = base->local_count;
+static coll_status_t spread(int rank, int index, int count, int *cpu) {
   if (count < 2 || index < 0 || atomic_exchange(&placed, true)) return COLL_OK;
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) return COLL_OK;
@@ -59,7 +58,7 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
       return coll_error_errno(COLL_ERR_SYSTEM, failed,
                               "rank %d: could not restore the CPU mask after moving to CPU %d "
                               "(COLL_SPREAD=0 leaves the mask alone)",
-                              base->rank, want);
+                              rank, want);
     coll_log(COLL_LOG_INFO, "local rank %d of %d: started on CPU %d, moved to CPU %d (COLL_SPREAD)",
              index, count, now, want);
   }
@@ -71,12 +70,12 @@ static coll_status_t spread(const coll_base_t *base, int *cpu) {
   return COLL_OK;
 }
 
-coll_status_t placement_spread_once(const coll_base_t *base, int *cpu) {
+coll_status_t placement_spread_once(int rank, int local_index, int local_count, int *cpu) {
   int where = -1;
   int64_t enabled = 1;
   coll_status_t st = coll_env_int("COLL_SPREAD", 0, 1, 1, &enabled);
-  if (st != COLL_OK) st = coll_error_prefix(st, "rank %d: ", base->rank);
-  if (st == COLL_OK && enabled) st = spread(base, &where);
+  if (st != COLL_OK) st = coll_error_prefix(st, "rank %d: ", rank);
+  if (st == COLL_OK && enabled) st = spread(rank, local_index, local_count, &where);
   if (cpu != NULL) *cpu = where;
   return st;
 }

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/sim_links.h"
 #include "common/error.h"
+#include "sim/sim_links.h"
 
 void sim_topo_default(sim_topo_t *t) {
   memset(t, 0, sizeof *t);

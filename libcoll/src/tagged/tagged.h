@@ -1,8 +1,8 @@
 /* Tagged point to point (coll_send_tagged, coll_recv_tagged and their _async forms): an
  * engine per communicator with its own transport set, which matches messages by (peer,
  * tag) or from any source, outside the request queue's one-at-a-time order. */
-#ifndef COLL_CORE_TAGGED_H
-#define COLL_CORE_TAGGED_H
+#ifndef COLL_TAGGED_TAGGED_H
+#define COLL_TAGGED_TAGGED_H
 
 #include <stdbool.h>
 #include <stddef.h>

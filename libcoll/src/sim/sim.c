@@ -1,7 +1,7 @@
 /* Schedule simulator (see sim.h): validation of every op and step, then rounds in which
  * each rank's current step runs its local ops and matches its sends with the receives in
  * the peers' current steps, until every rank is done or no rank can move (deadlock). */
-#include "algo/sim.h"
+#include "sim/sim.h"
 
 #include <stdbool.h>
 #include <stdint.h>

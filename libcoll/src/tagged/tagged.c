@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/wait.h"
-#include "core/tagged_internal.h"
+#include "tagged/tagged_internal.h"
 
 enum {
   EAGER_DEFAULT = 64 << 10,

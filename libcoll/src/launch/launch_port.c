@@ -1,6 +1,6 @@
 /* Facts about the launch that every rank derives alone: the store's port from the job ids,
  * mpirun's host from Open MPI's URI, and this host's id (see launch_port.h). */
-#include "bootstrap/launch_port.h"
+#include "launch/launch_port.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

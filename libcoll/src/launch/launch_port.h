@@ -1,8 +1,8 @@
 /* What a launcher's environment does not say outright: the store's port derived from the
  * job's ids, the launching host's addresses in Open MPI's URI, whether an address is one
  * of this machine's, and the host id that tells ranks on one machine from the others. */
-#ifndef COLL_BOOTSTRAP_LAUNCH_PORT_H
-#define COLL_BOOTSTRAP_LAUNCH_PORT_H
+#ifndef COLL_LAUNCH_LAUNCH_PORT_H
+#define COLL_LAUNCH_LAUNCH_PORT_H
 #include <stdbool.h>
 #include <stddef.h>
 
