@@ -74,7 +74,7 @@ first_row() {
 # Blocking calls (-z 1), as the references make them (MPI_Allreduce, Gloo's run()). The
 # bench's default, an asynchronous call and its wait, wakes the progress thread each time,
 # and on 2 cores that wake-up sometimes lands on the peer's core: 8-byte latency then
-# jumps from about 2 to 10-40 us in some runs (see README, "Latency").
+# jumps from about 2 to 10-40 us in some runs (see docs/measurements.md, "Latency").
 ours() {
   local name=$1 n=$2 transport=$3 bytes=$4
   shift 4

@@ -1,7 +1,7 @@
 /* libcoll's NCCL-compatible API: the header of libnccl.so.2, the drop-in library built on
  * coll.h (nccl/src/). Types, values and signatures are NCCL 2.32.3's ABI, so a program
  * compiled against NVIDIA's nccl.h runs on this library and the other way round; what
- * differs is written in README "Use it in place of NCCL" and docs/nccl_abi.md. */
+ * differs is written in docs/nccl.md and docs/nccl_abi.md. */
 #ifndef NCCL_H_
 #define NCCL_H_
 

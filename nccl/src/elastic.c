@@ -3,7 +3,7 @@
  * coll_comm_shrink, ncclCommGetUniqueId coll_comm_grow_id, ncclCommGrow coll_comm_grow on
  * the existing ranks and coll_comm_join on the new ones.
  *
- * What differs from NVIDIA's library (README, docs/nccl_abi.md):
+ * What differs from NVIDIA's library (docs/nccl.md, docs/nccl_abi.md):
  *  - a revoke reaches the peers: their pending and later calls fail too (ncclInvalidUsage,
  *    "rank R revoked the communicator"), not only this rank's;
  *  - a shrink that leaves ranks out ends the parent (libcoll revokes it): destroy it;

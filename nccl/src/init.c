@@ -157,7 +157,7 @@ NCCL_EXPORT(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const 
   if (comms == NULL || ndev < 1)
     return nccl_fail(NULL, ncclInvalidArgument, "%s: comms is %s and ndev %d (need >= 1)", what,
                      comms ? "set" : "NULL", ndev);
-  (void)devlist; /* the device of each rank is the caller's current one (see README) */
+  (void)devlist; /* the device of each rank is the caller's current one (docs/nccl.md) */
   ncclUniqueId id;
   ncclResult_t r = pncclGetUniqueId(&id);
   if (r != ncclSuccess) return r;

@@ -1,7 +1,7 @@
 /* NCCL's parameter API (2.30) over this library's own parameters: the COLL_* environment
- * variables libcoll reads (README "Environment"). A key is the variable's name, as
- * NCCL's keys are its NCCL_* variables' names; the value is read live: the variable's
- * value when it is set, its default otherwise. NCCL_* keys are not parameters here
+ * variables libcoll reads (docs/usage.md, "Environment variables"). A key is the
+ * variable's name, as NCCL's keys are its NCCL_* variables' names; the value is read live:
+ * the variable's value when it is set, its default otherwise. NCCL_* keys are not parameters here
  * (libcoll reads none of them), so binding one is ncclInvalidArgument naming the list.
  * A handle points into the table below and stays valid for the process's life. */
 #include <errno.h>
@@ -94,8 +94,8 @@ static ncclResult_t read_int(ncclParamHandle_t h, bool is_signed, int64_t min, u
   const char *v = value_of(h);
   if (v[0] == '\0')
     return nccl_fail(NULL, ncclInvalidUsage,
-                     "%s: %s is unset and its default depends on the communicator (see README "
-                     "\"Environment\"); read it with ncclParamGetStr",
+                     "%s: %s is unset and its default depends on the communicator (see "
+                     "docs/usage.md, \"Environment variables\"); read it with ncclParamGetStr",
                      what, h->key);
   char *end = NULL;
   errno = 0;

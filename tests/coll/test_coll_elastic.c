@@ -4,7 +4,7 @@
  * the flag's AND, grow with joiners (one and two at once), a dead store giving a clear
  * error, and shrink/grow cycles leaving no file descriptor, thread or segment behind.
  * COLL_TEST_TRANSPORT=ib (tests/rdma/run.sh, in the soft-RoCE guest) runs every case
- * over that transport instead; COLL_TEST_CYCLES=1000 makes the cycles 1000 (README). */
+ * over that transport instead; COLL_TEST_CYCLES=1000 makes the cycles 1000 (docs/elastic.md). */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>

@@ -124,7 +124,7 @@ for t in $perf_tests; do
   if [ "${theirs%% *}" = fail ]; then tail -n 10 "$logs/nccl_${t}_nvidia.log"; fi
 done
 
-# The torch wheel's own CUDA runtime first (README's recipe): our library's libcudart.so.13
+# The torch wheel's own CUDA runtime first (docs/nccl.md's recipe): our library's libcudart.so.13
 # is then that one, and torch keeps the runtime it was built with.
 torch_cudart=$("$py" -c 'import glob, os, sysconfig; c = sorted(glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "*", "lib", "libcudart.so.*"))); print(c[0] if c else "")' 2>/dev/null)
 torch_preload=$lib

@@ -13,7 +13,7 @@ Two facts of PyTorch this is written around (torch 2.15, read from its sources a
   ctypes (RTLD_LOCAL) before importing torch._C, so NVIDIA's library is mapped beside ours;
   nothing binds to it, which is what is checked. Likewise two libcudart.so.13 are mapped
   when ours is linked to the CUDA toolkit's: the one every caller binds to is printed.
-  With the wheel's own libcudart.so.13 preloaded before ours (README's recipe), only that
+  With the wheel's own libcudart.so.13 preloaded before ours (docs/nccl.md's recipe), only that
   one is mapped, and it is checked.
 
   check_torch_nccl.py OUR_LIBNCCL OUR_NCCL_H TORCH_PYTHON
@@ -126,7 +126,7 @@ def main():
         return bad
 
     bad += probe([lib])
-    # README's recipe for a torch wheel's process: its own CUDA runtime first.
+    # docs/nccl.md's recipe for a torch wheel's process: its own CUDA runtime first.
     wheel_cudart = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so.*")))
     if not wheel_cudart:
         print(f"no libcudart.so.* in {site}/nvidia/*/lib")

@@ -29,7 +29,7 @@ coll_status_t api_check_p2p(coll_comm_t *comm, const char *what, const void *buf
   coll_status_t st = comm_check(comm, what);
   if (st == COLL_OK) st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
-  /* Argument errors name the rank and the call (README), like every later error. */
+  /* Argument errors name the rank and the call (docs/usage.md), like every later error. */
   snprintf(who, API_WHO_MAX, "rank %d: %s", comm->base.rank, what);
   if (async && request == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: request is NULL", who);

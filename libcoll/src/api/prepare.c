@@ -199,7 +199,7 @@ coll_status_t api_prepare(coll_comm_t *comm, const char *what, prepared_call_t *
   if (st != COLL_OK) return st;
   st = base_check_usable(&comm->base, what);
   if (st != COLL_OK) return st;
-  /* Argument errors name the rank and the call (README), like every later error. */
+  /* Argument errors name the rank and the call (docs/usage.md), like every later error. */
   char who[API_WHO_MAX];
   format_who(who, comm->base.rank, what);
   size_t esz = coll_dtype_size(call->dtype);
