@@ -123,7 +123,8 @@ struct coll_comm {
   size_t group_n, group_cap;
   /* Split (split.c): splits done so far. */
   uint64_t splits;
-  bool prefix_preset; /* a split child: key_prefix was given, not agreed */
+  bool prefix_preset; /* key_prefix was given (a split child, or a communicator
+                       * membership/ planned), not agreed */
   /* premul_sum ops (api/ops.c), live ones only; used by the calling thread alone. */
   comm_premul_op_t *premul_ops;
   size_t premul_n, premul_cap;

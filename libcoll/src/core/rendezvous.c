@@ -2,6 +2,7 @@
  * mask and forced choices (COLL_ALGO, COLL_TRANSPORT) and rank 0's tuning constants, then
  * the transports; also the set_algo agreement and the final barrier of destroy.
  * rdv_connect runs in named phases, in this order: the prefix, describe_self,
+ * failure_watch_open (this rank alive before anyone is past the rendezvous),
  * publish_self, read_all (watching a new communicator's members: membership/watch.c),
  * check_forced_choices, place_on_hosts, adopt_constants, connect_transports,
  * open_paths. */

@@ -1,6 +1,6 @@
 /* coll_comm_split: like MPI_Comm_split. Every rank publishes (color, key) under the
  * parent's key prefix, reads everyone's, and the ranks of one color create a child
- * communicator on the parent's store with the prefix "<parent>s<k>c<color>/" (k counts
+ * communicator on the parent's store with the prefix "<parent>s<k>-c<color>/" (k counts
  * this parent's splits, equal on every rank by rule 4), so children of different colors
  * and of different splits never share a key. */
 #include <stdio.h>
