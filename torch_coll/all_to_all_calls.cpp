@@ -7,7 +7,6 @@
 #include "dtype_map.hpp"
 #include "process_group_coll.hpp"
 #include "tensor_args.hpp"
-#include "torch_coll_config.h"
 
 namespace torch_coll {
 
@@ -33,7 +32,6 @@ void check_splits(int rank, int size, const char *call, const std::vector<int64_
                    ", but dim 0 is ", t.size(0));
 }
 
-#if TORCH_COLL_HAVE_ALL_TO_ALLV
 // Byte counts and displacements of each rank's block of dim-0 rows.
 void split_bytes(const std::vector<int64_t> &splits, const at::Tensor &t, int size,
                  std::vector<size_t> *counts, std::vector<size_t> *displs) {
@@ -48,8 +46,6 @@ void split_bytes(const std::vector<int64_t> &splits, const at::Tensor &t, int si
     offset += (*counts)[static_cast<size_t>(p)];
   }
 }
-
-#endif
 
 }  // namespace
 
@@ -79,7 +75,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::alltoall_base(at::Tensor &outpu
     return enqueue(c10d::OpType::ALLTOALL_BASE, call, {output}, std::move(start),
                    [out] { out.copy_back(); });
   }
-#if TORCH_COLL_HAVE_ALL_TO_ALLV
   auto counts = std::make_shared<std::vector<std::vector<size_t>>>(4);
   split_bytes(input_splits, input, getSize(), &(*counts)[0], &(*counts)[1]);
   split_bytes(output_splits, output, getSize(), &(*counts)[2], &(*counts)[3]);
@@ -90,10 +85,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::alltoall_base(at::Tensor &outpu
   };
   return enqueue(c10d::OpType::ALLTOALL_BASE, call, {output}, std::move(start),
                  [out] { out.copy_back(); });
-#else
-  TORCH_CHECK(false, "coll: rank ", getRank(),
-              ": all_to_all_single with split sizes needs coll_all_to_allv, not in this libcoll");
-#endif
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::alltoall(std::vector<at::Tensor> &outputs,
@@ -114,7 +105,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::alltoall(std::vector<at::Tensor
         inputs[p].device() == inputs[0].device() && outputs[p].device() == inputs[0].device(),
         getRank(), call, "all tensors must be on ", inputs[0].device());
   }
-#if TORCH_COLL_HAVE_ALL_TO_ALLV
   auto counts = std::make_shared<std::vector<std::vector<size_t>>>(4, std::vector<size_t>(size));
   size_t send_total = 0, recv_total = 0;
   for (size_t p = 0; p < size; ++p) {
@@ -139,10 +129,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::alltoall(std::vector<at::Tensor
       outs[p].copy_(typed_view(recv, (*counts)[3][p], outs[p]));
   };
   return enqueue(c10d::OpType::ALLTOALL, call, outputs, std::move(start), finish);
-#else
-  TORCH_CHECK(false, "coll: rank ", getRank(),
-              ": all_to_all needs coll_all_to_allv, not in this libcoll");
-#endif
 }
 
 }  // namespace torch_coll

@@ -3,8 +3,6 @@
 // libcoll call.
 #include "comm_worker.hpp"
 
-#include "torch_coll_config.h"
-
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
@@ -72,14 +70,10 @@ void CommWorker::abort() { coll_comm_abort(comm_); }
 
 coll_status_t CommWorker::exclusive(const std::function<coll_status_t(coll_comm_t *)> &fn,
                                     bool revoke) {
-#if TORCH_COLL_HAVE_ELASTIC
   if (revoke) {
     coll_status_t status = coll_comm_revoke(comm_);
     if (status != COLL_OK) return status;
   }
-#else
-  (void)revoke;
-#endif
   std::lock_guard<std::mutex> drive(drive_mutex_);
   return fn(comm_);
 }
@@ -101,7 +95,6 @@ void CommWorker::submit(std::unique_ptr<Job> job) {
     if (stopping_) job->status = COLL_ERR_ABORTED;
   }
   if (job->status == COLL_ERR_ABORTED) return refuse_stopped(std::move(job));
-#if TORCH_COLL_HAVE_TAGGED
   if (is_point_to_point(job->work->retrieveOpType())) {
     // Posted now, even while another thread is in a collective on comm_ (coll.h rule 4's
     // exception for coll_send_tagged_async / coll_recv_tagged_async); the worker or a
@@ -116,7 +109,6 @@ void CommWorker::submit(std::unique_ptr<Job> job) {
       return;
     }
   }
-#endif
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

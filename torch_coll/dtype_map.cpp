@@ -4,8 +4,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "torch_coll_config.h"
-
 namespace torch_coll {
 
 const char *reduce_op_name(c10d::ReduceOp::RedOpType op) {
@@ -101,13 +99,11 @@ auto tensor_factor(const Supplement &s, long) -> decltype(s.tensor_factors, at::
   TORCH_CHECK(false, "coll: rank ", rank, ": ", call, ": ", what);
 }
 
-#if TORCH_COLL_HAVE_BITWISE
 coll_op_t bitwise_op(c10d::ReduceOp::RedOpType op) {
   if (op == c10d::ReduceOp::BAND) return COLL_BAND;
   if (op == c10d::ReduceOp::BOR) return COLL_BOR;
   return COLL_BXOR;
 }
-#endif
 
 coll_op_t plain_op(c10d::ReduceOp::RedOpType op) {
   switch (op) {
@@ -139,12 +135,8 @@ ReducePlan plan_bool(int rank, const char *call, c10d::ReduceOp::RedOpType op) {
       plan.op = COLL_MIN;
       return plan;
     case c10d::ReduceOp::BXOR:
-#if TORCH_COLL_HAVE_BITWISE
       plan.op = COLL_BXOR;
       return plan;
-#else
-      refuse(rank, call, "ReduceOp.BXOR needs COLL_BXOR, not in this libcoll");
-#endif
     default:
       refuse(rank, call,
              std::string("cannot use ReduceOp.") + reduce_op_name(op) + " with bool tensors");
@@ -183,17 +175,10 @@ ReducePlan plan_reduction(int rank, const char *call, at::ScalarType type,
       refuse(rank, call,
              std::string("cannot use ReduceOp.") + reduce_op_name(kind) +
                  " with non-integral dtype " + c10::toString(type));
-#if TORCH_COLL_HAVE_BITWISE
     plan.op = bitwise_op(kind);
     return plan;
-#else
-    refuse(rank, call,
-           std::string("ReduceOp.") + reduce_op_name(kind) + " needs COLL_" + reduce_op_name(kind) +
-               ", not in this libcoll");
-#endif
   }
   if (kind == c10d::ReduceOp::PREMUL_SUM) {
-#if TORCH_COLL_HAVE_PREMUL
     auto *factor = dynamic_cast<c10d::NCCLPreMulSumSupplement *>(op.supplement_.get());
     if (factor == nullptr) refuse(rank, call, "ReduceOp.PREMUL_SUM without its factor");
     const at::Tensor tensor = tensor_factor(*factor, 0);
@@ -208,9 +193,6 @@ ReducePlan plan_reduction(int rank, const char *call, at::ScalarType type,
     }
     plan.premul = true;
     return plan;
-#else
-    refuse(rank, call, "ReduceOp.PREMUL_SUM needs coll_op_create_premul_sum, not in this libcoll");
-#endif
   }
   plan.op = plain_op(kind);
   return plan;

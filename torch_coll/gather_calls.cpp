@@ -5,7 +5,6 @@
 #include "dtype_map.hpp"
 #include "process_group_coll.hpp"
 #include "tensor_args.hpp"
-#include "torch_coll_config.h"
 
 namespace torch_coll {
 
@@ -130,7 +129,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::gather(
     TORCH_COLL_CHECK(outputs.empty(), getRank(), call,
                      "takes no output list on a non-root rank (got ", outputs.size(), ")");
   }
-#if TORCH_COLL_HAVE_GATHER
   Staged in(input);
   const int64_t numel = input.numel();
   at::Tensor flat;
@@ -147,9 +145,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::gather(
       list[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * numel, numel).view(list[r].sizes()));
   };
   return enqueue(c10d::OpType::GATHER, call, list, std::move(start), finish);
-#else
-  TORCH_CHECK(false, "coll: rank ", getRank(), ": gather needs coll_gather, not in this libcoll");
-#endif
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::scatter(
@@ -169,7 +164,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::scatter(
     TORCH_COLL_CHECK(inputs.empty(), getRank(), call,
                      "takes no input list on a non-root rank (got ", inputs.size(), ")");
   }
-#if TORCH_COLL_HAVE_SCATTER
   Staged out(output);
   at::Tensor flat;
   if (getRank() == root) {
@@ -186,9 +180,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::scatter(
   };
   return enqueue(c10d::OpType::SCATTER, call, outputs, std::move(start),
                  [out] { out.copy_back(); });
-#else
-  TORCH_CHECK(false, "coll: rank ", getRank(), ": scatter needs coll_scatter, not in this libcoll");
-#endif
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::reduce_scatter(

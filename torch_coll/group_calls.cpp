@@ -189,7 +189,6 @@ class WithoutGil {
 };
 }  // namespace
 
-#if TORCH_COLL_HAVE_ELASTIC
 std::vector<int64_t> ProcessGroupColl::agree_failed() {
   WithoutGil released;
   coll_agreement_t agreement{};
@@ -234,18 +233,6 @@ c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(
     coll_comm_set_timeout(fresh, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
   return c10::make_intrusive<ProcessGroupColl>(fresh, rank, size, timeout, worker_);
 }
-#else
-std::vector<int64_t> ProcessGroupColl::agree_failed() {
-  TORCH_CHECK(false,
-              "coll: this libcoll has no coll_comm_agree (coll.h without the elastic calls)");
-}
-
-c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(const std::vector<int64_t> &, bool,
-                                                                 std::chrono::milliseconds) {
-  TORCH_CHECK(false,
-              "coll: this libcoll has no coll_comm_shrink (coll.h without the elastic calls)");
-}
-#endif
 
 #if TORCH_COLL_AT_LEAST(2, 15)
 c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::shrink(

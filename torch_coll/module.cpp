@@ -1,6 +1,6 @@
 // The Python module torch_coll: importing it registers the torch.distributed backend
-// "coll" (once; importing again does nothing), exposes which optional libcoll calls this
-// build has, and shrink() (a group rebuilt from the survivors of a lost rank).
+// "coll" (once; importing again does nothing), exposes what this build serves (features(): the
+// CUDA device path or not), and shrink() (a group rebuilt from the survivors of a lost rank).
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "coll_config.h"
 #include "process_group_coll.hpp"
-#include "torch_coll_config.h"
 
 namespace py = pybind11;
 
@@ -26,7 +26,7 @@ void register_backend(py::object create) {
   // "cpu:gloo,cuda:coll" all name it.
   py::list devices;
   devices.append("cpu");
-  if (TORCH_COLL_HAVE_CUDA) devices.append("cuda");
+  if (COLL_HAVE_CUDA) devices.append("cuda");
   backend.attr("register_backend")("coll", create, py::arg("devices") = devices);
 #else
   backend.attr("register_backend")("coll", create);
@@ -126,17 +126,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "features",
       [] {
         py::dict f;
-        f["bitwise_ops"] = static_cast<bool>(TORCH_COLL_HAVE_BITWISE);
-        f["premul_sum"] = static_cast<bool>(TORCH_COLL_HAVE_PREMUL);
-        f["gather"] = static_cast<bool>(TORCH_COLL_HAVE_GATHER);
-        f["scatter"] = static_cast<bool>(TORCH_COLL_HAVE_SCATTER);
-        f["all_to_allv"] = static_cast<bool>(TORCH_COLL_HAVE_ALL_TO_ALLV);
-        f["tagged_p2p"] = static_cast<bool>(TORCH_COLL_HAVE_TAGGED);
-        f["cuda"] = static_cast<bool>(TORCH_COLL_HAVE_CUDA);
-        f["elastic"] = static_cast<bool>(TORCH_COLL_HAVE_ELASTIC);
+        for (const char *call : {"bitwise_ops", "premul_sum", "gather", "scatter", "all_to_allv",
+                                 "tagged_p2p", "elastic"})
+          f[call] = true;
+        f["cuda"] = static_cast<bool>(COLL_HAVE_CUDA);
         return f;
       },
-      "Which optional libcoll calls this build found in coll.h (the rest raise RuntimeError).");
+      "What this build serves: \"cuda\" says whether libcoll was built with its device path; "
+      "the other keys name libcoll calls that torch_coll maps, all in coll.h (always True).");
 
   register_backend(m.attr("create_process_group"));
 }

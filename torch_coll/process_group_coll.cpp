@@ -13,7 +13,6 @@
 
 #include "dtype_map.hpp"
 #include "tensor_args.hpp"
-#include "torch_coll_config.h"
 
 namespace torch_coll {
 
@@ -62,7 +61,6 @@ coll_comm_t *join_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, 
   return comm;
 }
 
-#if TORCH_COLL_HAVE_PREMUL
 // The PREMUL_SUM factor in the reduced dtype, as coll_op_create_premul_sum reads it.
 struct Scalar {
   unsigned char bytes[8];
@@ -99,7 +97,6 @@ Scalar scalar_in(coll_dtype_t dtype, double value) {
   }
   return s;
 }
-#endif
 
 }  // namespace
 
@@ -171,7 +168,6 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue_reduction(
                                                  int *) { return start(comm, op, request); };
     return enqueue(type, call, std::move(outputs), std::move(run), std::move(finish));
   }
-#if TORCH_COLL_HAVE_PREMUL
   // The op libcoll makes for this call, released after it.
   auto made = std::make_shared<std::pair<bool, coll_op_t>>(false, plan.op);
   StartFn run = [start = std::move(start), plan, made](coll_comm_t *comm, coll_request_t **request,
@@ -188,10 +184,6 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue_reduction(
   };
   return enqueue(type, call, std::move(outputs), std::move(run), std::move(finish), false,
                  std::move(cleanup));
-#else
-  TORCH_CHECK(false, "coll: rank ", getRank(), ": ", call,
-              ": ReduceOp.PREMUL_SUM needs coll_op_create_premul_sum, not in this libcoll");
-#endif
 }
 
 // root < 0: all-reduce; otherwise reduce to root.

@@ -20,7 +20,6 @@
 #include "backend_base.hpp"
 #include "comm_worker.hpp"
 #include "dtype_map.hpp"
-#include "torch_coll_config.h"
 
 // What the c10d base class of this torch declares (torch/version.h via backend_base.hpp):
 // coalescing and the tensor-coalesced collectives from 2.1, Backend::split with a store
@@ -140,7 +139,7 @@ class ProcessGroupColl : public BackendBase {
 #endif
 #if TORCH_COLL_AT_LEAST(2, 15)
   // torch.distributed.shrink_group: shrink_to, SHRINK_ABORT (1) revoking first.
-  bool supportsShrinking() const override { return TORCH_COLL_HAVE_ELASTIC != 0; }
+  bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(
       const std::vector<int64_t> &ranks_to_exclude, int shrink_flags,
       const c10::intrusive_ptr<Options> &opts_override) override;
