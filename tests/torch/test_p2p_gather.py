@@ -1,7 +1,5 @@
 """The "coll" backend's gather, scatter, uneven and list all-to-all and point to point
-against gloo on the same inputs, at 2, 3 and 4 ranks. A call whose libcoll function is not
-in this build (torch_coll.features()) must raise RuntimeError saying so; the case then
-checks that and reports itself as expected-missing."""
+against gloo on the same inputs, at 2, 3 and 4 ranks."""
 import os
 import sys
 
@@ -11,17 +9,8 @@ from test_collectives import make, same  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch_coll  # noqa: E402
+import torch_coll  # noqa: E402,F401  (registers the backend "coll")
 
-FEATURES = torch_coll.features()
-
-
-def missing(feature, fn, needle):
-    if FEATURES[feature]:
-        return False
-    coll_harness.expect_raises(fn, needle, "not in this libcoll")
-    print("EXPECTED-MISSING %s (libcoll lacks it)" % feature, flush=True)
-    return True
 
 
 def gather_and_scatter_match_gloo_from_every_root(ctx):
@@ -30,8 +19,6 @@ def gather_and_scatter_match_gloo_from_every_root(ctx):
         for dtype in (torch.float32, torch.int64, torch.bool):
             x = make(dtype, ctx.rank, (2, 3), seed=root)
             outs = [torch.empty_like(x) for _ in range(w)] if ctx.rank == root else None
-            if missing("gather", lambda: dist.gather(x, outs, root), "gather needs coll_gather"):
-                break
             dist.gather(x, outs, root)
             if ctx.rank == root:
                 for r in range(w):
@@ -45,8 +32,6 @@ def gather_and_scatter_match_gloo_from_every_root(ctx):
         for dtype in (torch.float64, torch.int32):
             ins = [make(dtype, 10 * root + p, (4,)) for p in range(w)] if ctx.rank == root else None
             out = torch.empty(4, dtype=dtype)
-            if missing("scatter", lambda: dist.scatter(out, ins, root), "scatter needs coll_scatter"):
-                break
             dist.scatter(out, ins, root)
             gout = torch.empty(4, dtype=dtype)
             dist.scatter(gout, ins, root, group=ctx.gloo)
@@ -61,9 +46,6 @@ def all_to_all_uneven_and_list_match_gloo(ctx):
     out_splits = [(q + ctx.rank) % 3 for q in range(w)]
     x = make(torch.float32, ctx.rank, (sum(in_splits), 2))
     got = torch.empty(sum(out_splits), 2)
-    if missing("all_to_allv", lambda: dist.all_to_all_single(got, x, out_splits, in_splits),
-               "all_to_all_single with split sizes"):
-        return
     dist.all_to_all_single(got, x, out_splits, in_splits)
     want = torch.empty(sum(out_splits), 2)
     dist.all_to_all_single(want, x, out_splits, in_splits, group=ctx.gloo)
@@ -103,9 +85,6 @@ def send_recv_in_order_match_gloo(ctx):
 
 def tags_and_nonblocking_exchanges(ctx):
     w = ctx.world
-    if missing("tagged_p2p", lambda: dist.send(torch.ones(1), (ctx.rank + 1) % w, tag=3),
-               "coll_send_tagged"):
-        return
     right, left = (ctx.rank + 1) % w, (ctx.rank - 1) % w
     # every rank isends first, then irecvs: must not deadlock
     for group in (None, ctx.gloo):
@@ -145,8 +124,6 @@ def tags_and_nonblocking_exchanges(ctx):
 
 
 def recv_from_any_source_reports_the_sender(ctx):
-    if missing("tagged_p2p", lambda: dist.recv(torch.zeros(2)), "any source"):
-        return
     for group in (None, ctx.gloo):
         if ctx.rank == 0:
             seen = []
@@ -165,9 +142,6 @@ def send_from_a_thread_beside_a_waiting_all_reduce(ctx):
     # Rank 0's main thread waits in all_reduce while a second thread sends to rank 1, which
     # receives that before it joins the all_reduce: the send must not queue behind it.
     # Then the reverse: a receive waited for must not hold back another thread's all_reduce.
-    if missing("tagged_p2p", lambda: dist.send(torch.ones(1), (ctx.rank + 1) % ctx.world, tag=3),
-               "coll_send_tagged"):
-        return
     import threading
     import time
     for group in (None, ctx.gloo):
