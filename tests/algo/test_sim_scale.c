@@ -9,6 +9,7 @@
 #include "algo/sim.h"
 #include "algo/sim_time.h"
 #include "algo/topo.h"
+#include "suite_run.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
   return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};
@@ -277,8 +278,7 @@ END_TEST
 
 static Suite *sim_scale_suite(void) {
   Suite *s = suite_create("algo-sim-scale");
-  TCase *tc = tcase_create("sim_time");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "sim_time", 120);
   tcase_add_test(tc, rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm);
   tcase_add_test(tc, node_aware_schedules_run_unchanged_with_the_node_map);
   tcase_add_test(tc, dbtree_depth_formula_matches_the_deepest_node);
@@ -287,14 +287,7 @@ static Suite *sim_scale_suite(void) {
   tcase_add_test(tc, ring_uplink_bytes_match_the_formula_for_nodes_of_k_ranks);
   tcase_add_test(tc, one_node_has_no_uplink_traffic_and_bad_topologies_are_refused);
   tcase_add_test(tc, sixteen_thousand_ranks_complete_for_tree_hd_and_master);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(sim_scale_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(sim_scale_suite()); }

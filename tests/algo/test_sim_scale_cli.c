@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite_run.h"
+
 static const char *sim(void) {
   const char *p = getenv("COLL_SIM");
   return p != NULL ? p : "tools/coll-sim";
@@ -144,19 +146,11 @@ END_TEST
 
 static Suite *cli_suite(void) {
   Suite *s = suite_create("algo-sim-scale-cli");
-  TCase *tc = tcase_create("coll-sim timing mode");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "coll-sim timing mode", 120);
   tcase_add_test(tc, one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up);
   tcase_add_test(tc, sweep_json_has_rows_and_crossovers_and_the_plot_is_svg);
   tcase_add_test(tc, help_documents_timing_mode_and_misuse_exits_2);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(cli_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(cli_suite()); }

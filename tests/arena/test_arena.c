@@ -20,6 +20,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "peer_failures.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -549,8 +550,7 @@ END_TEST
 
 static Suite *arena_suite(void) {
   Suite *s = suite_create("arena");
-  TCase *tc = tcase_create("arena");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "arena", 120);
   tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_8_ranks, 0, 6);
   tcase_add_test(tc, default_slots_over_several_rounds_and_calls);
   tcase_add_test(tc, async_calls_keep_their_order_with_other_collectives);
@@ -571,14 +571,7 @@ static Suite *arena_suite(void) {
   tcase_add_test(tc, small_path_a_late_rank_times_the_others_out_with_a_hang_report);
   tcase_add_test(tc, small_path_an_aborted_rank_fails_the_others_at_once);
   tcase_add_test(tc, the_cost_model_sends_small_messages_to_the_small_path);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(arena_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(arena_suite()); }

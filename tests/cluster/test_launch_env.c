@@ -17,6 +17,7 @@
 #include "coll.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 static void clean_env(void) {
   static const char *const vars[] = {
@@ -325,21 +326,14 @@ END_TEST
 
 static Suite *launch_env_suite(void) {
   Suite *s = suite_create("cluster_launch_env");
-  TCase *tc = tcase_create("env");
+  TCase *tc = suite_case(s, "env", 0);
   tcase_add_loop_test(tc, launcher_environment_resolves_the_store, 0,
                       (int)(sizeof cases / sizeof cases[0]));
   tcase_add_test(tc, launch_info_names_the_launcher_without_joining);
   tcase_add_test(tc, host_id_is_forced_or_names_host_boot_and_network_namespace);
   tcase_add_test(tc, ranks_meet_with_only_slurm_variables);
   tcase_set_timeout(tc, 90);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(launch_env_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(launch_env_suite()); }

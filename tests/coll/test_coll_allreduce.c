@@ -10,6 +10,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { BIG = (1 << 20) + 3 };
 
@@ -195,24 +196,14 @@ END_TEST
 
 static Suite *coll_results_suite(void) {
   Suite *s = suite_create("coll results");
-  TCase *tc = tcase_create("all-reduce");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "all-reduce", 120);
   tcase_add_test(tc, all_types_and_ops_match_the_reference_on_4_ranks);
   tcase_add_test(tc, steps_with_hundreds_of_segments_complete);
   tcase_add_loop_test(tc, every_algorithm_matches_the_reference_for_every_transport_and_rank_count,
                       0, 2 * NRANK_COUNTS);
-  suite_add_tcase(s, tc);
-  TCase *tb = tcase_create("broadcast");
-  tcase_set_timeout(tb, 120);
+  TCase *tb = suite_case(s, "broadcast", 120);
   tcase_add_loop_test(tb, broadcast_from_every_root_reaches_every_rank, 0, 2 * NBCAST);
-  suite_add_tcase(s, tb);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(coll_results_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(coll_results_suite()); }

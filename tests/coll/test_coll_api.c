@@ -16,6 +16,7 @@
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 /* Sanitizers that (rightly) report reading freed memory: the use-after-destroy check
@@ -562,8 +563,7 @@ END_TEST
 
 static Suite *coll_api_suite(void) {
   Suite *s = suite_create("coll api");
-  TCase *tc = tcase_create("api");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = suite_case(s, "api", 60);
   tcase_add_test(tc, names_and_sizes_cover_every_enum_value);
   tcase_add_test(tc, bad_arguments_return_invalid_argument_with_a_message);
   tcase_add_loop_test(tc, missing_or_malformed_launcher_variables_are_named, 0,
@@ -578,14 +578,7 @@ static Suite *coll_api_suite(void) {
   tcase_add_test(tc, info_log_names_algorithm_why_and_transport_and_staging_is_reported);
   tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
   tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(coll_api_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(coll_api_suite()); }

@@ -15,6 +15,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { MAX_INFLIGHT = 4, ITERS = 3000 };
 
@@ -281,17 +282,11 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll async stress");
-  TCase *tc = tcase_create("stress");
-  tcase_set_timeout(tc, 150);
+  TCase *tc = suite_case(s, "stress", 150);
   tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks);
   tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks);
   tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_the_grace);
   tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_small_lines);
   tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_tcp);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
+#include "suite_run.h"
 
 static const coll_op_t bit_ops[] = {COLL_BAND, COLL_BOR, COLL_BXOR};
 static const coll_dtype_t int_types[] = {COLL_INT8,   COLL_UINT8, COLL_INT32,
@@ -301,8 +302,7 @@ END_TEST
 
 static Suite *bitwise_suite(void) {
   Suite *s = suite_create("bitwise");
-  TCase *tc = tcase_create("ops");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = suite_case(s, "ops", 300);
   tcase_add_test(tc, op_names_include_the_bitwise_ops);
   tcase_add_test(tc, bitwise_ops_on_float_types_are_refused_by_every_reducing_call);
   tcase_add_loop_test(tc, bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks, 0,
@@ -310,14 +310,7 @@ static Suite *bitwise_suite(void) {
   tcase_add_loop_test(tc, bitwise_all_reduce_is_exact_through_the_arena_on_2_to_4_ranks, 0, 3);
   tcase_add_loop_test(tc, bitwise_all_reduce_is_exact_through_the_zero_copy_window_on_2_to_4_ranks,
                       0, 3);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(bitwise_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(bitwise_suite()); }

@@ -17,6 +17,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 enum { MAX_RANKS = 8, AGREE_MS = 600 };
@@ -690,8 +691,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll elastic");
-  TCase *tc = tcase_create("elastic");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = suite_case(s, "elastic", 300);
   tcase_add_loop_test(tc, a_revoke_reaches_every_member_within_milliseconds, 0, 2);
   tcase_add_loop_test(tc, survivors_of_a_kill_agree_on_it_shrink_and_go_on, 0, 6);
   tcase_add_test(tc, a_rank_that_comes_after_the_deadline_is_fenced);
@@ -702,10 +702,5 @@ int main(void) {
   tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);
   tcase_add_loop_test(tc, shrink_and_grow_cycles_leave_nothing_behind, 0, 2);
   tcase_add_test(tc, agreement_without_the_store_fails_clearly);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return suite_run(s);
 }

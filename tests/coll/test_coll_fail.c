@@ -20,6 +20,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { BIG = 1 << 18, VICTIM = 2 };
 
@@ -256,17 +257,11 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll failures");
-  TCase *tc = tcase_create("failures");
-  tcase_set_timeout(tc, 240);
+  TCase *tc = suite_case(s, "failures", 240);
   tcase_add_test(tc, a_killed_rank_is_named_by_every_other_rank_50_times_over_shm);
   tcase_add_test(tc, a_killed_rank_is_named_by_every_other_rank_50_times_over_tcp);
   tcase_add_loop_test(tc, a_stopped_rank_times_the_others_out_and_the_hang_report_names_it, 0, 2);
   tcase_add_loop_test(tc, different_collectives_fail_with_a_mismatch_naming_both_calls, 0, 2);
   tcase_add_test(tc, a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

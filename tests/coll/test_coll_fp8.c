@@ -17,6 +17,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { N2 = 65536, N4 = 4096 };
 static const coll_dtype_t fp8_types[] = {COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
@@ -328,21 +329,13 @@ END_TEST
 
 static Suite *fp8_suite(void) {
   Suite *s = suite_create("fp8");
-  TCase *tc = tcase_create("ranks");
-  tcase_set_timeout(tc, 240);
+  TCase *tc = suite_case(s, "ranks", 240);
   tcase_add_test(tc, fp8_names_and_sizes);
   tcase_add_test(tc, every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks);
   tcase_add_test(tc, fp8_reductions_are_exact_and_saturate_on_4_ranks);
   tcase_add_test(tc, fp8_reductions_are_exact_on_2_ranks_over_tcp);
   tcase_add_test(tc, data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(fp8_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(fp8_suite()); }

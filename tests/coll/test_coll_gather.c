@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { SENTINEL = 0xA5 };
 
@@ -363,8 +364,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll gather");
-  TCase *tc = tcase_create("gather, scatter, all_to_allv");
-  tcase_set_timeout(tc, 150);
+  TCase *tc = suite_case(s, "gather, scatter, all_to_allv", 150);
   tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_shm_match_the_inputs, 0, 4);
   tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_tcp_match_the_inputs, 0, 3);
   tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs, 0,
@@ -373,10 +373,5 @@ int main(void) {
                       3);
   tcase_add_loop_test(tc, mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank, 0, 6);
   tcase_add_test(tc, bad_arguments_are_refused_with_a_message_naming_the_rank_and_call);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

@@ -17,6 +17,7 @@
 #include "mem/half_inline.h"
 #include "mem/memops.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -525,8 +526,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll more");
-  TCase *tc = tcase_create("collectives");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "collectives", 120);
   tcase_add_loop_test(tc, every_collective_over_shm_matches_the_reference, 0,
                       (int)(sizeof shm_sizes / sizeof shm_sizes[0]));
   tcase_add_loop_test(tc, every_collective_over_tcp_matches_the_reference, 0,
@@ -535,10 +535,5 @@ int main(void) {
   tcase_add_test(tc, bad_arguments_to_the_new_calls_are_refused_with_a_message);
   tcase_add_loop_test(tc, reductions_on_host_buffers_at_odd_byte_offsets_match_the_reference, 0,
                       (int)(sizeof odd_cases / sizeof odd_cases[0]));
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

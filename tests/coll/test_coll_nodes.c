@@ -13,6 +13,7 @@
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 typedef struct {
   uint16_t port;
@@ -236,21 +237,13 @@ END_TEST
 
 static Suite *nodes_suite(void) {
   Suite *s = suite_create("coll_nodes");
-  TCase *tc = tcase_create("two hosts");
-  tcase_set_timeout(tc, 90);
+  TCase *tc = suite_case(s, "two hosts", 90);
   tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 6);
   tcase_add_test(tc, two_level_on_unequal_hosts_runs_ring_nodes);
   tcase_add_test(tc, leaders_on_unequal_hosts_runs_itself);
   tcase_add_test(tc, the_link_between_nodes_can_be_told_to_the_cost_model);
   tcase_add_test(tc, a_malformed_inter_cost_is_refused_by_name);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(nodes_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(nodes_suite()); }

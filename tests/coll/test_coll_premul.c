@@ -16,6 +16,7 @@
 #include "mem/memops.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
+#include "suite_run.h"
 
 static bool is_float(coll_dtype_t dt) { return dt >= COLL_FLOAT16; }
 
@@ -440,22 +441,14 @@ END_TEST
 
 static Suite *premul_suite(void) {
   Suite *s = suite_create("premul");
-  TCase *tc = tcase_create("premul_sum");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = suite_case(s, "premul_sum", 300);
   tcase_add_test(tc, premul_sum_errors_name_the_rank_the_call_and_what_was_wrong);
   tcase_add_test(tc, ops_made_in_different_orders_on_different_ranks_agree);
   tcase_add_test(tc, premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank);
   tcase_add_test(tc, premul_sum_reads_its_input_when_it_runs_and_survives_destroy);
   tcase_add_loop_test(tc, premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks, 0, 4);
   tcase_add_loop_test(tc, premul_sum_through_the_arena_and_with_window_buffers_is_exact, 0, 2);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(premul_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(premul_suite()); }

@@ -11,6 +11,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 /* 0 when st is want and the message starts "rank R: what: " and holds needle; else 1,
  * said on stderr. */
@@ -323,8 +324,7 @@ END_TEST
 
 static Suite *coll_promises_suite(void) {
   Suite *s = suite_create("coll promises");
-  TCase *tc = tcase_create("promises");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = suite_case(s, "promises", 60);
   tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
   tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
   tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
@@ -332,14 +332,7 @@ static Suite *coll_promises_suite(void) {
   tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
   tcase_add_test(tc, a_one_rank_communicator_checks_master_port_and_master_addr);
   tcase_add_test(tc, integer_averages_wrap_like_the_sum_and_truncate_toward_zero);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(coll_promises_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(coll_promises_suite()); }

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { SMALL_COUNT = 16, LONG_COUNT = 4 << 20, SMALL_CALLS = 40, LONG_CALLS = 3 };
 enum { CROWDED_LONG_COUNT = 1 << 20, CROWDED_LONG_CALLS = 8 };
@@ -183,19 +184,11 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll queue");
-  TCase *tc = tcase_create("grace");
-  tcase_set_timeout(tc, 90);
+  TCase *tc = suite_case(s, "grace", 90);
   tcase_add_test(tc,
                  calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace);
   tcase_add_test(tc, crowded_ranks_keep_the_grace_for_long_calls);
-  suite_add_tcase(s, tc);
-  TCase *clock = tcase_create("cheap clock");
-  tcase_set_timeout(clock, 60);
+  TCase *clock = suite_case(s, "cheap clock", 60);
   tcase_add_test(clock, the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace);
-  suite_add_tcase(s, clock);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

@@ -18,6 +18,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 /* The error must come within the deadline plus this (docs/architecture.md states 500 ms
@@ -322,20 +323,12 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll reach");
-  TCase *tc = tcase_create("mismatch");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = suite_case(s, "mismatch", 600);
   tcase_add_loop_test(tc, a_mismatch_of_any_kind_fails_the_call_on_every_rank, 0, 2 * DIFF_KINDS);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("propagation");
-  tcase_set_timeout(tc, 600);
+  tc = suite_case(s, "propagation", 600);
   tcase_add_loop_test(tc, a_failure_reaches_a_rank_that_is_not_in_a_collective, 0, 2);
   tcase_add_loop_test(tc, a_killed_rank_stops_every_other_rank_within_milliseconds, 0, 2);
   tcase_add_loop_test(tc, a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind, 0,
                       2);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return suite_run(s);
 }

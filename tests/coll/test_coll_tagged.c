@@ -16,6 +16,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -695,8 +696,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll tagged");
-  TCase *tc = tcase_create("tagged");
-  tcase_set_timeout(tc, 150);
+  TCase *tc = suite_case(s, "tagged", 150);
   tcase_add_loop_test(tc, both_ranks_send_before_either_receives_without_deadlock, 0, 4);
   tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 4);
   tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 4);
@@ -712,10 +712,5 @@ int main(void) {
   tcase_add_test(tc, abort_fails_pending_tagged_operations);
   tcase_add_loop_test(tc, messages_never_received_are_freed_at_destroy, 0, 2);
   tcase_add_test(tc, bad_arguments_are_refused_with_a_message_and_empty_messages_work);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 static const char *const transports[] = {"shm", "tcp"};
 
@@ -100,13 +101,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coll tagged threads");
-  TCase *tc = tcase_create("threads");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "threads", 120);
   tcase_add_loop_test(tc, a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it, 0, 4);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_run(s);
 }

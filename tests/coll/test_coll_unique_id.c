@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { NIDS = 2, WAIT_MS = 20000 };
 
@@ -139,19 +140,11 @@ END_TEST
 
 static Suite *unique_id_suite(void) {
   Suite *s = suite_create("coll unique id");
-  TCase *tc = tcase_create("unique id");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "unique id", 120);
   tcase_add_test(tc, ranks_meet_through_an_id_one_rank_made);
   tcase_add_test(tc, two_ids_make_two_communicators_in_one_process);
   tcase_add_test(tc, an_id_it_did_not_make_is_refused);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(unique_id_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(unique_id_suite()); }

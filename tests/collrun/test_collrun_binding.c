@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "suite_run.h"
 
 enum { RUN_TIMEOUT_MS = 30000, MAX_RANKS = 16 };
 
@@ -217,8 +218,7 @@ END_TEST
 
 static Suite *binding_suite(void) {
   Suite *s = suite_create("collrun_binding");
-  TCase *tc = tcase_create("binding");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = suite_case(s, "binding", 60);
   tcase_add_test(tc, by_default_each_rank_runs_on_its_own_cpu);
   tcase_add_test(tc, bind_core_spelled_out_binds_as_the_default_does);
   tcase_add_test(tc, bind_none_leaves_every_rank_the_launchers_mask);
@@ -227,7 +227,6 @@ static Suite *binding_suite(void) {
   tcase_add_test(tc, a_narrower_parent_mask_is_respected);
   tcase_add_test(tc, a_bad_bind_value_is_a_usage_error);
   tcase_add_test(tc, help_documents_the_binding);
-  suite_add_tcase(s, tc);
   return s;
 }
 
@@ -239,10 +238,6 @@ int main(int argc, char **argv) {
   collrun = argv[1];
   rank_helper = argv[2];
   unsetenv("COLLRUN_BIND"); /* tests that want it set it in their own (forked) process */
-  SRunner *runner = srunner_create(binding_suite());
-  srunner_set_fork_status(runner, CK_FORK); /* a test's affinity and environment stay its own */
-  srunner_run_all(runner, CK_ENV);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  setenv("CK_FORK", "yes", 1); /* a test's affinity and environment stay its own */
+  return suite_run(binding_suite());
 }

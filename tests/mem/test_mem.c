@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mem/memops.h"
+#include "suite_run.h"
 
 static const size_t dtype_sizes[COLL_DTYPE_COUNT] = {
     [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,      [COLL_UINT32] = 4,
@@ -621,8 +622,7 @@ END_TEST
 
 static Suite *mem_suite(void) {
   Suite *s = suite_create("mem");
-  TCase *tc = tcase_create("host");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = suite_case(s, "host", 60);
   tcase_add_loop_test(tc, reduction_matches_reference_for_every_dtype_and_op, 0,
                       COLL_DTYPE_COUNT * COLL_OP_COUNT);
   tcase_add_loop_test(tc, reductions_give_the_same_bits_at_every_misalignment, 0,
@@ -638,14 +638,7 @@ static Suite *mem_suite(void) {
   tcase_add_test(tc, half_conversions_round_to_nearest_even);
   tcase_add_test(tc, array_conversions_match_the_portable_code_bit_for_bit);
   tcase_add_test(tc, array_conversions_give_the_same_bits_at_odd_addresses);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(mem_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(mem_suite()); }

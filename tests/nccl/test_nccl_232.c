@@ -15,6 +15,7 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "suite_run.h"
 
 /* The device API's host functions: NVIDIA declares them in nccl_device.h, which is not
  * part of this library's header; the types crossing the ABI are spelled out here (sizes
@@ -442,22 +443,14 @@ END_TEST
 
 static Suite *nccl_232_suite(void) {
   Suite *s = suite_create("nccl 2.28-2.32");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "processes", 120);
   tcase_add_loop_test(tc, simulate_end_gives_the_cost_models_time_and_runs_nothing, 2, 4);
   tcase_add_test(tc, a_peers_revoke_stops_a_waiting_call_and_later_ones_are_refused);
   tcase_add_test(tc, grow_ids_suspend_and_memory_statistics);
   tcase_add_loop_test(tc, config_collectives_fp8_and_in_place_gather_scatter, 1, 5);
   tcase_add_test(tc, configs_of_older_and_newer_sizes);
   tcase_add_test(tc, windows_refused_rma_device_api_parameters_encryption);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(nccl_232_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(nccl_232_suite()); }

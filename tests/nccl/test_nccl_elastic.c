@@ -18,6 +18,7 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "suite_run.h"
 
 #define CHECK_NCCL(call)                                                                \
   do {                                                                                  \
@@ -364,16 +365,10 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("nccl elastic");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "processes", 120);
   tcase_add_test(tc, a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks);
   tcase_add_loop_test(tc, survivors_leave_out_a_killed_or_stuck_rank_and_go_on, 0, 4);
   tcase_add_loop_test(tc, a_new_process_joins_through_grow, 0, 3);
   tcase_add_test(tc, bad_shrink_and_grow_arguments_are_refused);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return suite_run(s);
 }

@@ -14,6 +14,7 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "suite_run.h"
 
 /* Built against our nccl.h and NVIDIA's (tests/nccl/meson.build). NVIDIA's 2.28.9 header
  * has no ncclTimeout; the library returns 8 for a passed deadline whichever header a
@@ -565,19 +566,11 @@ END_TEST
 
 static Suite *nccl_suite(void) {
   Suite *s = suite_create("nccl ranks");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "processes", 120);
   tcase_add_loop_test(tc, every_call_matches_the_reference_at_1_to_4_ranks, 1, MAX_RANKS + 1);
   tcase_add_test(tc, nonblocking_init_reports_in_progress_then_success);
   tcase_add_test(tc, a_killed_peer_is_a_remote_error_or_timeout_not_a_hang);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(nccl_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(nccl_suite()); }

@@ -12,6 +12,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "rdma_util.h"
+#include "suite_run.h"
 
 static const char *const one_host[] = {"hostA", "hostA", "hostA"};
 /* Ranks 0 and 1 share a host (shm between them), rank 2 is alone. */
@@ -167,21 +168,13 @@ END_TEST
 
 static Suite *host_suite(void) {
   Suite *s = suite_create("rdma_host");
-  TCase *tc = tcase_create("no device");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "no device", 120);
   tcase_add_test(tc, forcing_ib_without_a_device_fails_init_with_a_clear_message);
   tcase_add_test(tc, forcing_ib_in_a_transport_set_names_the_missing_device);
   tcase_add_test(tc, different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within);
   tcase_add_test(tc, coll_info_ib_lists_devices_or_says_there_is_none);
   tcase_add_test(tc, coll_info_prints_build_features_and_transports);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(host_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(host_suite()); }

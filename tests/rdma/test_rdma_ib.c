@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "mem/memops.h"
 #include "rdma_util.h"
+#include "suite_run.h"
 #include "transport/ib/ib_device.h"
 
 #define MIB (1024u * 1024u)
@@ -572,8 +573,7 @@ END_TEST
 
 static Suite *ib_suite(void) {
   Suite *s = suite_create("rdma_ib");
-  TCase *tp = tcase_create("transport");
-  tcase_set_timeout(tp, 300);
+  TCase *tp = suite_case(s, "transport", 300);
   tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 5);
   tcase_add_test(tp, ring_receive_with_reduction_computes_operand_plus_incoming);
   tcase_add_test(tp, sends_beyond_the_credit_window_wait_for_their_receives);
@@ -581,18 +581,13 @@ static Suite *ib_suite(void) {
   tcase_add_test(tp, killed_peer_is_an_error_for_the_survivor_not_a_hang);
   tcase_add_test(tp, wait_sleeps_on_the_completion_channel_and_wakes_on_arrival);
   tcase_add_test(tp, bad_device_port_or_gid_settings_are_errors_naming_them);
-  suite_add_tcase(s, tp);
-  TCase *zc = tcase_create("zcopy");
-  tcase_set_timeout(zc, 300);
+  TCase *zc = suite_case(s, "zcopy", 300);
   tcase_add_test(zc, large_messages_sent_before_their_receives_arrive_zero_copy);
-  suite_add_tcase(s, zc);
-  TCase *co = tcase_create("collectives");
-  tcase_set_timeout(co, 300);
+  TCase *co = suite_case(s, "collectives", 300);
   tcase_add_loop_test(co, every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks, 0, 4);
   tcase_add_test(co, every_type_and_op_matches_the_reference_over_ib_on_3_ranks);
   tcase_add_test(co, broadcast_from_every_root_over_ib);
   tcase_add_test(co, a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors);
-  suite_add_tcase(s, co);
   return s;
 }
 
@@ -604,9 +599,5 @@ int main(void) {
         coll_last_error());
     return 77;
   }
-  SRunner *sr = srunner_create(ib_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return suite_run(ib_suite());
 }

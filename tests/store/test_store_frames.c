@@ -15,6 +15,7 @@
 #include "bootstrap/store_proto.h"
 #include "common/clock.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 /* A server plus one well-behaved client that stays connected through the test. */
 typedef struct {
@@ -308,8 +309,7 @@ END_TEST
 
 static Suite *store_frames_suite(void) {
   Suite *s = suite_create("store_frames");
-  TCase *tc = tcase_create("frames");
-  tcase_set_timeout(tc, 30);
+  TCase *tc = suite_case(s, "frames", 30);
   tcase_add_test(tc, bad_version_byte_drops_only_that_client);
   tcase_add_test(tc, unknown_operation_drops_only_that_client);
   tcase_add_test(tc, a_reply_explains_why_the_client_was_dropped);
@@ -322,14 +322,7 @@ static Suite *store_frames_suite(void) {
   tcase_add_test(tc, client_that_connects_but_never_says_hello_is_dropped);
   tcase_add_test(tc, client_vanishing_mid_frame_is_dropped_and_forgotten);
   tcase_add_test(tc, garbage_from_many_clients_leaves_the_good_one_served);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(store_frames_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(store_frames_suite()); }

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "multiproc.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 static void sleep_ms(int ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -512,8 +513,7 @@ END_TEST
 
 static Suite *store_ops_suite(void) {
   Suite *s = suite_create("store_ops");
-  TCase *tc = tcase_create("ops");
-  tcase_set_timeout(tc, 30);
+  TCase *tc = suite_case(s, "ops", 30);
   tcase_add_test(tc, set_then_get_returns_the_same_bytes);
   tcase_add_test(tc, large_values_travel_intact);
   tcase_add_test(tc, get_waits_until_another_client_sets_the_key);
@@ -533,14 +533,7 @@ static Suite *store_ops_suite(void) {
   tcase_add_test(tc, clients_beyond_max_clients_are_turned_away_and_time_out);
   tcase_add_test(tc, stopping_the_server_fails_a_parked_get_at_once);
   tcase_add_test(tc, rank_processes_exchange_addresses_through_the_store);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(store_ops_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(store_ops_suite()); }

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "multiproc.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 enum {
   PROCS = 4,
@@ -227,20 +228,12 @@ END_TEST
 
 static Suite *store_scale_suite(void) {
   Suite *s = suite_create("store_scale");
-  TCase *tc = tcase_create("scale");
-  tcase_set_timeout(tc, 90);
+  TCase *tc = suite_case(s, "scale", 90);
   tcase_add_test(tc, thousand_clients_increment_one_counter_exactly);
   tcase_add_test(tc, thousand_parked_gets_are_answered_by_one_set);
   tcase_add_test(tc, every_rank_waiting_for_every_rank_key_is_answered_quickly);
   tcase_add_test(tc, parked_gets_time_out_on_the_server_at_their_own_deadlines);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(store_scale_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(store_scale_suite()); }

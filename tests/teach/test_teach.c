@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "algo/algo_internal.h"
+#include "suite_run.h"
 
 /* Elements divisible by every part count used below (lcm of 1..16), so the formulas are
  * exact. */
@@ -559,8 +560,7 @@ END_TEST
 
 static Suite *teach_suite(void) {
   Suite *s = suite_create("teach");
-  TCase *tc = tcase_create("coll-sim");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "coll-sim", 120);
   tcase_add_loop_test(tc, allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 32);
   tcase_add_loop_test(tc, broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 24);
   tcase_add_loop_test(
@@ -573,14 +573,7 @@ static Suite *teach_suite(void) {
   tcase_add_test(tc, long_tables_and_big_pages_say_what_they_leave_out);
   tcase_add_test(tc, svg_pictures_are_well_formed_xml);
   tcase_add_test(tc, html_page_steps_forward_and_back_in_headless_chromium);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(teach_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(teach_suite()); }

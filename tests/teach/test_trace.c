@@ -17,6 +17,7 @@
 #include "algo/sim.h"
 #include "coll.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { NRANKS = 4, MAX_OPS = 20000, LINE_MAX_LEN = 2048 };
 
@@ -681,8 +682,7 @@ END_TEST
 
 static Suite *trace_suite(void) {
   Suite *s = suite_create("trace");
-  TCase *tc = tcase_create("real runs");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "real runs", 120);
   tcase_add_loop_test(tc, a_real_run_records_the_simulators_step_table_for_every_algorithm, 0,
                       NCASES);
   tcase_add_test(tc, trace_files_are_trace_event_json_with_spans_for_every_rank);
@@ -691,14 +691,7 @@ static Suite *trace_suite(void) {
   tcase_add_test(tc, without_coll_trace_nothing_is_written_and_spans_do_nothing);
   tcase_add_test(tc, an_unwritable_trace_path_fails_init_with_its_name);
   tcase_add_test(tc, a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(trace_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(trace_suite()); }

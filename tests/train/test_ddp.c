@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "multiproc.h"
+#include "suite_run.h"
 #include "synth.h"
 #include "train.h"
 
@@ -336,7 +337,7 @@ END_TEST
 
 static Suite *ddp_suite(void) {
   Suite *s = suite_create("train_ddp");
-  TCase *tc = tcase_create("ddp");
+  TCase *tc = suite_case(s, "ddp", 0);
   tcase_add_checked_fixture(tc, ddp_setup, ddp_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, buckets_hold_whole_layers_in_reverse_order);
@@ -346,14 +347,7 @@ static Suite *ddp_suite(void) {
   tcase_add_test(tc, resumed_single_rank_sgd_run_ends_with_the_same_parameters);
   tcase_add_test(tc, resumed_two_rank_adam_run_ends_with_the_same_parameters);
   tcase_add_test(tc, check_sync_fails_loudly_when_ranks_diverge);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(ddp_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(ddp_suite()); }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model_grads.h"
+#include "suite_run.h"
 #include "train.h"
 
 static train_backend_t *be;
@@ -398,7 +399,7 @@ END_TEST
 
 static Suite *layers_suite(void) {
   Suite *s = suite_create("train_layers");
-  TCase *tc = tcase_create("layers");
+  TCase *tc = suite_case(s, "layers", 0);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, linear_gradients_match_finite_differences);
   tcase_add_test(tc, linear_backward_accumulates_when_asked);
@@ -413,14 +414,7 @@ static Suite *layers_suite(void) {
   tcase_add_test(tc, optimizer_step_in_pieces_is_bit_identical_to_one_step);
   tcase_add_test(tc, cosine_schedule_falls_from_lr_to_zero);
   tcase_add_test(tc, cuda_device_fails_clearly_without_a_usable_gpu);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(layers_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(layers_suite()); }

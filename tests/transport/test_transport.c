@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "mem/memops.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 #define MIB (1024u * 1024u)
@@ -669,8 +670,7 @@ END_TEST
 
 static Suite *transport_suite(void) {
   Suite *s = suite_create("transport");
-  TCase *tc = tcase_create("exchange");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "exchange", 120);
   tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
   tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
   tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
@@ -682,22 +682,13 @@ static Suite *transport_suite(void) {
   tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
   tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
   tcase_add_test(tc, different_hosts_default_to_tcp);
-  suite_add_tcase(s, tc);
-  TCase *te = tcase_create("errors");
-  tcase_set_timeout(te, 60);
+  TCase *te = suite_case(s, "errors", 60);
   tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0,
                       2 * (int)NMISMATCH);
   tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
   tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
   tcase_add_loop_test(te, socket_ifname_selects_the_interface_or_names_the_bad_one, 0, 2);
-  suite_add_tcase(s, te);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(transport_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(transport_suite()); }

@@ -19,6 +19,7 @@
 #include "multiproc.h"
 #include "onehost/arena.h"
 #include "peer_failures.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -394,8 +395,7 @@ END_TEST
 
 static Suite *window_suite(void) {
   Suite *s = suite_create("window");
-  TCase *tc = tcase_create("window");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = suite_case(s, "window", 120);
   tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_4_ranks, 0, 4);
   tcase_add_test(tc, the_same_bits_as_the_arena);
   tcase_add_loop_test(tc, plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows, 0,
@@ -407,14 +407,7 @@ static Suite *window_suite(void) {
   tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
   tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
   tcase_add_test(tc, the_trace_shows_the_zero_copy_call);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(window_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return suite_run(window_suite()); }
