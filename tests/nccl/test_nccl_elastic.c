@@ -18,36 +18,8 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "nccl_check.h"
 #include "suite_run.h"
-
-#define CHECK_NCCL(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                          \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-
-/* The call returns `want` and the last error contains `text`. */
-#define CHECK_REFUSED(call, want, comm, text)                                                  \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    const char *m_ = ncclGetLastError(comm);                                                   \
-    CHECK(r_ == (want) && strstr(m_, text) != NULL, "%s returned %d (%s), want %d and \"%s\"", \
-          #call, (int)r_, m_, (int)(want), text);                                              \
-  } while (0)
 
 typedef struct job job_t;
 struct job {

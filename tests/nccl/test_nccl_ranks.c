@@ -14,6 +14,7 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "nccl_check.h"
 #include "suite_run.h"
 
 /* Built against our nccl.h and NVIDIA's (tests/nccl/meson.build). NVIDIA's 2.28.9 header
@@ -29,26 +30,6 @@ enum { MAX_RANKS = 4 };
 typedef struct {
   int fds[2];
 } id_pipe_t;
-
-#define CHECK_NCCL(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                          \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
 
 static int share_id(id_pipe_t *p, int rank, int nranks, ncclUniqueId *id) {
   if (rank == 0) {
