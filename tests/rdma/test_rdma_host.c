@@ -59,7 +59,7 @@ static int forced_comm_rank(int rank, int nranks, void *p) {
 
 START_TEST(forcing_ib_without_a_device_fails_init_with_a_clear_message) {
   arg_t arg = {.have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(2, forced_comm_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(2, forced_comm_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -87,7 +87,7 @@ START_TEST(forcing_ib_in_a_transport_set_names_the_missing_device) {
   arg_t arg = {
       .job = {.prefix = "host/forced/", .hosts = one_host, .forced = "ib", .timeout_ms = 10000},
       .have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(3, forced_set_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(3, forced_set_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -120,7 +120,7 @@ static int auto_rank(int rank, int nranks, void *p) {
 START_TEST(different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within) {
   arg_t arg = {.job = {.prefix = "host/auto/", .hosts = two_hosts, .timeout_ms = 10000},
                .have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(3, auto_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(3, auto_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 

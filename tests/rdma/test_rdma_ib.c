@@ -31,8 +31,8 @@ static arg_t ib_arg(const char *prefix) {
   return (arg_t){.job = {.prefix = prefix, .hosts = one_host, .forced = "ib", .timeout_ms = 30000}};
 }
 
-static int run(int n, mp_rank_fn fn, arg_t *arg, int timeout_ms) {
-  return rdma_run_ranks(n, fn, &arg->job, arg, timeout_ms);
+static int run(int n, tp_body_fn body, arg_t *arg, int timeout_ms) {
+  return tp_run_connected(n, body, &arg->job, arg, timeout_ms);
 }
 
 /* ---- transport level ---- */
@@ -41,47 +41,12 @@ static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 4 * MIB + 5};
 #define NSIZES (sizeof copy_sizes / sizeof copy_sizes[0])
 
 /* Every size to the next rank, all posted at once, then 300 small messages (far more
- * chunks than the 16 slots of credit: the credits must come back). */
-static int ring_copy_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  RANK_CHECK(strcmp(transport_set_conn(t.set, next)->ops->name, "ib") == 0, "not ib");
-  void *out[NSIZES], *in[NSIZES];
-  for (size_t i = 0; i < NSIZES; i++) {
-    out[i] = malloc(copy_sizes[i] + 1);
-    in[i] = malloc(copy_sizes[i] + 1);
-    tp_fill(out[i], copy_sizes[i], rank, (int)i);
-    memset(in[i], 0xee, copy_sizes[i] + 1);
-    transport_recv_t r = {.dst = in[i], .len = copy_sizes[i]};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
-    RANK_CHECK(tp_send(&t, next, out[i], copy_sizes[i]) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (size_t i = 0; i < NSIZES; i++) {
-    size_t bad = tp_check(in[i], copy_sizes[i], prev, (int)i);
-    RANK_CHECK(bad == SIZE_MAX, "size %zu: byte %zu differs", copy_sizes[i], bad);
-    RANK_CHECK(((unsigned char *)in[i])[copy_sizes[i]] == 0xee, "size %zu: wrote past the end",
-               copy_sizes[i]);
-    free(out[i]);
-    free(in[i]);
-  }
-  enum { BURST = 300 };
-  static unsigned char small_out[BURST][40], small_in[BURST][40];
-  for (int k = 0; k < BURST; k++) {
-    size_t len = (size_t)(k % 40);
-    tp_fill(small_out[k], len, rank, 100 + k);
-    transport_recv_t r = {.dst = small_in[k], .len = len};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post small recv");
-    RANK_CHECK(tp_send(&t, next, small_out[k], len) == COLL_OK, "post small send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain burst");
-  for (int k = 0; k < BURST; k++)
-    RANK_CHECK(tp_check(small_in[k], (size_t)(k % 40), prev, 100 + k) == SIZE_MAX,
-               "small message %d differs", k);
-  tp_close(&t);
-  return 0;
+ * chunks than the 16 slots of credit: the credits must come back): tp_ring_copy. */
+static int ring_copy_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank, n = t->nranks;
+  RANK_CHECK(strcmp(transport_set_conn(t->set, (rank + 1) % n)->ops->name, "ib") == 0, "not ib");
+  return tp_ring_copy(t, copy_sizes, NSIZES, 60000);
 }
 
 /* Loop index: 2..5 ranks (messages from 256 KiB go zero-copy), then 3 ranks with
@@ -98,11 +63,9 @@ END_TEST
 /* Large and small messages mixed, all sent before any receive is posted: a large one
  * waits for its receiver's answer (so not every send completes early), then all arrive,
  * the large ones written straight into the destinations. */
-static int zcopy_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+static int zcopy_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   enum { COUNT = 12 };
   size_t lens[COUNT];
   unsigned char *out[COUNT], *in[COUNT];
@@ -113,30 +76,30 @@ static int zcopy_rank(int rank, int n, void *p) {
     in[k] = malloc(lens[k] + 1);
     tp_fill(out[k], lens[k], rank, k);
     memset(in[k], 0xee, lens[k] + 1);
-    RANK_CHECK(tp_send(&t, partner, out[k], lens[k]) == COLL_OK, "post send");
+    RANK_CHECK(tp_send(t, partner, out[k], lens[k]) == COLL_OK, "post send");
   }
   for (int i = 0; i < 30; i++) {
     uint64_t sd = 0;
-    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
+    RANK_CHECK(transport_progress(transport_set_conn(t->set, partner), &sd, NULL) == COLL_OK,
                "progress");
     RANK_CHECK(sd <= 1, "%llu sends completed before the receives were posted",
                (unsigned long long)sd);
-    transport_set_wait(t.set, 2);
+    transport_set_wait(t->set, 2);
   }
   /* Neither rank posts a receive before both have checked the above. */
   char key[64];
   snprintf(key, sizeof key, "zcopy/checked/%d", rank);
-  RANK_CHECK(store_set(t.store, key, "1", 1, 10000) == COLL_OK, "store set");
+  RANK_CHECK(store_set(t->store, key, "1", 1, 10000) == COLL_OK, "store set");
   snprintf(key, sizeof key, "zcopy/checked/%d", partner);
   void *v = NULL;
   size_t vlen = 0;
-  RANK_CHECK(store_get(t.store, key, &v, &vlen, 30000) == COLL_OK, "store get");
+  RANK_CHECK(store_get(t->store, key, &v, &vlen, 30000) == COLL_OK, "store get");
   free(v);
   for (int k = 0; k < COUNT; k++) {
     transport_recv_t r = {.dst = in[k], .len = lens[k]};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_recv(t, partner, &r) == COLL_OK, "post recv");
   }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  RANK_CHECK(tp_drain(t, 60000) == COLL_OK, "drain");
   for (int k = 0; k < COUNT; k++) {
     size_t bad = tp_check(in[k], lens[k], partner, k);
     RANK_CHECK(bad == SIZE_MAX, "message %d (%zu bytes): byte %zu differs", k, lens[k], bad);
@@ -144,7 +107,6 @@ static int zcopy_rank(int rank, int n, void *p) {
     free(out[k]);
     free(in[k]);
   }
-  tp_close(&t);
   return 0;
 }
 
@@ -157,45 +119,11 @@ END_TEST
 static const size_t reduce_counts[] = {0, 1, 7, 16 * 1024, 256 * 1024 + 3};
 #define NCOUNTS (sizeof reduce_counts / sizeof reduce_counts[0])
 
-/* dst = mine + incoming (float sum) for every count, and once in place (dst == operand). */
-static int ring_reduce_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
-  float *mine[NCOUNTS + 1], *out[NCOUNTS + 1], *dst[NCOUNTS + 1];
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
-    mine[i] = malloc(count * sizeof(float) + 4);
-    out[i] = malloc(count * sizeof(float) + 4);
-    dst[i] = i < NCOUNTS ? malloc(count * sizeof(float) + 4) : mine[i];
-    for (size_t k = 0; k < count; k++) {
-      mine[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
-      out[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
-    }
-    transport_recv_t r = {.dst = dst[i],
-                          .operand = mine[i],
-                          .reduce = sum,
-                          .elem_size = sizeof(float),
-                          .len = count * sizeof(float)};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
-    RANK_CHECK(tp_send(&t, next, out[i], count * sizeof(float)) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
-    for (size_t k = 0; k < count; k++) {
-      float want = (float)(rank + 1) * 8.0f + (float)(prev + 1) * 8.0f + 2.0f * (float)(k % 13);
-      RANK_CHECK(dst[i][k] == want, "count %zu element %zu: %g, want %g", count, k,
-                 (double)dst[i][k], (double)want);
-    }
-    if (dst[i] != mine[i]) free(dst[i]);
-    free(mine[i]);
-    free(out[i]);
-  }
-  tp_close(&t);
-  return 0;
+/* dst = mine + incoming (float sum) for every count, and once in place (dst == operand):
+ * tp_ring_reduce. */
+static int ring_reduce_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  return tp_ring_reduce(t, reduce_counts, NCOUNTS, 60000);
 }
 
 START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
@@ -206,35 +134,10 @@ END_TEST
 
 /* 200 sends posted and progressed before any receive: the sender must stop at its
  * credits, then finish once the receives are posted. */
-static int sends_first_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  enum { COUNT = 200, LEN = 4096 };
-  int partner = rank ^ 1;
-  unsigned char *out = malloc((size_t)COUNT * LEN), *in = malloc((size_t)COUNT * LEN);
-  for (int k = 0; k < COUNT; k++) {
-    tp_fill(out + (size_t)k * LEN, LEN, rank, k);
-    RANK_CHECK(tp_send(&t, partner, out + (size_t)k * LEN, LEN) == COLL_OK, "post send");
-  }
-  for (int i = 0; i < 50; i++) {
-    uint64_t sd = 0;
-    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
-               "progress");
-    RANK_CHECK(sd < COUNT, "all %d sends completed before any receive was posted", COUNT);
-    transport_set_wait(t.set, 2);
-  }
-  for (int k = 0; k < COUNT; k++) {
-    transport_recv_t r = {.dst = in + (size_t)k * LEN, .len = LEN};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (int k = 0; k < COUNT; k++)
-    RANK_CHECK(tp_check(in + (size_t)k * LEN, LEN, partner, k) == SIZE_MAX, "message %d", k);
-  free(out);
-  free(in);
-  tp_close(&t);
-  return 0;
+static int sends_first_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  const tp_sends_first_t how = {.count = 200, .rounds = 50, .wait_ms = 2, .drain_ms = 60000};
+  return tp_sends_first(t, &how);
 }
 
 START_TEST(sends_beyond_the_credit_window_wait_for_their_receives) {
@@ -243,33 +146,11 @@ START_TEST(sends_beyond_the_credit_window_wait_for_their_receives) {
 }
 END_TEST
 
-/* Rank 0 sends 100 bytes where rank 1 expects 64. */
-static int mismatch_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  char buf[100] = {0};
-  if (rank == 0) {
-    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain send");
-    void *v = NULL;
-    size_t len = 0;
-    RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 20000) == COLL_OK, "wait");
-    free(v);
-  } else {
-    transport_recv_t r = {.dst = buf, .len = 64};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    coll_status_t st = tp_drain(&t, 20000);
-    store_set(t.store, "mismatch/checked", "1", 1, 1000);
-    RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
-    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL, "message '%s' lacks rank 0",
-               coll_last_error());
-    RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
-               coll_last_error());
-    fprintf(stderr, "rank 1: %s\n", coll_last_error());
-  }
-  tp_close(&t);
-  return 0;
+/* Rank 0 sends 100 bytes where rank 1 expects 64 (tp_length_mismatch). */
+static int mismatch_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  static const tp_mismatch_t mismatch = {.send_len = 100, .recv_len = 64};
+  return tp_length_mismatch(t, &mismatch, 20000);
 }
 
 START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
@@ -283,40 +164,9 @@ END_TEST
  * liveness ping fails (retry exceeded: what RC hardware reports about a vanished QP), or
  * COLL_ERR_TIMEOUT at its deadline. Soft-RoCE in the guest (kernel 6.1) was seen to keep
  * retrying the ping to a destroyed QP without ever failing it, so both are accepted. */
-static int killed_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
-  size_t len = 4 * MIB;
-  char *buf = calloc(1, len);
-  if (rank == arg->victim) {
-    RANK_CHECK(tp_send(&t, 1 - rank, buf, len) == COLL_OK, "post send");
-    transport_conn_t *c = transport_set_conn(t.set, 1 - rank);
-    for (int i = 0; i < 3; i++) {
-      transport_progress(c, NULL, NULL);
-      transport_set_wait(t.set, 5);
-    }
-    kill(getpid(), SIGKILL);
-    return 1;
-  }
-  transport_recv_t r = {.dst = buf, .len = len};
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post second recv");
-  int64_t start = coll_now_ms();
-  coll_status_t st = tp_drain(&t, 6000);
-  int64_t took = coll_now_ms() - start;
-  RANK_CHECK(st == COLL_ERR_REMOTE || st == COLL_ERR_TIMEOUT, "got %s", coll_status_name(st));
-  char want[32];
-  snprintf(want, sizeof want, "peer rank %d", arg->victim);
-  RANK_CHECK(st != COLL_ERR_REMOTE || strstr(coll_last_error(), want) != NULL,
-             "message '%s' does not name %s", coll_last_error(), want);
-  RANK_CHECK(took < 8000, "took %lld ms", (long long)took);
-  fprintf(stderr, "rank %d: dead peer reported after %lld ms: %s\n", rank, (long long)took,
-          coll_last_error());
-  free(buf);
-  tp_close(&t);
-  return 0;
+static int killed_rank(tp_rank_t *t, void *p) {
+  const arg_t *arg = p;
+  return tp_killed_peer(t, arg->victim, 4 * MIB, 6000, 8000);
 }
 
 START_TEST(killed_peer_is_an_error_for_the_survivor_not_a_hang) {
@@ -330,21 +180,19 @@ END_TEST
 
 /* Rank 1 blocks in transport_set_wait (epoll on the completion channel) while rank 0
  * sleeps, then sends: rank 1 must wake for it and must not have burnt CPU meanwhile. */
-static int wait_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+static int wait_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   char buf[64] = "wake up";
   if (rank == 0) {
     struct timespec pause = {0, 400 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+    RANK_CHECK(tp_send(t, 1, buf, sizeof buf) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(t, 20000) == COLL_OK, "drain");
   } else {
     transport_recv_t r = {.dst = buf, .len = sizeof buf};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    transport_conn_t *c = transport_set_conn(t.set, 0);
+    RANK_CHECK(tp_recv(t, 0, &r) == COLL_OK, "post recv");
+    transport_conn_t *c = transport_set_conn(t->set, 0);
     struct timespec cpu0, cpu1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     int64_t start = coll_now_ms();
@@ -352,7 +200,7 @@ static int wait_rank(int rank, int n, void *p) {
     int waits = 0;
     while (rd == 0 && coll_now_ms() - start < 20000) {
       RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
-      if (rd == 0) RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
+      if (rd == 0) RANK_CHECK(transport_set_wait(t->set, 5000) == COLL_OK, "wait");
       waits++;
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
@@ -366,7 +214,6 @@ static int wait_rank(int rank, int n, void *p) {
     fprintf(stderr, "rank 1: woke after %lld ms, %.1f ms CPU, %d waits\n", (long long)took, cpu_ms,
             waits);
   }
-  tp_close(&t);
   return 0;
 }
 
