@@ -545,35 +545,26 @@ START_TEST(algo_build_rejects_bad_parameters) {
 }
 END_TEST
 
-static Suite *algo_suite(void) {
-  Suite *s = suite_create("algo");
-  TCase *results = suite_case(s, "results", 120);
-  tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
-                      NALGOS * NRANK_COUNTS);
-  tcase_add_loop_test(results, allreduce_is_exact_for_every_rank_count_up_to_forty, 1, 41);
-  tcase_add_test(results, signed_zeros_give_every_rank_the_same_bits);
-  TCase *large = suite_case(s, "large", 120);
-  tcase_add_loop_test(large, allreduce_of_a_large_uneven_count_matches_reference, 0, NALGOS);
-  TCase *bcast = suite_case(s, "broadcast", 120);
-  tcase_add_loop_test(bcast, broadcast_delivers_the_roots_data_from_every_root, 0,
-                      4 * NRANK_COUNTS);
-  TCase *bytes = suite_case(s, "bytes", 120);
-  tcase_add_test(bytes, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
-  tcase_add_test(bytes, master_sends_everything_through_rank_zero);
-  tcase_add_test(bytes, broadcast_bytes_follow_each_shape);
-  tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
-  tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
-  tcase_add_test(bytes, halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold);
-  tcase_add_test(bytes, halving_doubling_exchanges_whole_buffers_when_small);
-  tcase_add_test(bytes, no_message_is_larger_than_a_segment);
-  tcase_add_test(bytes, tiny_segments_on_huge_buffers_keep_schedules_bounded);
-  TCase *sim = suite_case(s, "simulator", 0);
-  tcase_add_test(sim, simulator_reports_a_deadlock);
-  tcase_add_test(sim, simulator_reports_mismatched_counts_and_unpaired_messages);
-  tcase_add_test(sim, simulator_reports_hazards_and_out_of_bounds_ops);
-  tcase_add_test(sim, simulator_records_every_executed_op);
-  tcase_add_test(sim, algo_build_rejects_bad_parameters);
-  return s;
+int main(void) {
+  return suite_main(
+      "algo",
+      suite_loop_tests("results", 120, 0, NALGOS * NRANK_COUNTS,
+                       allreduce_matches_reference_for_every_algorithm_and_rank_count),
+      suite_loop_tests("results", 120, 1, 41, allreduce_is_exact_for_every_rank_count_up_to_forty),
+      suite_tests("results", 120, signed_zeros_give_every_rank_the_same_bits),
+      suite_loop_tests("large", 120, 0, NALGOS,
+                       allreduce_of_a_large_uneven_count_matches_reference),
+      suite_loop_tests("broadcast", 120, 0, 4 * NRANK_COUNTS,
+                       broadcast_delivers_the_roots_data_from_every_root),
+      suite_tests(
+          "bytes", 120, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank,
+          master_sends_everything_through_rank_zero, broadcast_bytes_follow_each_shape,
+          double_binary_trees_cover_every_rank_and_swap_leaves, tree_bytes_follow_the_tree_shape,
+          halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold,
+          halving_doubling_exchanges_whole_buffers_when_small, no_message_is_larger_than_a_segment,
+          tiny_segments_on_huge_buffers_keep_schedules_bounded),
+      suite_tests("simulator", 0, simulator_reports_a_deadlock,
+                  simulator_reports_mismatched_counts_and_unpaired_messages,
+                  simulator_reports_hazards_and_out_of_bounds_ops,
+                  simulator_records_every_executed_op, algo_build_rejects_bad_parameters));
 }
-
-int main(void) { return suite_run(algo_suite()); }

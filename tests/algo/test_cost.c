@@ -103,13 +103,9 @@ START_TEST(selection_prefers_few_steps_for_small_and_ring_for_large_messages) {
 }
 END_TEST
 
-static Suite *cost_suite(void) {
-  Suite *s = suite_create("algo-cost");
-  TCase *tc = suite_case(s, "cost", 0);
-  tcase_add_test(tc, predictions_grow_with_the_message_size);
-  tcase_add_test(tc, model_step_counts_match_the_simulated_rounds);
-  tcase_add_test(tc, selection_prefers_few_steps_for_small_and_ring_for_large_messages);
-  return s;
+int main(void) {
+  return suite_main("algo-cost",
+                    suite_tests("cost", 0, predictions_grow_with_the_message_size,
+                                model_step_counts_match_the_simulated_rounds,
+                                selection_prefers_few_steps_for_small_and_ring_for_large_messages));
 }
-
-int main(void) { return suite_run(cost_suite()); }

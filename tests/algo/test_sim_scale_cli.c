@@ -144,13 +144,10 @@ START_TEST(help_documents_timing_mode_and_misuse_exits_2) {
 }
 END_TEST
 
-static Suite *cli_suite(void) {
-  Suite *s = suite_create("algo-sim-scale-cli");
-  TCase *tc = suite_case(s, "coll-sim timing mode", 120);
-  tcase_add_test(tc, one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up);
-  tcase_add_test(tc, sweep_json_has_rows_and_crossovers_and_the_plot_is_svg);
-  tcase_add_test(tc, help_documents_timing_mode_and_misuse_exits_2);
-  return s;
+int main(void) {
+  return suite_main("algo-sim-scale-cli",
+                    suite_tests("coll-sim timing mode", 120,
+                                one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up,
+                                sweep_json_has_rows_and_crossovers_and_the_plot_is_svg,
+                                help_documents_timing_mode_and_misuse_exits_2));
 }
-
-int main(void) { return suite_run(cli_suite()); }

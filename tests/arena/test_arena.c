@@ -548,30 +548,27 @@ START_TEST(the_cost_model_sends_small_messages_to_the_small_path) {
 }
 END_TEST
 
-static Suite *arena_suite(void) {
-  Suite *s = suite_create("arena");
-  TCase *tc = suite_case(s, "arena", 120);
-  tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_8_ranks, 0, 6);
-  tcase_add_test(tc, default_slots_over_several_rounds_and_calls);
-  tcase_add_test(tc, async_calls_keep_their_order_with_other_collectives);
-  tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
-  tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
-  tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
-  tcase_add_test(tc, mismatched_calls_fail_with_both_named);
-  tcase_add_test(tc, a_mismatch_between_the_arena_and_a_schedule_fails_at_once);
-  tcase_add_loop_test(tc, forced_where_it_cannot_run_falls_back, 0, 2);
-  tcase_add_test(tc, the_trace_names_the_arena);
-  tcase_add_test(tc, a_bad_slot_size_on_rank_0_fails_every_rank_at_init);
-  tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);
-  tcase_add_loop_test(tc, small_path_results_for_every_type_and_op_over_2_to_8_ranks, 0, 5);
-  tcase_add_loop_test(tc, small_path_reuses_its_buffers_across_many_calls_and_other_collectives, 0,
-                      3);
-  tcase_add_test(tc, small_path_mismatched_calls_fail_with_both_named);
-  tcase_add_test(tc, small_path_a_killed_rank_is_named_by_the_others_quickly);
-  tcase_add_test(tc, small_path_a_late_rank_times_the_others_out_with_a_hang_report);
-  tcase_add_test(tc, small_path_an_aborted_rank_fails_the_others_at_once);
-  tcase_add_test(tc, the_cost_model_sends_small_messages_to_the_small_path);
-  return s;
+int main(void) {
+  return suite_main(
+      "arena",
+      suite_loop_tests("arena", 120, 0, 6, results_for_every_type_and_op_over_1_to_8_ranks),
+      suite_tests("arena", 120, default_slots_over_several_rounds_and_calls,
+                  async_calls_keep_their_order_with_other_collectives,
+                  a_killed_rank_is_named_by_the_others_quickly,
+                  a_late_rank_times_the_others_out_with_a_hang_report,
+                  an_aborted_rank_fails_the_others_at_once, mismatched_calls_fail_with_both_named,
+                  a_mismatch_between_the_arena_and_a_schedule_fails_at_once),
+      suite_loop_tests("arena", 120, 0, 2, forced_where_it_cannot_run_falls_back),
+      suite_tests("arena", 120, the_trace_names_the_arena,
+                  a_bad_slot_size_on_rank_0_fails_every_rank_at_init,
+                  the_cost_model_takes_it_for_large_buffers_only),
+      suite_loop_tests("arena", 120, 0, 5,
+                       small_path_results_for_every_type_and_op_over_2_to_8_ranks),
+      suite_loop_tests("arena", 120, 0, 3,
+                       small_path_reuses_its_buffers_across_many_calls_and_other_collectives),
+      suite_tests("arena", 120, small_path_mismatched_calls_fail_with_both_named,
+                  small_path_a_killed_rank_is_named_by_the_others_quickly,
+                  small_path_a_late_rank_times_the_others_out_with_a_hang_report,
+                  small_path_an_aborted_rank_fails_the_others_at_once,
+                  the_cost_model_sends_small_messages_to_the_small_path));
 }
-
-int main(void) { return suite_run(arena_suite()); }

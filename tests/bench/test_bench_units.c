@@ -338,25 +338,18 @@ START_TEST(csv_and_json_files_hold_every_row) {
 }
 END_TEST
 
-static Suite *bench_suite(void) {
-  Suite *s = suite_create("bench");
-  TCase *args = suite_case(s, "args", 0);
-  tcase_add_test(args, defaults_match_nccl_tests);
-  tcase_add_test(args, every_option_is_parsed_in_short_and_long_form);
-  tcase_add_loop_test(args, bad_options_give_a_message_naming_them, 0,
-                      (int)(sizeof bad_lines / sizeof bad_lines[0]));
-  tcase_add_test(args, min_bytes_above_max_bytes_is_refused);
-  tcase_add_test(args, sizes_accept_binary_suffixes);
-  tcase_add_test(args, type_and_op_names_round_trip);
-  TCase *data = suite_case(s, "data", 0);
-  tcase_add_test(data, half_and_bfloat16_conversions_round_to_nearest_even);
-  tcase_add_test(data, patterns_reduce_exactly_for_every_type_op_and_rank_count);
-  tcase_add_test(data, patterns_differ_between_ranks_and_elements);
-  TCase *report = suite_case(s, "report", 0);
-  tcase_add_test(report, median_and_bandwidth_follow_nccl_tests);
-  tcase_add_test(report, rows_print_in_nccl_tests_layout);
-  tcase_add_test(report, csv_and_json_files_hold_every_row);
-  return s;
+int main(void) {
+  return suite_main(
+      "bench",
+      suite_tests("args", 0, defaults_match_nccl_tests,
+                  every_option_is_parsed_in_short_and_long_form),
+      suite_loop_tests("args", 0, 0, (int)(sizeof bad_lines / sizeof bad_lines[0]),
+                       bad_options_give_a_message_naming_them),
+      suite_tests("args", 0, min_bytes_above_max_bytes_is_refused, sizes_accept_binary_suffixes,
+                  type_and_op_names_round_trip),
+      suite_tests("data", 0, half_and_bfloat16_conversions_round_to_nearest_even,
+                  patterns_reduce_exactly_for_every_type_op_and_rank_count,
+                  patterns_differ_between_ranks_and_elements),
+      suite_tests("report", 0, median_and_bandwidth_follow_nccl_tests,
+                  rows_print_in_nccl_tests_layout, csv_and_json_files_hold_every_row));
 }
-
-int main(void) { return suite_run(bench_suite()); }

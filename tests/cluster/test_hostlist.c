@@ -182,16 +182,12 @@ START_TEST(ompi_uri_gives_mpirun_hosts_ipv4_addresses) {
 }
 END_TEST
 
-static Suite *cluster_units_suite(void) {
-  Suite *s = suite_create("cluster_units");
-  TCase *tc = suite_case(s, "derived", 0);
-  tcase_add_test(tc, hostlist_expands_slurm_syntax);
-  tcase_add_test(tc, hostlist_rejects_malformed_lists_with_a_message);
-  tcase_add_test(tc, hostlist_first_host_of_a_huge_list_costs_nothing);
-  tcase_add_test(tc, hostlist_names_longer_than_the_limit_are_errors);
-  tcase_add_test(tc, port_is_derived_in_the_documented_range_and_differs_between_steps);
-  tcase_add_test(tc, ompi_uri_gives_mpirun_hosts_ipv4_addresses);
-  return s;
+int main(void) {
+  return suite_main("cluster_units",
+                    suite_tests("derived", 0, hostlist_expands_slurm_syntax,
+                                hostlist_rejects_malformed_lists_with_a_message,
+                                hostlist_first_host_of_a_huge_list_costs_nothing,
+                                hostlist_names_longer_than_the_limit_are_errors,
+                                port_is_derived_in_the_documented_range_and_differs_between_steps,
+                                ompi_uri_gives_mpirun_hosts_ipv4_addresses));
 }
-
-int main(void) { return suite_run(cluster_units_suite()); }

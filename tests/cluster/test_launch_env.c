@@ -324,16 +324,11 @@ START_TEST(ranks_meet_with_only_slurm_variables) {
 }
 END_TEST
 
-static Suite *launch_env_suite(void) {
-  Suite *s = suite_create("cluster_launch_env");
-  TCase *tc = suite_case(s, "env", 0);
-  tcase_add_loop_test(tc, launcher_environment_resolves_the_store, 0,
-                      (int)(sizeof cases / sizeof cases[0]));
-  tcase_add_test(tc, launch_info_names_the_launcher_without_joining);
-  tcase_add_test(tc, host_id_is_forced_or_names_host_boot_and_network_namespace);
-  tcase_add_test(tc, ranks_meet_with_only_slurm_variables);
-  tcase_set_timeout(tc, 90);
-  return s;
+int main(void) {
+  return suite_main("cluster_launch_env",
+                    suite_loop_tests("env", 90, 0, (int)(sizeof cases / sizeof cases[0]),
+                                     launcher_environment_resolves_the_store),
+                    suite_tests("env", 90, launch_info_names_the_launcher_without_joining,
+                                host_id_is_forced_or_names_host_boot_and_network_namespace,
+                                ranks_meet_with_only_slurm_variables));
 }
-
-int main(void) { return suite_run(launch_env_suite()); }

@@ -194,16 +194,13 @@ START_TEST(broadcast_from_every_root_reaches_every_rank) {
 }
 END_TEST
 
-static Suite *coll_results_suite(void) {
-  Suite *s = suite_create("coll results");
-  TCase *tc = suite_case(s, "all-reduce", 120);
-  tcase_add_test(tc, all_types_and_ops_match_the_reference_on_4_ranks);
-  tcase_add_test(tc, steps_with_hundreds_of_segments_complete);
-  tcase_add_loop_test(tc, every_algorithm_matches_the_reference_for_every_transport_and_rank_count,
-                      0, 2 * NRANK_COUNTS);
-  TCase *tb = suite_case(s, "broadcast", 120);
-  tcase_add_loop_test(tb, broadcast_from_every_root_reaches_every_rank, 0, 2 * NBCAST);
-  return s;
+int main(void) {
+  return suite_main(
+      "coll results",
+      suite_tests("all-reduce", 120, all_types_and_ops_match_the_reference_on_4_ranks,
+                  steps_with_hundreds_of_segments_complete),
+      suite_loop_tests("all-reduce", 120, 0, 2 * NRANK_COUNTS,
+                       every_algorithm_matches_the_reference_for_every_transport_and_rank_count),
+      suite_loop_tests("broadcast", 120, 0, 2 * NBCAST,
+                       broadcast_from_every_root_reaches_every_rank));
 }
-
-int main(void) { return suite_run(coll_results_suite()); }

@@ -281,12 +281,11 @@ START_TEST(small_async_calls_complete_only_with_their_data_over_tcp) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coll async stress");
-  TCase *tc = suite_case(s, "stress", 150);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_the_grace);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_small_lines);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_tcp);
-  return suite_run(s);
+  return suite_main("coll async stress",
+                    suite_tests("stress", 150,
+                                small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks,
+                                small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks,
+                                small_async_calls_complete_only_with_their_data_without_the_grace,
+                                small_async_calls_complete_only_with_their_data_without_small_lines,
+                                small_async_calls_complete_only_with_their_data_over_tcp));
 }

@@ -48,8 +48,6 @@ int main(int argc, char **argv) {
   }
   collrun_path = argv[1];
   helper_path = argv[2];
-  Suite *s = suite_create("coll collrun");
-  TCase *tc = suite_case(s, "hang report", 60);
-  tcase_add_test(tc, collrun_exit_message_carries_the_hang_report);
-  return suite_run(s);
+  return suite_main("coll collrun",
+                    suite_tests("hang report", 60, collrun_exit_message_carries_the_hang_report));
 }

@@ -327,15 +327,11 @@ START_TEST(data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused) {
 }
 END_TEST
 
-static Suite *fp8_suite(void) {
-  Suite *s = suite_create("fp8");
-  TCase *tc = suite_case(s, "ranks", 240);
-  tcase_add_test(tc, fp8_names_and_sizes);
-  tcase_add_test(tc, every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks);
-  tcase_add_test(tc, fp8_reductions_are_exact_and_saturate_on_4_ranks);
-  tcase_add_test(tc, fp8_reductions_are_exact_on_2_ranks_over_tcp);
-  tcase_add_test(tc, data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused);
-  return s;
+int main(void) {
+  return suite_main("fp8",
+                    suite_tests("ranks", 240, fp8_names_and_sizes,
+                                every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks,
+                                fp8_reductions_are_exact_and_saturate_on_4_ranks,
+                                fp8_reductions_are_exact_on_2_ranks_over_tcp,
+                                data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused));
 }
-
-int main(void) { return suite_run(fp8_suite()); }

@@ -363,15 +363,18 @@ START_TEST(bad_arguments_are_refused_with_a_message_naming_the_rank_and_call) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coll gather");
-  TCase *tc = suite_case(s, "gather, scatter, all_to_allv", 150);
-  tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_shm_match_the_inputs, 0, 4);
-  tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_tcp_match_the_inputs, 0, 3);
-  tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs, 0,
-                      4);
-  tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs, 0,
-                      3);
-  tcase_add_loop_test(tc, mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank, 0, 6);
-  tcase_add_test(tc, bad_arguments_are_refused_with_a_message_naming_the_rank_and_call);
-  return suite_run(s);
+  return suite_main(
+      "coll gather",
+      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                       gather_and_scatter_from_every_root_over_shm_match_the_inputs),
+      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                       gather_and_scatter_from_every_root_over_tcp_match_the_inputs),
+      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                       all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs),
+      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                       all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs),
+      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 6,
+                       mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank),
+      suite_tests("gather, scatter, all_to_allv", 150,
+                  bad_arguments_are_refused_with_a_message_naming_the_rank_and_call));
 }

@@ -235,15 +235,12 @@ START_TEST(a_malformed_inter_cost_is_refused_by_name) {
 }
 END_TEST
 
-static Suite *nodes_suite(void) {
-  Suite *s = suite_create("coll_nodes");
-  TCase *tc = suite_case(s, "two hosts", 90);
-  tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 6);
-  tcase_add_test(tc, two_level_on_unequal_hosts_runs_ring_nodes);
-  tcase_add_test(tc, leaders_on_unequal_hosts_runs_itself);
-  tcase_add_test(tc, the_link_between_nodes_can_be_told_to_the_cost_model);
-  tcase_add_test(tc, a_malformed_inter_cost_is_refused_by_name);
-  return s;
+int main(void) {
+  return suite_main(
+      "coll_nodes",
+      suite_loop_tests("two hosts", 90, 0, 6, node_aware_sums_are_bit_exact_on_two_made_up_hosts),
+      suite_tests("two hosts", 90, two_level_on_unequal_hosts_runs_ring_nodes,
+                  leaders_on_unequal_hosts_runs_itself,
+                  the_link_between_nodes_can_be_told_to_the_cost_model,
+                  a_malformed_inter_cost_is_refused_by_name));
 }
-
-int main(void) { return suite_run(nodes_suite()); }

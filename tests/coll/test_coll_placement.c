@@ -224,11 +224,10 @@ START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coll placement");
-  TCase *tc = suite_case(s, "placement", 60);
-  tcase_add_test(tc, set_poll_us_applies_unless_coll_spin_us_is_set);
-  tcase_add_test(tc, unbound_ranks_start_on_distinct_cpus_and_keep_their_mask);
-  tcase_add_loop_test(tc, bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly, 0,
-                      3);
-  return suite_run(s);
+  return suite_main(
+      "coll placement",
+      suite_tests("placement", 60, set_poll_us_applies_unless_coll_spin_us_is_set,
+                  unbound_ranks_start_on_distinct_cpus_and_keep_their_mask),
+      suite_loop_tests("placement", 60, 0, 3,
+                       bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly));
 }

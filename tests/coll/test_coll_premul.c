@@ -439,16 +439,15 @@ START_TEST(premul_sum_errors_name_the_rank_the_call_and_what_was_wrong) {
 }
 END_TEST
 
-static Suite *premul_suite(void) {
-  Suite *s = suite_create("premul");
-  TCase *tc = suite_case(s, "premul_sum", 300);
-  tcase_add_test(tc, premul_sum_errors_name_the_rank_the_call_and_what_was_wrong);
-  tcase_add_test(tc, ops_made_in_different_orders_on_different_ranks_agree);
-  tcase_add_test(tc, premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank);
-  tcase_add_test(tc, premul_sum_reads_its_input_when_it_runs_and_survives_destroy);
-  tcase_add_loop_test(tc, premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks, 0, 4);
-  tcase_add_loop_test(tc, premul_sum_through_the_arena_and_with_window_buffers_is_exact, 0, 2);
-  return s;
+int main(void) {
+  return suite_main(
+      "premul",
+      suite_tests("premul_sum", 300, premul_sum_errors_name_the_rank_the_call_and_what_was_wrong,
+                  ops_made_in_different_orders_on_different_ranks_agree,
+                  premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank,
+                  premul_sum_reads_its_input_when_it_runs_and_survives_destroy),
+      suite_loop_tests("premul_sum", 300, 0, 4,
+                       premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks),
+      suite_loop_tests("premul_sum", 300, 0, 2,
+                       premul_sum_through_the_arena_and_with_window_buffers_is_exact));
 }
-
-int main(void) { return suite_run(premul_suite()); }

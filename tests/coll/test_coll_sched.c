@@ -233,11 +233,10 @@ START_TEST(the_cost_model_picks_an_implemented_algorithm_for_every_collective) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coll schedules");
-  TCase *tc = suite_case(s, "sim", 120);
-  tcase_add_test(tc, every_new_schedule_computes_the_right_result_in_the_simulator);
-  tcase_add_test(tc, the_cost_model_picks_an_implemented_algorithm_for_every_collective);
-  tcase_add_test(
-      tc, all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator);
-  return suite_run(s);
+  return suite_main(
+      "coll schedules",
+      suite_tests(
+          "sim", 120, every_new_schedule_computes_the_right_result_in_the_simulator,
+          the_cost_model_picks_an_implemented_algorithm_for_every_collective,
+          all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator));
 }

@@ -100,8 +100,8 @@ START_TEST(a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coll tagged threads");
-  TCase *tc = suite_case(s, "threads", 120);
-  tcase_add_loop_test(tc, a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it, 0, 4);
-  return suite_run(s);
+  return suite_main(
+      "coll tagged threads",
+      suite_loop_tests("threads", 120, 0, 4,
+                       a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it));
 }

@@ -138,13 +138,9 @@ START_TEST(an_id_it_did_not_make_is_refused) {
 }
 END_TEST
 
-static Suite *unique_id_suite(void) {
-  Suite *s = suite_create("coll unique id");
-  TCase *tc = suite_case(s, "unique id", 120);
-  tcase_add_test(tc, ranks_meet_through_an_id_one_rank_made);
-  tcase_add_test(tc, two_ids_make_two_communicators_in_one_process);
-  tcase_add_test(tc, an_id_it_did_not_make_is_refused);
-  return s;
+int main(void) {
+  return suite_main(
+      "coll unique id",
+      suite_tests("unique id", 120, ranks_meet_through_an_id_one_rank_made,
+                  two_ids_make_two_communicators_in_one_process, an_id_it_did_not_make_is_refused));
 }
-
-int main(void) { return suite_run(unique_id_suite()); }

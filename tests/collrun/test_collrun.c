@@ -480,31 +480,6 @@ START_TEST(help_documents_options_and_every_rank_variable) {
 }
 END_TEST
 
-static Suite *collrun_suite(void) {
-  Suite *s = suite_create("collrun");
-  TCase *env = suite_case(s, "environment", 0);
-  tcase_add_test(env, each_rank_gets_a_distinct_rank_and_the_torchrun_environment);
-  tcase_add_test(env, ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused);
-  TCase *nodes = suite_case(s, "nodes", 0);
-  tcase_add_test(nodes, two_nodes_on_one_host_make_one_job_with_global_ranks);
-  tcase_add_test(nodes, a_rank_failing_on_one_node_stops_the_ranks_of_every_node);
-  TCase *fail = suite_case(s, "failures", 0);
-  tcase_add_test(fail, a_rank_exiting_3_stops_the_job_and_is_named_with_its_code);
-  tcase_add_test(fail, a_rank_killed_by_sigkill_is_named_and_collrun_exits_137);
-  tcase_add_test(fail, ranks_ignoring_sigterm_get_sigkill_after_the_grace_period);
-  tcase_add_test(fail, sigterm_to_collrun_ends_every_rank_and_what_they_started);
-  tcase_add_test(fail, sigint_to_collrun_is_forwarded_and_collrun_exits_130);
-  tcase_add_test(fail, timeout_stops_the_job_with_exit_124);
-  TCase *out = suite_case(s, "output", 0);
-  tcase_add_test(out, output_lines_carry_their_rank_prefix_and_stay_whole);
-  tcase_add_test(out, no_prefix_leaves_lines_as_the_ranks_wrote_them);
-  TCase *cli = suite_case(s, "command_line", 0);
-  tcase_add_test(cli, bad_command_lines_exit_with_a_message);
-  tcase_add_test(cli, a_busy_master_port_is_a_clear_launch_error);
-  tcase_add_test(cli, help_documents_options_and_every_rank_variable);
-  return s;
-}
-
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s COLLRUN RANK_HELPER STORE_HELPER\n", argv[0]);
@@ -516,5 +491,21 @@ int main(int argc, char **argv) {
   /* The environment tests expect what collrun sets by default. */
   unsetenv("OMP_NUM_THREADS");
   unsetenv("COLL_JOB_TOKEN");
-  return suite_run(collrun_suite());
+  return suite_main(
+      "collrun",
+      suite_tests("environment", 0, each_rank_gets_a_distinct_rank_and_the_torchrun_environment,
+                  ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused),
+      suite_tests("nodes", 0, two_nodes_on_one_host_make_one_job_with_global_ranks,
+                  a_rank_failing_on_one_node_stops_the_ranks_of_every_node),
+      suite_tests("failures", 0, a_rank_exiting_3_stops_the_job_and_is_named_with_its_code,
+                  a_rank_killed_by_sigkill_is_named_and_collrun_exits_137,
+                  ranks_ignoring_sigterm_get_sigkill_after_the_grace_period,
+                  sigterm_to_collrun_ends_every_rank_and_what_they_started,
+                  sigint_to_collrun_is_forwarded_and_collrun_exits_130,
+                  timeout_stops_the_job_with_exit_124),
+      suite_tests("output", 0, output_lines_carry_their_rank_prefix_and_stay_whole,
+                  no_prefix_leaves_lines_as_the_ranks_wrote_them),
+      suite_tests("command_line", 0, bad_command_lines_exit_with_a_message,
+                  a_busy_master_port_is_a_clear_launch_error,
+                  help_documents_options_and_every_rank_variable));
 }

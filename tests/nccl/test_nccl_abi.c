@@ -179,10 +179,8 @@ START_TEST(configs_of_older_and_newer_ncclx_are_read_up_to_their_size) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("nccl abi");
-  TCase *tc = suite_case(s, "abi", 60);
-  tcase_add_test(tc, sizes_and_values_are_nccls);
-  tcase_add_test(tc, config_fields_lie_where_nccl_puts_them);
-  tcase_add_test(tc, configs_of_older_and_newer_ncclx_are_read_up_to_their_size);
-  return suite_run(s);
+  return suite_main(
+      "nccl abi",
+      suite_tests("abi", 60, sizes_and_values_are_nccls, config_fields_lie_where_nccl_puts_them,
+                  configs_of_older_and_newer_ncclx_are_read_up_to_their_size));
 }

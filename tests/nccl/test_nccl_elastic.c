@@ -336,11 +336,12 @@ START_TEST(bad_shrink_and_grow_arguments_are_refused) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("nccl elastic");
-  TCase *tc = suite_case(s, "processes", 120);
-  tcase_add_test(tc, a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks);
-  tcase_add_loop_test(tc, survivors_leave_out_a_killed_or_stuck_rank_and_go_on, 0, 4);
-  tcase_add_loop_test(tc, a_new_process_joins_through_grow, 0, 3);
-  tcase_add_test(tc, bad_shrink_and_grow_arguments_are_refused);
-  return suite_run(s);
+  return suite_main(
+      "nccl elastic",
+      suite_tests("processes", 120,
+                  a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks),
+      suite_loop_tests("processes", 120, 0, 4,
+                       survivors_leave_out_a_killed_or_stuck_rank_and_go_on),
+      suite_loop_tests("processes", 120, 0, 3, a_new_process_joins_through_grow),
+      suite_tests("processes", 120, bad_shrink_and_grow_arguments_are_refused));
 }

@@ -545,13 +545,10 @@ START_TEST(a_killed_peer_is_a_remote_error_or_timeout_not_a_hang) {
 }
 END_TEST
 
-static Suite *nccl_suite(void) {
-  Suite *s = suite_create("nccl ranks");
-  TCase *tc = suite_case(s, "processes", 120);
-  tcase_add_loop_test(tc, every_call_matches_the_reference_at_1_to_4_ranks, 1, MAX_RANKS + 1);
-  tcase_add_test(tc, nonblocking_init_reports_in_progress_then_success);
-  tcase_add_test(tc, a_killed_peer_is_a_remote_error_or_timeout_not_a_hang);
-  return s;
+int main(void) {
+  return suite_main("nccl ranks",
+                    suite_loop_tests("processes", 120, 1, MAX_RANKS + 1,
+                                     every_call_matches_the_reference_at_1_to_4_ranks),
+                    suite_tests("processes", 120, nonblocking_init_reports_in_progress_then_success,
+                                a_killed_peer_is_a_remote_error_or_timeout_not_a_hang));
 }
-
-int main(void) { return suite_run(nccl_suite()); }

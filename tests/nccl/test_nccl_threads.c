@@ -133,14 +133,11 @@ START_TEST(init_all_refuses_bad_arguments) {
 }
 END_TEST
 
-static Suite *threads_suite(void) {
-  Suite *s = suite_create("nccl threads");
-  TCase *tc = suite_case(s, "one process", 120);
-  tcase_add_loop_test(tc, comm_init_all_makes_a_working_clique, 1, MAX_RANKS + 1);
-  tcase_add_loop_test(tc, grouped_inits_from_one_thread_complete_together, 1, MAX_RANKS + 1);
-  tcase_add_loop_test(tc, device_scalars_are_read_when_the_group_ends, 1, MAX_RANKS + 1);
-  tcase_add_test(tc, init_all_refuses_bad_arguments);
-  return s;
+int main(void) {
+  return suite_main(
+      "nccl threads",
+      suite_loop_tests("one process", 120, 1, MAX_RANKS + 1, comm_init_all_makes_a_working_clique,
+                       grouped_inits_from_one_thread_complete_together,
+                       device_scalars_are_read_when_the_group_ends),
+      suite_tests("one process", 120, init_all_refuses_bad_arguments));
 }
-
-int main(void) { return suite_run(threads_suite()); }

@@ -418,26 +418,6 @@ START_TEST(a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors) {
 }
 END_TEST
 
-static Suite *ib_suite(void) {
-  Suite *s = suite_create("rdma_ib");
-  TCase *tp = suite_case(s, "transport", 300);
-  tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 5);
-  tcase_add_test(tp, ring_receive_with_reduction_computes_operand_plus_incoming);
-  tcase_add_test(tp, sends_beyond_the_credit_window_wait_for_their_receives);
-  tcase_add_test(tp, length_mismatch_is_a_protocol_error_naming_the_peer);
-  tcase_add_test(tp, killed_peer_is_an_error_for_the_survivor_not_a_hang);
-  tcase_add_test(tp, wait_sleeps_on_the_completion_channel_and_wakes_on_arrival);
-  tcase_add_test(tp, bad_device_port_or_gid_settings_are_errors_naming_them);
-  TCase *zc = suite_case(s, "zcopy", 300);
-  tcase_add_test(zc, large_messages_sent_before_their_receives_arrive_zero_copy);
-  TCase *co = suite_case(s, "collectives", 300);
-  tcase_add_loop_test(co, every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks, 0, 4);
-  tcase_add_test(co, every_type_and_op_matches_the_reference_over_ib_on_3_ranks);
-  tcase_add_test(co, broadcast_from_every_root_over_ib);
-  tcase_add_test(co, a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors);
-  return s;
-}
-
 int main(void) {
   if (!rdma_have_port()) {
     printf(
@@ -446,5 +426,19 @@ int main(void) {
         coll_last_error());
     return 77;
   }
-  return suite_run(ib_suite());
+  return suite_main(
+      "rdma_ib",
+      suite_loop_tests("transport", 300, 0, 5, ring_of_2_to_5_ranks_delivers_every_size_intact),
+      suite_tests("transport", 300, ring_receive_with_reduction_computes_operand_plus_incoming,
+                  sends_beyond_the_credit_window_wait_for_their_receives,
+                  length_mismatch_is_a_protocol_error_naming_the_peer,
+                  killed_peer_is_an_error_for_the_survivor_not_a_hang,
+                  wait_sleeps_on_the_completion_channel_and_wakes_on_arrival,
+                  bad_device_port_or_gid_settings_are_errors_naming_them),
+      suite_tests("zcopy", 300, large_messages_sent_before_their_receives_arrive_zero_copy),
+      suite_loop_tests("collectives", 300, 0, 4,
+                       every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks),
+      suite_tests("collectives", 300, every_type_and_op_matches_the_reference_over_ib_on_3_ranks,
+                  broadcast_from_every_root_over_ib,
+                  a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors));
 }

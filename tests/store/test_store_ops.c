@@ -511,29 +511,24 @@ START_TEST(rank_processes_exchange_addresses_through_the_store) {
 }
 END_TEST
 
-static Suite *store_ops_suite(void) {
-  Suite *s = suite_create("store_ops");
-  TCase *tc = suite_case(s, "ops", 30);
-  tcase_add_test(tc, set_then_get_returns_the_same_bytes);
-  tcase_add_test(tc, large_values_travel_intact);
-  tcase_add_test(tc, get_waits_until_another_client_sets_the_key);
-  tcase_add_test(tc, get_of_a_missing_key_times_out_naming_the_key_and_the_store);
-  tcase_add_test(tc, add_counts_from_zero_and_returns_the_new_value);
-  tcase_add_test(tc, compare_set_swaps_only_when_the_expected_value_matches);
-  tcase_add_test(tc, wait_returns_once_every_key_exists);
-  tcase_add_test(tc, wait_answers_only_once_all_keys_exist_at_the_same_time);
-  tcase_add_test(tc, wait_times_out_naming_the_missing_key);
-  tcase_add_test(tc, delete_num_keys_and_check_report_the_table);
-  tcase_add_test(tc, wrong_or_missing_token_is_refused_with_a_clear_message);
-  tcase_add_test(tc, client_retries_until_a_late_server_starts);
-  tcase_add_test(tc, connecting_to_no_server_times_out_naming_the_address);
-  tcase_add_test(tc, limits_are_enforced_before_sending);
-  tcase_add_test(tc, a_stopped_server_turns_calls_into_errors_not_hangs);
-  tcase_add_test(tc, client_reconnects_when_the_server_comes_back_on_the_same_port);
-  tcase_add_test(tc, clients_beyond_max_clients_are_turned_away_and_time_out);
-  tcase_add_test(tc, stopping_the_server_fails_a_parked_get_at_once);
-  tcase_add_test(tc, rank_processes_exchange_addresses_through_the_store);
-  return s;
+int main(void) {
+  return suite_main(
+      "store_ops",
+      suite_tests("ops", 30, set_then_get_returns_the_same_bytes, large_values_travel_intact,
+                  get_waits_until_another_client_sets_the_key,
+                  get_of_a_missing_key_times_out_naming_the_key_and_the_store,
+                  add_counts_from_zero_and_returns_the_new_value,
+                  compare_set_swaps_only_when_the_expected_value_matches,
+                  wait_returns_once_every_key_exists,
+                  wait_answers_only_once_all_keys_exist_at_the_same_time,
+                  wait_times_out_naming_the_missing_key, delete_num_keys_and_check_report_the_table,
+                  wrong_or_missing_token_is_refused_with_a_clear_message,
+                  client_retries_until_a_late_server_starts,
+                  connecting_to_no_server_times_out_naming_the_address,
+                  limits_are_enforced_before_sending,
+                  a_stopped_server_turns_calls_into_errors_not_hangs,
+                  client_reconnects_when_the_server_comes_back_on_the_same_port,
+                  clients_beyond_max_clients_are_turned_away_and_time_out,
+                  stopping_the_server_fails_a_parked_get_at_once,
+                  rank_processes_exchange_addresses_through_the_store));
 }
-
-int main(void) { return suite_run(store_ops_suite()); }

@@ -226,14 +226,10 @@ START_TEST(parked_gets_time_out_on_the_server_at_their_own_deadlines) {
 }
 END_TEST
 
-static Suite *store_scale_suite(void) {
-  Suite *s = suite_create("store_scale");
-  TCase *tc = suite_case(s, "scale", 90);
-  tcase_add_test(tc, thousand_clients_increment_one_counter_exactly);
-  tcase_add_test(tc, thousand_parked_gets_are_answered_by_one_set);
-  tcase_add_test(tc, every_rank_waiting_for_every_rank_key_is_answered_quickly);
-  tcase_add_test(tc, parked_gets_time_out_on_the_server_at_their_own_deadlines);
-  return s;
+int main(void) {
+  return suite_main("store_scale",
+                    suite_tests("scale", 90, thousand_clients_increment_one_counter_exactly,
+                                thousand_parked_gets_are_answered_by_one_set,
+                                every_rank_waiting_for_every_rank_key_is_answered_quickly,
+                                parked_gets_time_out_on_the_server_at_their_own_deadlines));
 }
-
-int main(void) { return suite_run(store_scale_suite()); }

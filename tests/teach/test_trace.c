@@ -680,18 +680,15 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
 }
 END_TEST
 
-static Suite *trace_suite(void) {
-  Suite *s = suite_create("trace");
-  TCase *tc = suite_case(s, "real runs", 120);
-  tcase_add_loop_test(tc, a_real_run_records_the_simulators_step_table_for_every_algorithm, 0,
-                      NCASES);
-  tcase_add_test(tc, trace_files_are_trace_event_json_with_spans_for_every_rank);
-  tcase_add_test(tc, a_split_communicator_traces_into_files_of_its_own);
-  tcase_add_test(tc, trace_merge_measures_collective_time_inside_spans);
-  tcase_add_test(tc, without_coll_trace_nothing_is_written_and_spans_do_nothing);
-  tcase_add_test(tc, an_unwritable_trace_path_fails_init_with_its_name);
-  tcase_add_test(tc, a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans);
-  return s;
+int main(void) {
+  return suite_main(
+      "trace",
+      suite_loop_tests("real runs", 120, 0, NCASES,
+                       a_real_run_records_the_simulators_step_table_for_every_algorithm),
+      suite_tests("real runs", 120, trace_files_are_trace_event_json_with_spans_for_every_rank,
+                  a_split_communicator_traces_into_files_of_its_own,
+                  trace_merge_measures_collective_time_inside_spans,
+                  without_coll_trace_nothing_is_written_and_spans_do_nothing,
+                  an_unwritable_trace_path_fails_init_with_its_name,
+                  a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans));
 }
-
-int main(void) { return suite_run(trace_suite()); }

@@ -274,19 +274,15 @@ START_TEST(checkpoint_round_trips_and_detects_corruption) {
 }
 END_TEST
 
-static Suite *data_suite(void) {
-  Suite *s = suite_create("train_data");
-  TCase *sampler = suite_case(s, "sampler", 0);
-  tcase_add_test(sampler, sampler_shards_are_disjoint_equal_and_cover_the_data_set);
-  tcase_add_test(sampler, sampler_pads_by_wrapping_or_drops_the_remainder);
-  tcase_add_test(sampler, sampler_reshuffles_each_epoch_identically_on_every_rank);
-  TCase *files = suite_case(s, "files", 0);
-  tcase_add_checked_fixture(files, data_setup, data_teardown);
-  tcase_add_test(files, idx_reader_loads_plain_and_gzip_data_sets);
-  tcase_add_test(files, idx_reader_rejects_truncated_corrupt_and_mismatched_files);
-  tcase_add_test(files, dataset_load_rejects_count_mismatch_bad_labels_and_missing_files);
-  tcase_add_test(files, checkpoint_round_trips_and_detects_corruption);
-  return s;
+int main(void) {
+  return suite_main(
+      "train_data",
+      suite_tests("sampler", 0, sampler_shards_are_disjoint_equal_and_cover_the_data_set,
+                  sampler_pads_by_wrapping_or_drops_the_remainder,
+                  sampler_reshuffles_each_epoch_identically_on_every_rank),
+      suite_fixture_tests("files", 0, data_setup, data_teardown,
+                          idx_reader_loads_plain_and_gzip_data_sets,
+                          idx_reader_rejects_truncated_corrupt_and_mismatched_files,
+                          dataset_load_rejects_count_mismatch_bad_labels_and_missing_files,
+                          checkpoint_round_trips_and_detects_corruption));
 }
-
-int main(void) { return suite_run(data_suite()); }

@@ -335,19 +335,14 @@ START_TEST(buckets_hold_whole_layers_in_reverse_order) {
 }
 END_TEST
 
-static Suite *ddp_suite(void) {
-  Suite *s = suite_create("train_ddp");
-  TCase *tc = suite_case(s, "ddp", 0);
-  tcase_add_checked_fixture(tc, ddp_setup, ddp_teardown);
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, buckets_hold_whole_layers_in_reverse_order);
-  tcase_add_test(tc, four_ranks_of_16_match_one_rank_of_64_after_20_steps);
-  tcase_add_test(tc, evaluation_and_loss_on_four_shards_match_one_rank);
-  tcase_add_test(tc, two_ranks_accumulating_two_match_one_rank_of_64);
-  tcase_add_test(tc, resumed_single_rank_sgd_run_ends_with_the_same_parameters);
-  tcase_add_test(tc, resumed_two_rank_adam_run_ends_with_the_same_parameters);
-  tcase_add_test(tc, check_sync_fails_loudly_when_ranks_diverge);
-  return s;
+int main(void) {
+  return suite_main("train_ddp",
+                    suite_fixture_tests("ddp", 120, ddp_setup, ddp_teardown,
+                                        buckets_hold_whole_layers_in_reverse_order,
+                                        four_ranks_of_16_match_one_rank_of_64_after_20_steps,
+                                        evaluation_and_loss_on_four_shards_match_one_rank,
+                                        two_ranks_accumulating_two_match_one_rank_of_64,
+                                        resumed_single_rank_sgd_run_ends_with_the_same_parameters,
+                                        resumed_two_rank_adam_run_ends_with_the_same_parameters,
+                                        check_sync_fails_loudly_when_ranks_diverge));
 }
-
-int main(void) { return suite_run(ddp_suite()); }

@@ -397,24 +397,18 @@ START_TEST(cuda_device_fails_clearly_without_a_usable_gpu) {
 }
 END_TEST
 
-static Suite *layers_suite(void) {
-  Suite *s = suite_create("train_layers");
-  TCase *tc = suite_case(s, "layers", 0);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, linear_gradients_match_finite_differences);
-  tcase_add_test(tc, linear_backward_accumulates_when_asked);
-  tcase_add_test(tc, relu_gradient_matches_finite_differences);
-  tcase_add_test(tc, softmax_cross_entropy_gradient_matches_finite_differences);
-  tcase_add_test(tc, softmax_cross_entropy_is_stable_for_huge_logits);
-  tcase_add_test(tc, model_gradients_match_finite_differences_through_all_layers);
-  tcase_add_test(tc, model_announces_gradients_in_reverse_layer_order);
-  tcase_add_test(tc, same_seed_gives_same_initialisation_within_pytorch_bounds);
-  tcase_add_test(tc, sgd_with_momentum_and_weight_decay_follows_pytorch);
-  tcase_add_test(tc, adam_steps_follow_pytorch);
-  tcase_add_test(tc, optimizer_step_in_pieces_is_bit_identical_to_one_step);
-  tcase_add_test(tc, cosine_schedule_falls_from_lr_to_zero);
-  tcase_add_test(tc, cuda_device_fails_clearly_without_a_usable_gpu);
-  return s;
+int main(void) {
+  return suite_main(
+      "train_layers",
+      suite_fixture_tests(
+          "layers", 0, setup, teardown, linear_gradients_match_finite_differences,
+          linear_backward_accumulates_when_asked, relu_gradient_matches_finite_differences,
+          softmax_cross_entropy_gradient_matches_finite_differences,
+          softmax_cross_entropy_is_stable_for_huge_logits,
+          model_gradients_match_finite_differences_through_all_layers,
+          model_announces_gradients_in_reverse_layer_order,
+          same_seed_gives_same_initialisation_within_pytorch_bounds,
+          sgd_with_momentum_and_weight_decay_follows_pytorch, adam_steps_follow_pytorch,
+          optimizer_step_in_pieces_is_bit_identical_to_one_step,
+          cosine_schedule_falls_from_lr_to_zero, cuda_device_fails_clearly_without_a_usable_gpu));
 }
-
-int main(void) { return suite_run(layers_suite()); }

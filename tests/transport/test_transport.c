@@ -469,27 +469,27 @@ START_TEST(socket_ifname_selects_the_interface_or_names_the_bad_one) {
 }
 END_TEST
 
-static Suite *transport_suite(void) {
-  Suite *s = suite_create("transport");
-  TCase *tc = suite_case(s, "exchange", 120);
-  tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
-  tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
-  tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
-  tcase_add_loop_test(tc, hundreds_of_sends_posted_before_their_receives_all_arrive, 0, 2);
-  tcase_add_loop_test(tc, small_and_large_messages_in_a_row_arrive_in_order, 0, 2);
-  tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
-  tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
-  tcase_add_loop_test(tc, an_early_message_does_not_wake_the_wait_for_another_peer, 0, 2);
-  tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
-  tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
-  tcase_add_test(tc, different_hosts_default_to_tcp);
-  TCase *te = suite_case(s, "errors", 60);
-  tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0,
-                      2 * (int)NMISMATCH);
-  tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
-  tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
-  tcase_add_loop_test(te, socket_ifname_selects_the_interface_or_names_the_bad_one, 0, 2);
-  return s;
+int main(void) {
+  return suite_main(
+      "transport",
+      suite_loop_tests("exchange", 120, 0, 8, ring_of_2_to_5_ranks_delivers_every_size_intact,
+                       ring_receive_with_reduction_computes_operand_plus_incoming),
+      suite_loop_tests("exchange", 120, 0, 2, all_pairs_exchange_at_once,
+                       hundreds_of_sends_posted_before_their_receives_all_arrive,
+                       small_and_large_messages_in_a_row_arrive_in_order),
+      suite_tests("exchange", 120, shm_fifos_shrink_to_fit_the_inbox_budget),
+      suite_loop_tests("exchange", 120, 0, 2,
+                       wait_sleeps_while_idle_and_wakes_when_a_message_arrives,
+                       an_early_message_does_not_wake_the_wait_for_another_peer),
+      suite_loop_tests("exchange", 120, 0, 3,
+                       shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender),
+      suite_tests("exchange", 120, hosts_pick_shm_within_and_tcp_across_in_one_set,
+                  different_hosts_default_to_tcp),
+      suite_loop_tests("errors", 60, 0, 2 * (int)NMISMATCH,
+                       length_mismatch_is_a_protocol_error_naming_the_peer),
+      suite_loop_tests("errors", 60, 0, 2,
+                       killed_peer_is_reported_to_the_survivor_within_the_deadline),
+      suite_tests("errors", 60, forcing_shm_across_hosts_fails_with_a_message),
+      suite_loop_tests("errors", 60, 0, 2,
+                       socket_ifname_selects_the_interface_or_names_the_bad_one));
 }
-
-int main(void) { return suite_run(transport_suite()); }
