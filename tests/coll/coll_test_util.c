@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "elements.h"
 #include "mem/memops.h"
 
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
@@ -145,43 +146,6 @@ static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint
   }
 }
 
-static void store_float(void *buf, size_t i, coll_dtype_t dt, double v) {
-  switch (dt) {
-    case COLL_FLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_half((float)v);
-      break;
-    case COLL_BFLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v);
-      break;
-    case COLL_FLOAT32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
-      break;
-    default:
-      ((double *)buf)[i] = v;
-      break;
-  }
-}
-
-static double load_float(const void *buf, size_t i, coll_dtype_t dt) {
-  switch (dt) {
-    case COLL_FLOAT16:
-      return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16:
-      return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)buf)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
-    default:
-      return ((const double *)buf)[i];
-  }
-}
-
 /* Integers are stored and compared as their low esz bytes (two's complement). */
 static void store_int(void *buf, size_t i, size_t esz, uint64_t v) {
   memcpy((char *)buf + i * esz, &v, esz); /* little-endian: the low bytes */
@@ -197,7 +161,7 @@ void ct_fill(void *buf, size_t count, coll_dtype_t dt, coll_op_t op, int rank, u
   size_t esz = coll_dtype_size(dt);
   for (size_t i = 0; i < count; i++) {
     if (is_float(dt))
-      store_float(buf, i, dt, float_value(dt, op, rank, i, salt));
+      elem_put(buf, i, dt, float_value(dt, op, rank, i, salt));
     else
       store_int(buf, i, esz, (uint64_t)int_value(dt, op, rank, i, salt));
   }
@@ -292,7 +256,7 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_
       }
       if (op == COLL_AVG) want /= nranks;
       if (op == COLL_PROD) scale = 1 + fabs(want);
-      got = load_float(out, i, dt);
+      got = elem_get(out, i, dt);
       tol = (op == COLL_MIN || op == COLL_MAX) ? 0 : 4.0 * nranks * unit_roundoff(dt) * (scale + 1);
       ok = fabs(got - want) <= tol;
       if (is_fp8(dt)) { /* exact: the bits of the one possible result (see fp8_value) */

@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "core/comm.h"
+#include "elements.h"
 #include "mem/half_inline.h"
 #include "mem/memops.h"
 #include "multiproc.h"
@@ -36,72 +37,6 @@ static double value(coll_dtype_t dt, int rank, size_t i, int salt) {
   int v = (int)((rank * 7 + i * 3 + (size_t)salt) % 7);
   if (is_fp8(dt)) return v % 3 - 1;
   return is_unsigned(dt) ? v : v - 3;
-}
-
-static void put(void *buf, coll_dtype_t dt, size_t i, double v) {
-  switch (dt) {
-    case COLL_INT8:
-      ((int8_t *)buf)[i] = (int8_t)v;
-      break;
-    case COLL_UINT8:
-      ((uint8_t *)buf)[i] = (uint8_t)v;
-      break;
-    case COLL_INT32:
-      ((int32_t *)buf)[i] = (int32_t)v;
-      break;
-    case COLL_UINT32:
-      ((uint32_t *)buf)[i] = (uint32_t)v;
-      break;
-    case COLL_INT64:
-      ((int64_t *)buf)[i] = (int64_t)v;
-      break;
-    case COLL_UINT64:
-      ((uint64_t *)buf)[i] = (uint64_t)v;
-      break;
-    case COLL_FLOAT16:
-      ((uint16_t *)buf)[i] = float_to_half_inline((float)v);
-      break;
-    case COLL_BFLOAT16:
-      ((uint16_t *)buf)[i] = float_to_bf16_inline((float)v);
-      break;
-    case COLL_FLOAT32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
-      break;
-    default:
-      ((double *)buf)[i] = v;
-  }
-}
-
-static double get(const void *buf, coll_dtype_t dt, size_t i) {
-  switch (dt) {
-    case COLL_INT8:
-      return ((const int8_t *)buf)[i];
-    case COLL_UINT8:
-      return ((const uint8_t *)buf)[i];
-    case COLL_INT32:
-      return ((const int32_t *)buf)[i];
-    case COLL_UINT32:
-      return ((const uint32_t *)buf)[i];
-    case COLL_INT64:
-      return (double)((const int64_t *)buf)[i];
-    case COLL_UINT64:
-      return (double)((const uint64_t *)buf)[i];
-    case COLL_FLOAT16:
-      return half_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16:
-      return bf16_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)buf)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
-    default:
-      return ((const double *)buf)[i];
-  }
 }
 
 /* The op used with dt: products only where 7^8 fits exactly, averages only for floats. */
@@ -136,7 +71,7 @@ static bool close_to(coll_dtype_t dt, double got, double want) {
 
 static int check(const char *what, int rank, const void *buf, coll_dtype_t dt, size_t i,
                  double want) {
-  double got = get(buf, dt, i);
+  double got = elem_get(buf, i, dt);
   if (close_to(dt, got, want)) return 0;
   fprintf(stderr, "rank %d: %s %s: element %zu is %g, want %g\n", rank, what, coll_dtype_name(dt),
           i, got, want);
@@ -160,7 +95,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   coll_status_t st;
   /* reduce to a rotating root, in-place on odd turns */
   int root = turn % n;
-  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < count; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   bool inplace = turn % 2 == 1;
   if (async) {
     st = coll_reduce_async(in, inplace ? in : out, count, dt, op, root, comm, &req);
@@ -172,7 +107,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   for (size_t i = 0; i < count && !bad && rank == root; i++)
     bad += check("reduce", rank, inplace ? in : out, dt, i, reduce_ref(dt, op, n, i, salt));
   /* all_gather, NCCL-style in-place on odd turns */
-  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < count; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   const void *src = in;
   if (inplace) {
     memcpy(out + (size_t)rank * count * esz, in, count * esz);
@@ -190,7 +125,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   for (size_t i = 0; i < big && !bad; i++)
     bad += check("all_gather", rank, out, dt, i, value(dt, (int)(i / count), i % count, salt));
   /* reduce_scatter */
-  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < big; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   void *dst = inplace ? in + (size_t)rank * count * esz : out;
   if (!bad) {
     st = async ? coll_reduce_scatter_async(in, dst, count, dt, op, comm, &req)
@@ -202,7 +137,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
     bad += check("reduce_scatter", rank, dst, dt, i,
                  reduce_ref(dt, op, n, (size_t)rank * count + i, salt));
   /* all_to_all: element j of block p sent by rank r is value(r, p * count + j) */
-  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < big; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   if (!bad) {
     st = async ? coll_all_to_all_async(in, out, count, dt, comm, &req)
                : coll_all_to_all(in, out, count, dt, comm);

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "core/comm.h"
+#include "elements.h"
 #include "mem/memops.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
@@ -31,32 +32,6 @@ static double scalar_of(coll_dtype_t dt, int r) {
   return is_float(dt) ? (r + 1) / 2.0 : (double)(r + 2);
 }
 
-static void put(void *buf, size_t i, coll_dtype_t dt, double v) {
-  char *p = (char *)buf + i * coll_dtype_size(dt);
-  int64_t iv = (int64_t)v;
-  uint16_t h;
-  float f;
-  switch (dt) {
-    case COLL_FLOAT16:
-      h = mem_float_to_half((float)v);
-      memcpy(p, &h, 2);
-      break;
-    case COLL_BFLOAT16:
-      h = mem_float_to_bf16((float)v);
-      memcpy(p, &h, 2);
-      break;
-    case COLL_FLOAT32:
-      f = (float)v;
-      memcpy(p, &f, 4);
-      break;
-    case COLL_FLOAT64:
-      memcpy(p, &v, 8);
-      break;
-    default:
-      memcpy(p, &iv, coll_dtype_size(dt)); /* little-endian: the low bytes, wrapped */
-  }
-}
-
 /* Element i as the type's bits (integers: the low bytes, as put wrote them). */
 static uint64_t bits_at(const void *buf, size_t i, coll_dtype_t dt) {
   uint64_t b = 0;
@@ -70,7 +45,7 @@ static uint64_t want_bits(coll_dtype_t dt, int nranks, size_t i, uint32_t salt) 
   if (is_float(dt)) {
     double acc = 0;
     for (int r = 0; r < nranks; r++) acc += value_of(r, i, salt) * scalar_of(dt, r);
-    put(tmp, 0, dt, acc);
+    elem_put(tmp, 0, dt, acc);
   } else {
     uint64_t acc = 0;
     for (int r = 0; r < nranks; r++)
@@ -81,14 +56,14 @@ static uint64_t want_bits(coll_dtype_t dt, int nranks, size_t i, uint32_t salt) 
 }
 
 static void fill(void *buf, size_t n, coll_dtype_t dt, int rank, uint32_t salt) {
-  for (size_t i = 0; i < n; i++) put(buf, i, dt, value_of(rank, i, salt));
+  for (size_t i = 0; i < n; i++) elem_put(buf, i, dt, value_of(rank, i, salt));
 }
 
 /* Whether buf still holds what fill wrote. */
 static bool input_intact(const void *buf, size_t n, coll_dtype_t dt, int rank, uint32_t salt) {
   for (size_t i = 0; i < n; i++) {
     char one[8] = {0};
-    put(one, 0, dt, value_of(rank, i, salt));
+    elem_put(one, 0, dt, value_of(rank, i, salt));
     if (bits_at(buf, i, dt) != bits_at(one, 0, dt)) return false;
   }
   return true;
@@ -118,7 +93,7 @@ static int report(coll_status_t st, int rank, const char *what) {
 /* This rank's premul_sum op for dt. */
 static int make_op(coll_comm_t *comm, coll_dtype_t dt, int rank, coll_op_t *op) {
   char s[8];
-  put(s, 0, dt, scalar_of(dt, rank));
+  elem_put(s, 0, dt, scalar_of(dt, rank));
   return report(coll_op_create_premul_sum(comm, s, dt, op), rank, "create_premul_sum");
 }
 

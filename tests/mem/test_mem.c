@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elements.h"
 #include "mem/memops.h"
 #include "suite_run.h"
 
@@ -65,51 +66,6 @@ static double ref_float(double x, double y, coll_op_t op) {
   }
 }
 
-/* Element i of a buffer as (unsigned bits, signed value) or as a double. */
-static void load_int(const void *p, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
-  switch (t) {
-    case COLL_INT8:
-      *s = ((const int8_t *)p)[i];
-      break;
-    case COLL_UINT8:
-      *s = ((const uint8_t *)p)[i];
-      break;
-    case COLL_INT32:
-      *s = ((const int32_t *)p)[i];
-      break;
-    case COLL_UINT32:
-      *s = ((const uint32_t *)p)[i];
-      break;
-    case COLL_INT64:
-      *s = ((const int64_t *)p)[i];
-      break;
-    case COLL_UINT64:
-      *s = (int64_t)((const uint64_t *)p)[i];
-      break;
-    default:
-      *s = 0;
-  }
-  *u = (uint64_t)*s;
-}
-
-static double load_float(const void *p, size_t i, coll_dtype_t t) {
-  switch (t) {
-    case COLL_FLOAT16:
-      return mem_half_to_float(((const uint16_t *)p)[i]);
-    case COLL_BFLOAT16:
-      return mem_bf16_to_float(((const uint16_t *)p)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)p)[i];
-    case COLL_FLOAT64:
-      return ((const double *)p)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)p)[i], t);
-    default:
-      return 0;
-  }
-}
-
 static int is_float(coll_dtype_t t) { return t >= COLL_FLOAT16; }
 
 static int is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
@@ -124,36 +80,14 @@ static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, col
   if (!is_float(t)) {
     uint64_t ux, uy;
     int64_t sx, sy;
-    load_int(a, i, t, &ux, &sx);
-    load_int(b, i, t, &uy, &sy);
+    elem_get_int(a, i, t, &ux, &sx);
+    elem_get_int(b, i, t, &uy, &sy);
     uint64_t r = ref_int(ux, uy, sx, sy, t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64, op);
     memcpy(out, &r, dtype_sizes[t]); /* little-endian: the low bytes */
     return;
   }
-  double r = ref_float(load_float(a, i, t), load_float(b, i, t), op);
-  uint16_t h;
-  float f;
-  switch (t) {
-    case COLL_FLOAT16:
-      h = mem_float_to_half((float)r);
-      memcpy(out, &h, 2);
-      break;
-    case COLL_BFLOAT16:
-      h = mem_float_to_bf16((float)r);
-      memcpy(out, &h, 2);
-      break;
-    case COLL_FLOAT32:
-      f = (float)r;
-      memcpy(out, &f, 4);
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      *(uint8_t *)out = mem_double_to_fp8(r, t);
-      break;
-    default:
-      memcpy(out, &r, 8);
-      break;
-  }
+  double r = ref_float(elem_get(a, i, t), elem_get(b, i, t), op);
+  elem_put(out, 0, t, r);
 }
 
 /* Fill with values that exercise each type: small and large integers, negative numbers,
@@ -166,27 +100,12 @@ static void fill(void *p, size_t n, coll_dtype_t t, uint64_t seed) {
     if (i % 97 == 5) v = INFINITY;
     if (i % 89 == 7) v = -0.0;
     if (i % 83 == 3) v = NAN;
-    switch (t) {
-      case COLL_FLOAT16:
-        ((uint16_t *)p)[i] = mem_float_to_half((float)v);
-        break;
-      case COLL_BFLOAT16:
-        ((uint16_t *)p)[i] = mem_float_to_bf16((float)v);
-        break;
-      case COLL_FLOAT32:
-        ((float *)p)[i] = (float)v;
-        break;
-      case COLL_FLOAT64:
-        ((double *)p)[i] = v;
-        break;
-      case COLL_FLOAT8E4M3:
-      case COLL_FLOAT8E5M2: /* +-100 in e4m3 (max 448) often sums beyond it: saturation */
-        ((uint8_t *)p)[i] = mem_double_to_fp8(v * (i % 5 == 1 ? 4.0 : 1.0), t);
-        break;
-      default:
-        memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
-        break;
-    }
+    /* fp8: +-100 in e4m3 (max 448) often sums beyond it: saturation. */
+    if (t == COLL_FLOAT8E4M3 || t == COLL_FLOAT8E5M2) v *= i % 5 == 1 ? 4.0 : 1.0;
+    if (is_float(t))
+      elem_put(p, i, t, v);
+    else
+      memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
   }
 }
 
@@ -195,7 +114,7 @@ static int same_element(const void *got, const void *want, coll_dtype_t t) {
   size_t sz = dtype_sizes[t];
   if (memcmp(got, want, sz) == 0) return 1;
   if (!is_float(t)) return 0;
-  return isnan(load_float(got, 0, t)) && isnan(load_float(want, 0, t));
+  return isnan(elem_get(got, 0, t)) && isnan(elem_get(want, 0, t));
 }
 
 static const size_t lengths[] = {0, 1, 3, 16, 17, 255, 256, 257, 1000, 4099};
