@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "elements.h"
+#include "launcher_env.h"
 #include "mem/memops.h"
 
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
@@ -38,29 +39,7 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   return 0;
 }
 
-void ct_clean_env(void) {
-  static const char *const vars[] = {
-      "RANK",
-      "WORLD_SIZE",
-      "LOCAL_RANK",
-      "SLURM_PROCID",
-      "SLURM_NTASKS",
-      "SLURM_LOCALID",
-      "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_LOCAL_RANK",
-      "MASTER_ADDR",
-      "MASTER_PORT",
-      "COLL_STORE_HOSTED",
-      "COLL_JOB_TOKEN",
-      "COLL_ALGO",
-      "COLL_TRANSPORT",
-      "COLL_TIMEOUT_MS",
-      "COLL_CHUNK_SIZE",
-      "COLL_HOST_ID",
-  };
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
-}
+void ct_clean_env(void) { launcher_env_clear(); }
 
 static bool is_fp8(coll_dtype_t dt) { return dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2; }
 static bool is_float(coll_dtype_t dt) {

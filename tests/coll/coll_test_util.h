@@ -30,7 +30,8 @@ typedef struct {
 /* Clear launcher/COLL_* variables inherited from the test's environment, set the job's,
  * and create the communicator. Prints the error and returns non-zero on failure. */
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm);
-/* Unset every launcher and COLL_* variable the library reads. */
+/* Unset every launcher variable and COLL_* job setting the library reads
+ * (launcher_env_clear). */
 void ct_clean_env(void);
 
 /* Whether op takes dtype (the bitwise ops: integer types only); loops over every
