@@ -315,3 +315,30 @@ int ct_ok(int rank, const char *what, coll_status_t st) {
   fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
   return 1;
 }
+
+int ct_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
+                  coll_op_t op, int in_place, uint32_t salt, const char *tag) {
+  size_t esz = coll_dtype_size(dt);
+  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
+  char what[200];
+  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s %s", rank, tag,
+           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt), coll_op_name(op));
+  int rc = 1;
+  if (in == NULL || out == NULL) goto out;
+  ct_fill(in, count, dt, op, rank, salt);
+  memset(out, 0xA5, count * esz);
+  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
+                              : coll_all_reduce(in, out, count, dt, op, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
+    goto out;
+  }
+  const char *res = in_place ? in : out;
+  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
+  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
+  rc = 0;
+out:
+  free(in);
+  free(out);
+  return rc;
+}

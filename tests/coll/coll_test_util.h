@@ -48,6 +48,11 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dtype, co
 /* Number of elements of buf that differ from root's ct_fill(..., COLL_SUM, root, salt). */
 size_t ct_check_broadcast(const void *buf, size_t count, coll_dtype_t dtype, int root,
                           uint32_t salt, const char *what);
+/* One all-reduce of count elements of ct_fill input (in place or not), checked against
+ * the reference and agreed bit for bit by every rank: 0, or 1 after printing what failed
+ * (tag names the case). */
+int ct_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
+                  coll_op_t op, int in_place, uint32_t salt, const char *tag);
 /* Bytes every rank can recompute: message `seed` (point-to-point tests). */
 void ct_fill_bytes(unsigned char *b, size_t n, unsigned seed);
 /* 0 when b holds ct_fill_bytes(n, seed); else prints the first bad byte and returns 1. */

@@ -22,35 +22,6 @@ typedef struct {
   coll_algo_t algo; /* AUTO: loop over all algorithms */
 } case_t;
 
-/* One all-reduce of `count` elements, checked; 0 on success. */
-static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
-                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
-  size_t esz = coll_dtype_size(dt);
-  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
-  char what[160];
-  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank, tag,
-           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt));
-  int rc = 1;
-  if (in == NULL || out == NULL) goto out;
-  ct_fill(in, count, dt, op, rank, salt);
-  memset(out, 0xA5, count * esz);
-  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
-                              : coll_all_reduce(in, out, count, dt, op, comm);
-  if (st != COLL_OK) {
-    fprintf(stderr, "%s %s: %s: %s\n", what, coll_op_name(op), coll_status_name(st),
-            coll_last_error());
-    goto out;
-  }
-  const char *res = in_place ? in : out;
-  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
-  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
-  rc = 0;
-out:
-  free(in);
-  free(out);
-  return rc;
-}
-
 static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
   const case_t *c = arg;
   coll_comm_t *comm;
@@ -64,11 +35,11 @@ static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int in_place = 0; in_place < 2; in_place++)
           if (ct_op_applies((coll_dtype_t)dt, (coll_op_t)op))
-            fails += one_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt,
-                                    (coll_op_t)op, in_place, salt++, "types x ops");
+            fails += ct_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt, (coll_op_t)op,
+                                   in_place, salt++, "types x ops");
   /* The big count once per type family, sum only. */
-  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
-  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
+  fails += ct_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
+  fails += ct_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
@@ -94,11 +65,11 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
       for (int in_place = 0; in_place < 2; in_place++) {
         /* 8 ranks on 2 cores: the big count out-of-place only, to keep the suite fast. */
         if (counts[k] == BIG && in_place && nranks > 5) continue;
-        fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, in_place,
-                                (uint32_t)(k * 2 + (size_t)in_place), tag);
+        fails += ct_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, in_place,
+                               (uint32_t)(k * 2 + (size_t)in_place), tag);
       }
-    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
-    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
@@ -116,8 +87,8 @@ static int rank_small_segments(int rank, int nranks, void *arg) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s with 4 KiB segments", coll_algo_name(algos[a]));
     if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
-    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 0, 5, tag);
-    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 1, 6, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 0, 5, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 1, 6, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;

@@ -12,11 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu_devices.h"
 #include "multiproc.h"
 #include "nccl.h"
 #include "nccl_check.h"
 
-enum { COUNT = 100003, SKIP = 77 };
+enum { COUNT = 100003 };
 
 #define CUDA_OK(call) CHECK((e_ = (call)) == cudaSuccess, "%s", cudaGetErrorString(e_))
 
@@ -106,25 +107,11 @@ static int rank_main(int rank, int n, void *arg) {
   return 0;
 }
 
-/* Counted in a child: a forked rank cannot use a CUDA context of its parent. */
-static int device_count(void) {
-  pid_t pid = fork();
-  if (pid < 0) return 0;
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
 int main(int argc, char **argv) {
-  args_t a = {.ndev = device_count()};
+  args_t a = {.ndev = gpu_device_count()};
   if (a.ndev == 0) {
     printf("skipped: no CUDA device\n");
-    return SKIP;
+    return GPU_SKIP;
   }
   int n = argc > 1 ? atoi(argv[1]) : 2;
   if (n < 1 || pipe(a.fds) != 0) return 1;

@@ -266,33 +266,6 @@ typedef struct {
   int victim;
 } coll_arg_t;
 
-static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
-                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
-  size_t esz = coll_dtype_size(dt);
-  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
-  char what[200];
-  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s %s", rank, tag,
-           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt), coll_op_name(op));
-  int rc = 1;
-  if (in == NULL || out == NULL) goto out;
-  ct_fill(in, count, dt, op, rank, salt);
-  memset(out, 0xA5, count * esz);
-  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
-                              : coll_all_reduce(in, out, count, dt, op, comm);
-  if (st != COLL_OK) {
-    fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
-    goto out;
-  }
-  const char *res = in_place ? in : out;
-  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
-  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
-  rc = 0;
-out:
-  free(in);
-  free(out);
-  return rc;
-}
-
 static int algorithms_rank(int rank, int nranks, void *arg) {
   const coll_arg_t *c = arg;
   coll_comm_t *comm;
@@ -304,11 +277,11 @@ static int algorithms_rank(int rank, int nranks, void *arg) {
     snprintf(tag, sizeof tag, "%s over ib", coll_algo_name(algos[a]));
     if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-      fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, (int)(k % 2),
-                              (uint32_t)k, tag);
-    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
-    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
-    fails += one_all_reduce(comm, rank, nranks, 4099, COLL_BFLOAT16, COLL_MAX, 0, 9, tag);
+      fails += ct_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, (int)(k % 2),
+                             (uint32_t)k, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 4099, COLL_BFLOAT16, COLL_MAX, 0, 9, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
@@ -331,8 +304,8 @@ static int types_rank(int rank, int nranks, void *arg) {
   for (int dt = 0; dt < COLL_DTYPE_COUNT && fails == 0; dt++)
     for (int op = 0; op < COLL_OP_COUNT && fails == 0; op++)
       if (ct_op_applies((coll_dtype_t)dt, (coll_op_t)op))
-        fails += one_all_reduce(comm, rank, nranks, (size_t)(dt * 97 + op * 13 + 1),
-                                (coll_dtype_t)dt, (coll_op_t)op, op % 2, salt++, "types x ops");
+        fails += ct_all_reduce(comm, rank, nranks, (size_t)(dt * 97 + op * 13 + 1),
+                               (coll_dtype_t)dt, (coll_op_t)op, op % 2, salt++, "types x ops");
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
