@@ -17,6 +17,7 @@
 #include "elements.h"
 #include "launcher_env.h"
 #include "mem/memops.h"
+#include "multiproc.h"
 
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   ct_clean_env();
@@ -37,6 +38,36 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
     return 1;
   }
   return 0;
+}
+
+typedef struct {
+  const ct_job_t *job;
+  ct_body_fn body;
+  ct_body_arg_fn body_arg;
+  void *arg;
+} run_t;
+
+static int run_rank(int rank, int nranks, void *p) {
+  const run_t *r = p;
+  coll_comm_t *comm;
+  if (ct_init(r->job, rank, nranks, &comm) != 0) return 1;
+  return r->body != NULL ? r->body(comm, rank, nranks) : r->body_arg(comm, rank, nranks, r->arg);
+}
+
+static int run_job(int n, int timeout_ms, const ct_job_t *job, run_t *r) {
+  ct_job_t fresh = {.port = job == NULL ? mp_free_port() : 0};
+  r->job = job != NULL ? job : &fresh;
+  return mp_run(n, timeout_ms, run_rank, r);
+}
+
+int ct_run(int n, int timeout_ms, const ct_job_t *job, ct_body_fn body) {
+  run_t r = {.body = body};
+  return run_job(n, timeout_ms, job, &r);
+}
+
+int ct_run_arg(int n, int timeout_ms, const ct_job_t *job, ct_body_arg_fn body, void *arg) {
+  run_t r = {.body_arg = body, .arg = arg};
+  return run_job(n, timeout_ms, job, &r);
 }
 
 void ct_clean_env(void) { launcher_env_clear(); }

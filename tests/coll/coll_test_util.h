@@ -30,6 +30,19 @@ typedef struct {
 /* Clear launcher/COLL_* variables inherited from the test's environment, set the job's,
  * and create the communicator. Prints the error and returns non-zero on failure. */
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm);
+/* The body of a rank on the communicator ct_run made for it from the job: 0, or 1 after
+ * printing what failed. The communicator is the body's to destroy (or abort) as its
+ * checks need. */
+typedef int (*ct_body_fn)(coll_comm_t *comm, int rank, int nranks);
+typedef int (*ct_body_arg_fn)(coll_comm_t *comm, int rank, int nranks, void *arg);
+
+/* mp_run of n ranks, each starting with ct_init(job) (NULL: a job of its own with the
+ * defaults and a fresh port) and running body on the communicator; returns mp_run's count
+ * of failed ranks (a rank whose init failed is one). */
+int ct_run(int n, int timeout_ms, const ct_job_t *job, ct_body_fn body);
+/* The same with arg passed to the body. */
+int ct_run_arg(int n, int timeout_ms, const ct_job_t *job, ct_body_arg_fn body, void *arg);
+
 /* Unset every launcher variable and COLL_* job setting the library reads
  * (launcher_env_clear). */
 void ct_clean_env(void);

@@ -22,10 +22,8 @@ typedef struct {
   coll_algo_t algo; /* AUTO: loop over all algorithms */
 } case_t;
 
-static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
+static int rank_all_types_and_ops(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   int fails = 0;
   if (coll_comm_set_algo(comm, c->algo) != COLL_OK) fails++;
   static const size_t counts[] = {0, 1, 7, 1023, 4099};
@@ -46,14 +44,12 @@ static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
 
 START_TEST(all_types_and_ops_match_the_reference_on_4_ranks) {
   case_t c = {.job = {.port = mp_free_port()}, .algo = COLL_ALGO_RING};
-  ck_assert_int_eq(mp_run(4, 90000, rank_all_types_and_ops, &c), 0);
+  ck_assert_int_eq(ct_run_arg(4, 90000, &c.job, rank_all_types_and_ops, &c), 0);
 }
 END_TEST
 
-static int rank_algorithms(int rank, int nranks, void *arg) {
+static int rank_algorithms(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, BIG};
   for (int a = 0; a < NALGOS; a++) {
@@ -78,10 +74,7 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
 /* Small segments give steps with hundreds of ops (hd: all sends to a partner, then all
  * receives from it) and schedules with thousands: the window must never hold back an op
  * of the oldest step. */
-static int rank_small_segments(int rank, int nranks, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int rank_small_segments(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   for (int a = 0; a < NALGOS; a++) {
     char tag[64];
@@ -96,7 +89,7 @@ static int rank_small_segments(int rank, int nranks, void *arg) {
 
 START_TEST(steps_with_hundreds_of_segments_complete) {
   case_t c = {.job = {.port = mp_free_port(), .chunk = "4096"}};
-  ck_assert_int_eq(mp_run(4, 100000, rank_small_segments, &c), 0);
+  ck_assert_int_eq(ct_run(4, 100000, &c.job, rank_small_segments), 0);
 }
 END_TEST
 
@@ -107,15 +100,12 @@ enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
 START_TEST(every_algorithm_matches_the_reference_for_every_transport_and_rank_count) {
   case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NRANK_COUNTS) ? "tcp" : "shm"}};
   int n = rank_counts[_i % NRANK_COUNTS];
-  ck_assert_msg(mp_run(n, 100000, rank_algorithms, &c) == 0, "%d ranks over %s failed", n,
-                c.job.transport);
+  ck_assert_msg(ct_run_arg(n, 100000, &c.job, rank_algorithms, &c) == 0, "%d ranks over %s failed",
+                n, c.job.transport);
 }
 END_TEST
 
-static int rank_broadcasts(int rank, int nranks, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int rank_broadcasts(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, 65539};
   char *buf = malloc((size_t)BIG * 4);
@@ -160,7 +150,7 @@ enum { NBCAST = sizeof bcast_rank_counts / sizeof bcast_rank_counts[0] };
 START_TEST(broadcast_from_every_root_reaches_every_rank) {
   case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NBCAST) ? "tcp" : "shm"}};
   int n = bcast_rank_counts[_i % NBCAST];
-  ck_assert_msg(mp_run(n, 100000, rank_broadcasts, &c) == 0, "%d ranks over %s failed", n,
+  ck_assert_msg(ct_run(n, 100000, &c.job, rank_broadcasts) == 0, "%d ranks over %s failed", n,
                 c.job.transport);
 }
 END_TEST

@@ -203,10 +203,7 @@ static void drive_until_ended(state_t *s, int target) {
   }
 }
 
-static int rank_stress(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_stress(coll_comm_t *comm, int rank, int nranks) {
   state_t s = {.comm = comm, .rank = rank, .nranks = nranks, .iters = ITERS};
   pthread_mutex_init(&s.mu, NULL);
   pthread_mutex_init(&s.drive, NULL);
@@ -252,7 +249,7 @@ static void run_with(int nranks, const char *transport, const char *grace_us, co
   else
     unsetenv("COLL_SMALL_BYTES");
   ct_job_t job = {.port = mp_free_port(), .transport = transport};
-  ck_assert_int_eq(mp_run(nranks, 120000, rank_stress, &job), 0);
+  ck_assert_int_eq(ct_run(nranks, 120000, &job, rank_stress), 0);
 }
 
 START_TEST(small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks) {

@@ -102,10 +102,7 @@ static int all_reduces(coll_comm_t *comm, int rank, int nranks, void *in, void *
 
 /* Schedules: each all-reduce algorithm, then reduce (every root, non-roots passing NULL or
  * an untouched buffer) and reduce_scatter (in place and not). */
-static int rank_schedules(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_schedules(coll_comm_t *comm, int rank, int nranks) {
   size_t maxb = (size_t)nranks * MAX_COUNT * 8;
   char *in = malloc(maxb), *out = malloc(maxb);
   int bad = in == NULL || out == NULL;
@@ -155,8 +152,7 @@ static int rank_schedules(int rank, int nranks, void *arg) {
 }
 
 START_TEST(bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2 + _i, 240000, rank_schedules, &job), 0);
+  ck_assert_int_eq(ct_run(2 + _i, 240000, NULL, rank_schedules), 0);
 }
 END_TEST
 
@@ -245,10 +241,7 @@ static int expect_refusal(coll_status_t st, int rank, const char *call, coll_op_
 
 /* Every reducing call form with every float type and bitwise op is refused alike on
  * every rank (before any message is sent), and the communicator keeps working. */
-static int rank_refusals(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_refusals(coll_comm_t *comm, int rank, int nranks) {
   static const coll_dtype_t floats[] = {COLL_FLOAT16, COLL_BFLOAT16,   COLL_FLOAT32,
                                         COLL_FLOAT64, COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
   double in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
@@ -287,8 +280,7 @@ static int rank_refusals(int rank, int nranks, void *arg) {
 }
 
 START_TEST(bitwise_ops_on_float_types_are_refused_by_every_reducing_call) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 60000, rank_refusals, &job), 0);
+  ck_assert_int_eq(ct_run(2, 60000, NULL, rank_refusals), 0);
 }
 END_TEST
 

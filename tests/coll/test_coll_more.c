@@ -201,10 +201,7 @@ static int group_exchange(coll_comm_t *comm, int rank, int n, size_t count) {
   return bad;
 }
 
-static int rank_all(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_all(coll_comm_t *comm, int rank, int n) {
   int bad = 0, turn = 0; /* every rank takes the same turns */
   static const size_t counts[] = {0, 1, 37};
   for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++)
@@ -228,14 +225,14 @@ static const int tcp_sizes[] = {2, 3, 5};
 START_TEST(every_collective_over_shm_matches_the_reference) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(shm_sizes[_i], 60000, rank_all, &c), 0);
+  ck_assert_int_eq(ct_run(shm_sizes[_i], 60000, &c.job, rank_all), 0);
 }
 END_TEST
 
 START_TEST(every_collective_over_tcp_matches_the_reference) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(tcp_sizes[_i], 60000, rank_all, &c), 0);
+  ck_assert_int_eq(ct_run(tcp_sizes[_i], 60000, &c.job, rank_all), 0);
 }
 END_TEST
 
@@ -398,10 +395,7 @@ static int expect_invalid(const char *what, coll_status_t st) {
   return 1;
 }
 
-static int rank_bad_args(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_bad_args(coll_comm_t *comm, int rank, int n) {
   int bad = 0;
   float x[64] = {0};
   coll_request_t *req = (coll_request_t *)&x; /* must be reset to NULL on failure */
@@ -455,7 +449,7 @@ static int rank_bad_args(int rank, int n, void *arg) {
 
 START_TEST(bad_arguments_to_the_new_calls_are_refused_with_a_message) {
   case_t c = {.job = {.port = mp_free_port(), .transport = "shm"}};
-  ck_assert_int_eq(mp_run(2, 30000, rank_bad_args, &c), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &c.job, rank_bad_args), 0);
 }
 END_TEST
 

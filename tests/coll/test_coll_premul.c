@@ -228,10 +228,7 @@ END_TEST
  * queued behind an all-reduce reads that all-reduce's output, and so does a premul_sum
  * recorded in a group after it. Then: the op destroyed right after an async call was
  * issued; the call still uses its scalar. */
-static int rank_order(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_order(coll_comm_t *comm, int rank, int nranks) {
   enum { N = 200000 };
   float *a = malloc(N * 4), *b = malloc(N * 4), *c = malloc(N * 4);
   int bad = a == NULL || b == NULL || c == NULL;
@@ -282,17 +279,13 @@ static int rank_order(int rank, int nranks, void *arg) {
 }
 
 START_TEST(premul_sum_reads_its_input_when_it_runs_and_survives_destroy) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_order, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_order), 0);
 }
 END_TEST
 
 /* Rank 0 makes its float32 op first and its int32 op second, the others the other way
  * round: the handles differ between ranks, the fingerprints ("premul_sum") do not. */
-static int rank_orders(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_orders(coll_comm_t *comm, int rank, int nranks) {
   coll_op_t fop, iop;
   int bad = rank == 0
                 ? make_op(comm, COLL_FLOAT32, rank, &fop) || make_op(comm, COLL_INT32, rank, &iop)
@@ -310,17 +303,14 @@ static int rank_orders(int rank, int nranks, void *arg) {
 }
 
 START_TEST(ops_made_in_different_orders_on_different_ranks_agree) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_orders, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_orders), 0);
 }
 END_TEST
 
 /* Rank 1 calls a plain sum where the others call premul_sum: every rank fails with
  * COLL_ERR_MISMATCH naming both. */
-static int rank_mismatch(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   coll_op_t op;
   float x[16] = {0};
   int bad = make_op(comm, COLL_FLOAT32, rank, &op);
@@ -336,8 +326,7 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
 }
 
 START_TEST(premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_mismatch, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_mismatch), 0);
 }
 END_TEST
 

@@ -42,9 +42,7 @@ static int check_sum(const float *x, int rank, int nranks) {
   return 0;
 }
 
-static int rank_send_beside_collective(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_send_beside_collective(coll_comm_t *comm, int rank, int nranks) {
   int bad = 0;
   unsigned char *small = malloc(SMALL), *large = malloc(LARGE);
   if (rank == 0) {
@@ -95,7 +93,7 @@ static int rank_send_beside_collective(int rank, int nranks, void *arg) {
 
 START_TEST(a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it) {
   ct_job_t job = {.port = mp_free_port(), .transport = transports[_i % 2], .timeout_ms = 20000};
-  ck_assert_int_eq(mp_run(2 + _i / 2, 60000, rank_send_beside_collective, &job), 0);
+  ck_assert_int_eq(ct_run(2 + _i / 2, 60000, &job, rank_send_beside_collective), 0);
 }
 END_TEST
 

@@ -266,10 +266,7 @@ typedef struct {
   int victim;
 } coll_arg_t;
 
-static int algorithms_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int algorithms_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, ODD};
   for (int a = 0; a < NALGOS; a++) {
@@ -291,14 +288,11 @@ static int algorithms_rank(int rank, int nranks, void *arg) {
 START_TEST(every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
   int n = 2 + _i;
-  ck_assert_msg(mp_run(n, 240000, algorithms_rank, &c) == 0, "%d ranks over ib failed", n);
+  ck_assert_msg(ct_run(n, 240000, &c.job, algorithms_rank) == 0, "%d ranks over ib failed", n);
 }
 END_TEST
 
-static int types_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int types_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   uint32_t salt = 1;
   for (int dt = 0; dt < COLL_DTYPE_COUNT && fails == 0; dt++)
@@ -312,14 +306,11 @@ static int types_rank(int rank, int nranks, void *arg) {
 
 START_TEST(every_type_and_op_matches_the_reference_over_ib_on_3_ranks) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
-  ck_assert_int_eq(mp_run(3, 240000, types_rank, &c), 0);
+  ck_assert_int_eq(ct_run(3, 240000, &c.job, types_rank), 0);
 }
 END_TEST
 
-static int broadcast_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int broadcast_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {1, 1023, ODD};
   float *buf = malloc(ODD * sizeof(float));
@@ -347,17 +338,16 @@ static int broadcast_rank(int rank, int nranks, void *arg) {
 
 START_TEST(broadcast_from_every_root_over_ib) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
-  ck_assert_int_eq(mp_run(3, 240000, broadcast_rank, &c), 0);
+  ck_assert_int_eq(ct_run(3, 240000, &c.job, broadcast_rank), 0);
 }
 END_TEST
 
 /* Rank 2 starts a large all-reduce and is SIGKILLed in the middle of it: the survivors
  * must return an error (a peer failed, or a timeout naming whom they wait for) within
  * the communicator's timeout, not hang. Rank 0 hosts the store, so the victim is not 0. */
-static int killed_allreduce_rank(int rank, int nranks, void *arg) {
+static int killed_allreduce_rank(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   size_t count = 4u << 20;
   float *buf = calloc(count, sizeof(float));
   if (buf == NULL) return 1;
@@ -386,7 +376,7 @@ static int killed_allreduce_rank(int rank, int nranks, void *arg) {
 START_TEST(a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 8000},
                   .victim = 2};
-  int failed = mp_run(3, 60000, killed_allreduce_rank, &c);
+  int failed = ct_run_arg(3, 60000, &c.job, killed_allreduce_rank, &c);
   ck_assert_int_le(failed, 1); /* the victim itself */
 }
 END_TEST
