@@ -12,6 +12,7 @@
 
 #include "elements.h"
 #include "mem/memops.h"
+#include "mix.h"
 
 size_t test_dtype_size(coll_dtype_t t) {
   static const size_t sizes[COLL_DTYPE_COUNT] = {
@@ -50,18 +51,10 @@ static int is_signed(coll_dtype_t t) {
   return t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64;
 }
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 /* Value of rank r's element i as a double: in [-1, 1) for sums and min/max, in
  * [0.75, 1.25) for products so that they neither overflow nor vanish. */
 static double float_value(int r, size_t i, coll_op_t op) {
-  double u = (double)(mix((uint64_t)r * 1000003u + i) >> 11) / 9007199254740992.0;
+  double u = (double)(mix64((uint64_t)r * 1000003u + i) >> 11) / 9007199254740992.0;
   return op == COLL_PROD ? 0.75 + u * 0.5 : u * 2.0 - 1.0;
 }
 
@@ -74,7 +67,7 @@ static void store(void *buf, size_t i, coll_dtype_t t, double v, uint64_t bits) 
 
 static void fill_rank(void *buf, int r, const run_case_t *c) {
   for (size_t i = 0; i < c->count; i++)
-    store(buf, i, c->dtype, float_value(r, i, c->op), mix((uint64_t)r * 7919u + i * 31u));
+    store(buf, i, c->dtype, float_value(r, i, c->op), mix64((uint64_t)r * 7919u + i * 31u));
 }
 
 /* Exact integer reference for element i. */

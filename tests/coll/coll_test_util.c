@@ -17,6 +17,7 @@
 #include "elements.h"
 #include "launcher_env.h"
 #include "mem/memops.h"
+#include "mix.h"
 #include "multiproc.h"
 
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
@@ -81,15 +82,6 @@ static bool is_signed(coll_dtype_t dt) {
   return dt == COLL_INT8 || dt == COLL_INT32 || dt == COLL_INT64;
 }
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 /* fp8 inputs are chosen so that every partial result of any reduction order is exact in
  * both formats (e5m2 holds the integers up to 8, e4m3 up to 16): the result is then one
  * value whatever the algorithm, computed here in double. Sums: ranks 0-3 give -2..2
@@ -100,7 +92,7 @@ static uint32_t mix(uint32_t x) {
  * float16 and then to fp8, as the library does (those roundings are checked against
  * NVIDIA's code by tests/mem/test_fp8_ref.cpp). */
 static double fp8_value(coll_op_t op, int rank, size_t i, uint32_t raw) {
-  int k = (int)(mix((uint32_t)i ^ 0x51ed270bU) % 6) - 3;
+  int k = (int)(mix32((uint32_t)i ^ 0x51ed270bU) % 6) - 3;
   int sign = (raw >> 8) & 1 ? -1 : 1;
   switch (op) {
     case COLL_PROD:
@@ -116,7 +108,7 @@ static double fp8_value(coll_op_t op, int rank, size_t i, uint32_t raw) {
 /* The value rank contributes at index i, as the type holds it (floats already rounded
  * to the type, integers as int64). */
 static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
-  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  uint32_t raw = mix32((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   if (is_fp8(dt)) return fp8_value(op, rank, i, raw);
   double v = op == COLL_PROD ? 1.0 + ((int)(raw % 201) - 100) / 1000.0
                              : ((int)(raw % 2001) - 1000) / 255.0;
@@ -137,7 +129,7 @@ bool ct_op_applies(coll_dtype_t dt, coll_op_t op) {
 }
 
 static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
-  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  uint32_t raw = mix32((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   bool s = is_signed(dt);
   switch (op) {
     case COLL_BAND:
@@ -145,7 +137,7 @@ static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint
     case COLL_BXOR:
       /* Every bit of the widest type random (the store keeps the low bytes): and-ing or
        * or-ing a few ranks leaves a mix of ones and zeros in every byte. */
-      return (int64_t)((uint64_t)mix(raw ^ 0x9e3779b9U) << 32 | raw);
+      return (int64_t)((uint64_t)mix32(raw ^ 0x9e3779b9U) << 32 | raw);
     case COLL_PROD:
       return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
     case COLL_MIN:

@@ -14,6 +14,7 @@
 
 #include "coll.h"
 #include "coll_test_util.h"
+#include "mix.h"
 #include "multiproc.h"
 #include "suite_run.h"
 
@@ -42,25 +43,16 @@ typedef struct {
   bool stop;
 } state_t;
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 /* Byte i of rank r's input of call `iter`: never zero (a zero is what an unwritten
  * output of calloc'd or fresh pages holds). */
 static unsigned char in_byte(int iter, int r, size_t i) {
-  return (unsigned char)(1 +
-                         mix((uint32_t)iter * 7919u + (uint32_t)r * 104729u + (uint32_t)i) % 200u);
+  return (unsigned char)(1 + mix32((uint32_t)iter * 7919u + (uint32_t)r * 104729u + (uint32_t)i) %
+                                 200u);
 }
 
 /* The same on every rank: the sequence of calls. */
 static void plan(job_t *j, int iter) {
-  uint32_t h = mix((uint32_t)iter + 17u);
+  uint32_t h = mix32((uint32_t)iter + 17u);
   j->iter = iter;
   j->kind = (kind_t)(h % K_COUNT);
   static const size_t counts[] = {1, 4, 8, 16, 32, 48, 64, 256};
