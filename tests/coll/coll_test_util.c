@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "elements.h"
 #include "launcher_env.h"
@@ -43,6 +44,7 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
 
 typedef struct {
   const ct_job_t *job;
+  ct_init_fn init; /* NULL: ct_init(job) */
   ct_body_fn body;
   ct_body_arg_fn body_arg;
   void *arg;
@@ -51,7 +53,9 @@ typedef struct {
 static int run_rank(int rank, int nranks, void *p) {
   const run_t *r = p;
   coll_comm_t *comm;
-  if (ct_init(r->job, rank, nranks, &comm) != 0) return 1;
+  int failed =
+      r->init != NULL ? r->init(r->arg, rank, nranks, &comm) : ct_init(r->job, rank, nranks, &comm);
+  if (failed != 0) return 1;
   return r->body != NULL ? r->body(comm, rank, nranks) : r->body_arg(comm, rank, nranks, r->arg);
 }
 
@@ -69,6 +73,11 @@ int ct_run(int n, int timeout_ms, const ct_job_t *job, ct_body_fn body) {
 int ct_run_arg(int n, int timeout_ms, const ct_job_t *job, ct_body_arg_fn body, void *arg) {
   run_t r = {.body_arg = body, .arg = arg};
   return run_job(n, timeout_ms, job, &r);
+}
+
+int ct_run_init(int n, int timeout_ms, ct_init_fn init, ct_body_arg_fn body, void *arg) {
+  run_t r = {.init = init, .body_arg = body, .arg = arg};
+  return mp_run(n, timeout_ms, run_rank, &r);
 }
 
 void ct_clean_env(void) { launcher_env_clear(); }
@@ -364,4 +373,25 @@ out:
   free(in);
   free(out);
   return rc;
+}
+
+void ct_trace_to(const char *stem) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/%s-%d.json", stem, (int)getppid());
+  setenv("COLL_TRACE", path, 1);
+}
+
+char *ct_trace_take(const char *stem, int rank) {
+  unsetenv("COLL_TRACE");
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/%s-%d.rank%d.json", stem, (int)getppid(), rank);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  size_t cap = 1 << 20;
+  char *text = malloc(cap);
+  size_t len = text != NULL ? fread(text, 1, cap - 1, f) : 0;
+  if (text != NULL) text[len] = '\0';
+  fclose(f);
+  unlink(path);
+  return text;
 }

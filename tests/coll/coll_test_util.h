@@ -42,6 +42,10 @@ typedef int (*ct_body_arg_fn)(coll_comm_t *comm, int rank, int nranks, void *arg
 int ct_run(int n, int timeout_ms, const ct_job_t *job, ct_body_fn body);
 /* The same with arg passed to the body. */
 int ct_run_arg(int n, int timeout_ms, const ct_job_t *job, ct_body_arg_fn body, void *arg);
+/* The same with each rank's communicator made by init(arg, ...) (a suite's own set-up:
+ * its variables, then ct_init) instead of ct_init; init prints why it failed. */
+typedef int (*ct_init_fn)(const void *arg, int rank, int nranks, coll_comm_t **comm);
+int ct_run_init(int n, int timeout_ms, ct_init_fn init, ct_body_arg_fn body, void *arg);
 
 /* Unset every launcher variable and COLL_* job setting the library reads
  * (launcher_env_clear). */
@@ -72,6 +76,12 @@ void ct_fill_bytes(unsigned char *b, size_t n, unsigned seed);
 int ct_check_bytes(const unsigned char *b, size_t n, unsigned seed, int rank, const char *what);
 /* 0 on COLL_OK; else prints the status and coll_last_error() and returns 1. */
 int ct_ok(int rank, const char *what, coll_status_t st);
+/* COLL_TRACE for this rank's next communicator: /tmp/<stem>-<parent's pid>.json (the
+ * library writes one file per rank, .rank<N>.json). */
+void ct_trace_to(const char *stem);
+/* After the communicator is destroyed: COLL_TRACE unset, and rank's trace file read
+ * (malloc'ed text; NULL when there is none) and removed. */
+char *ct_trace_take(const char *stem, int rank);
 /* Sleep ms milliseconds (the rest of it too, when a signal cuts it short). */
 void ct_sleep_ms(int ms);
 /* 0 when every rank holds the same bytes (hash agreed with MIN and MAX all-reduces). */
