@@ -36,25 +36,29 @@ typedef struct {
   uint16_t port;
 } job_t;
 
+/* Rank's communicator of nranks on the job's store (rank 0 hosts it); NULL after saying
+ * why. */
+static coll_comm_t *open_comm(const job_t *job, int rank, int nranks) {
+  coll_config_t cc = {.rank = rank,
+                      .size = nranks,
+                      .local_rank = rank,
+                      .master_port = job->port,
+                      .host_store = -1,
+                      .timeout_ms = 30000};
+  coll_comm_t *comm = NULL;
+  if (coll_comm_init_config(&cc, &comm) != COLL_OK) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
+    return NULL;
+  }
+  return comm;
+}
+
 static int rank_main(int rank, int nranks, void *arg) {
   const job_t *job = arg;
   coll_comm_t *comm = NULL;
   /* One rank runs alone, as tools/train does without a launcher. */
   unsetenv("WORLD_SIZE");
-  if (nranks > 1) {
-    coll_config_t cc = {0};
-    cc.rank = rank;
-    cc.size = nranks;
-    cc.local_rank = rank;
-    cc.master_port = job->port;
-    cc.host_store = -1;
-    cc.timeout_ms = 30000;
-    coll_status_t cs = coll_comm_init_config(&cc, &comm);
-    if (cs != COLL_OK) {
-      fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
-      return 10;
-    }
-  }
+  if (nranks > 1 && (comm = open_comm(job, rank, nranks)) == NULL) return 10;
   train_config_t cfg;
   train_config_defaults(&cfg);
   cfg.comm = comm;
@@ -220,16 +224,8 @@ END_TEST
 
 /* check_sync: equal hashes pass; rank 1 holding another hash fails on every rank. */
 static int check_sync_rank(int rank, int nranks, void *arg) {
-  const job_t *job = arg;
-  coll_config_t cc = {0};
-  cc.rank = rank;
-  cc.size = nranks;
-  cc.local_rank = rank;
-  cc.master_port = job->port;
-  cc.host_store = -1;
-  cc.timeout_ms = 30000;
-  coll_comm_t *comm;
-  if (coll_comm_init_config(&cc, &comm) != COLL_OK) return 10;
+  coll_comm_t *comm = open_comm(arg, rank, nranks);
+  if (comm == NULL) return 10;
   train_backend_t *be;
   train_model_t *m;
   train_ddp_t *ddp;
