@@ -517,24 +517,30 @@ START_TEST(array_conversions_give_the_same_bits_at_odd_addresses) {
     memcpy(&f[i], &bits, 4);
   }
   memcpy(odd, h, n * 2);
-  mem_half_to_float_n(fw, h, n);
-  mem_half_to_float_n(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float at an odd address");
-  mem_half_to_float_n_portable(fw, h, n);
-  mem_half_to_float_n_portable(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float (portable) at an odd address");
-  mem_bf16_to_float_n(fw, h, n);
-  mem_bf16_to_float_n(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "bf16 to float at an odd address");
-  mem_float_to_half_n(hw, f, n);
-  mem_float_to_half_n(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half at an odd address");
-  mem_float_to_half_n_portable(hw, f, n);
-  mem_float_to_half_n_portable(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half (portable) at an odd address");
-  mem_float_to_bf16_n(hw, f, n);
-  mem_float_to_bf16_n(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to bf16 at an odd address");
+  /* Each conversion on aligned arrays, then with its 16-bit side at the odd address. */
+  static const struct {
+    const char *what;
+    void (*to_float)(float *restrict, const void *restrict, size_t);
+    void (*from_float)(void *restrict, const float *restrict, size_t);
+  } conversions[] = {
+      {"half to float", mem_half_to_float_n, NULL},
+      {"half to float (portable)", mem_half_to_float_n_portable, NULL},
+      {"bf16 to float", mem_bf16_to_float_n, NULL},
+      {"float to half", NULL, mem_float_to_half_n},
+      {"float to half (portable)", NULL, mem_float_to_half_n_portable},
+      {"float to bf16", NULL, mem_float_to_bf16_n},
+  };
+  for (size_t k = 0; k < sizeof conversions / sizeof conversions[0]; k++) {
+    if (conversions[k].to_float != NULL) {
+      conversions[k].to_float(fw, h, n);
+      conversions[k].to_float(fg, odd, n);
+      ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "%s at an odd address", conversions[k].what);
+    } else {
+      conversions[k].from_float(hw, f, n);
+      conversions[k].from_float(odd, f, n);
+      ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "%s at an odd address", conversions[k].what);
+    }
+  }
   free(h), free(hw), free(f), free(fw), free(fg), free(odd_buf);
 }
 END_TEST
