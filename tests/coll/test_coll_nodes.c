@@ -166,25 +166,26 @@ START_TEST(node_aware_sums_are_bit_exact_on_two_made_up_hosts) {
 }
 END_TEST
 
-/* 3 ranks on 2 hosts (2 + 1): two_level needs equal nodes and runs ring_nodes. */
-START_TEST(two_level_on_unequal_hosts_runs_ring_nodes) {
+/* 3 ranks on 2 hosts (2 + 1, placed round-robin or in blocks) with algo forced: the sums
+ * are right and the algorithm built is `built`. */
+static int on_unequal_hosts(coll_algo_t algo, int round_robin, coll_algo_t built) {
   case_t c = {.port = mp_free_port(),
               .nodes = 2,
-              .round_robin = 1,
-              .algo = COLL_ALGO_TWO_LEVEL,
-              .expect_built = COLL_ALGO_RING_NODES};
-  ck_assert_int_eq(mp_run(3, 60000, rank_sums, &c), 0);
+              .round_robin = round_robin,
+              .algo = algo,
+              .expect_built = built};
+  return mp_run(3, 60000, rank_sums, &c);
+}
+
+/* two_level needs equal nodes and runs ring_nodes. */
+START_TEST(two_level_on_unequal_hosts_runs_ring_nodes) {
+  ck_assert_int_eq(on_unequal_hosts(COLL_ALGO_TWO_LEVEL, 1, COLL_ALGO_RING_NODES), 0);
 }
 END_TEST
 
 /* leaders takes unequal nodes as they are. */
 START_TEST(leaders_on_unequal_hosts_runs_itself) {
-  case_t c = {.port = mp_free_port(),
-              .nodes = 2,
-              .round_robin = 0,
-              .algo = COLL_ALGO_LEADERS,
-              .expect_built = COLL_ALGO_LEADERS};
-  ck_assert_int_eq(mp_run(3, 60000, rank_sums, &c), 0);
+  ck_assert_int_eq(on_unequal_hosts(COLL_ALGO_LEADERS, 0, COLL_ALGO_LEADERS), 0);
 }
 END_TEST
 
