@@ -211,18 +211,20 @@ static test_arg_t forced_arg(const char *forced, const char *prefix) {
       .job = {.prefix = prefix, .hosts = one_host, .forced = forced, .timeout_ms = 10000}};
 }
 
+/* run_ranks of body on n ranks of one host over transport_of(i), keys under prefix. */
+static int run_forced(int i, const char *prefix, int n, tp_body_fn body, int timeout_ms) {
+  test_arg_t arg = forced_arg(transport_of(i), prefix);
+  return run_ranks(n, body, &arg, timeout_ms);
+}
+
 /* Loop index i: transport i % 2, ranks 2 + i / 2 (2..5). */
 START_TEST(ring_of_2_to_5_ranks_delivers_every_size_intact) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/ring/");
-  int n = 2 + _i / 2;
-  ck_assert_int_eq(run_ranks(n, ring_copy_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/ring/", 2 + _i / 2, ring_copy_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/reduce/");
-  int n = 2 + _i / 2;
-  ck_assert_int_eq(run_ranks(n, ring_reduce_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/reduce/", 2 + _i / 2, ring_reduce_rank, 60000), 0);
 }
 END_TEST
 
@@ -254,20 +256,17 @@ START_TEST(shm_fifos_shrink_to_fit_the_inbox_budget) {
 END_TEST
 
 START_TEST(all_pairs_exchange_at_once) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/pairs/");
-  ck_assert_int_eq(run_ranks(4, all_pairs_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/pairs/", 4, all_pairs_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(hundreds_of_sends_posted_before_their_receives_all_arrive) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/sends-first/");
-  ck_assert_int_eq(run_ranks(4, sends_first_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/sends-first/", 4, sends_first_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(small_and_large_messages_in_a_row_arrive_in_order) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/mixed/");
-  ck_assert_int_eq(run_ranks(2, mixed_sizes_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/mixed/", 2, mixed_sizes_rank, 60000), 0);
 }
 END_TEST
 
@@ -380,8 +379,7 @@ static int wait_rank(tp_rank_t *t, void *p) {
 }
 
 START_TEST(wait_sleeps_while_idle_and_wakes_when_a_message_arrives) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/wait/");
-  ck_assert_int_eq(run_ranks(2, wait_rank, &arg, 30000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/wait/", 2, wait_rank, 30000), 0);
 }
 END_TEST
 
@@ -439,8 +437,7 @@ static int early_rank(tp_rank_t *t, void *p) {
 }
 
 START_TEST(an_early_message_does_not_wake_the_wait_for_another_peer) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/early/");
-  ck_assert_int_eq(run_ranks(3, early_rank, &arg, 30000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/early/", 3, early_rank, 30000), 0);
 }
 END_TEST
 
