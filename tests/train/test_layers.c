@@ -59,33 +59,22 @@ START_TEST(linear_gradients_match_finite_differences) {
   /* L is linear in every parameter and input, so central differences are exact up to
    * rounding; the step is large to keep float rounding of the perturbation small. */
   const float h = 0.25f;
-  for (size_t i = 0; i < OUT * IN; i++) {
-    float keep = w[i];
-    w[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    w[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    w[i] = keep;
-    assert_close(dw[i], (up - down) / (2 * h), 1e-5, 1e-4, "dW", i);
-  }
-  for (size_t i = 0; i < OUT; i++) {
-    float keep = b[i];
-    b[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    b[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    b[i] = keep;
-    assert_close(db[i], (up - down) / (2 * h), 1e-5, 1e-4, "db", i);
-  }
-  for (size_t i = 0; i < B * IN; i++) {
-    float keep = x[i];
-    x[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    x[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    x[i] = keep;
-    assert_close(dx[i], (up - down) / (2 * h), 1e-5, 1e-4, "dx", i);
-  }
+  struct {
+    float *param;
+    const float *grad;
+    size_t n;
+    const char *what;
+  } checks[] = {{w, dw, OUT * IN, "dW"}, {b, db, OUT, "db"}, {x, dx, B * IN, "dx"}};
+  for (size_t c = 0; c < sizeof checks / sizeof checks[0]; c++)
+    for (size_t i = 0; i < checks[c].n; i++) {
+      float *p = &checks[c].param[i], keep = *p;
+      *p = keep + h;
+      double up = linear_probe(&l, x, B, g);
+      *p = keep - h;
+      double down = linear_probe(&l, x, B, g);
+      *p = keep;
+      assert_close(checks[c].grad[i], (up - down) / (2 * h), 1e-5, 1e-4, checks[c].what, i);
+    }
 }
 END_TEST
 
