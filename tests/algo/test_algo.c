@@ -545,26 +545,25 @@ START_TEST(algo_build_rejects_bad_parameters) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "algo",
-      suite_loop_tests("results", 120, 0, NALGOS * NRANK_COUNTS,
-                       allreduce_matches_reference_for_every_algorithm_and_rank_count),
-      suite_loop_tests("results", 120, 1, 41, allreduce_is_exact_for_every_rank_count_up_to_forty),
-      suite_tests("results", 120, signed_zeros_give_every_rank_the_same_bits),
-      suite_loop_tests("large", 120, 0, NALGOS,
-                       allreduce_of_a_large_uneven_count_matches_reference),
-      suite_loop_tests("broadcast", 120, 0, 4 * NRANK_COUNTS,
-                       broadcast_delivers_the_roots_data_from_every_root),
-      suite_tests(
-          "bytes", 120, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank,
-          master_sends_everything_through_rank_zero, broadcast_bytes_follow_each_shape,
-          double_binary_trees_cover_every_rank_and_swap_leaves, tree_bytes_follow_the_tree_shape,
-          halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold,
-          halving_doubling_exchanges_whole_buffers_when_small, no_message_is_larger_than_a_segment,
-          tiny_segments_on_huge_buffers_keep_schedules_bounded),
-      suite_tests("simulator", 0, simulator_reports_a_deadlock,
-                  simulator_reports_mismatched_counts_and_unpaired_messages,
-                  simulator_reports_hazards_and_out_of_bounds_ops,
-                  simulator_records_every_executed_op, algo_build_rejects_bad_parameters));
-}
+SUITE_MAIN("algo",
+           suite_loop_tests("results", 120, 0, NALGOS *NRANK_COUNTS,
+                            allreduce_matches_reference_for_every_algorithm_and_rank_count),
+           suite_loop_tests("results", 120, 1, 41,
+                            allreduce_is_exact_for_every_rank_count_up_to_forty),
+           suite_tests("results", 120, signed_zeros_give_every_rank_the_same_bits),
+           suite_loop_tests("large", 120, 0, NALGOS,
+                            allreduce_of_a_large_uneven_count_matches_reference),
+           suite_loop_tests("broadcast", 120, 0, 4 * NRANK_COUNTS,
+                            broadcast_delivers_the_roots_data_from_every_root),
+           suite_tests("bytes", 120, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank,
+                       master_sends_everything_through_rank_zero, broadcast_bytes_follow_each_shape,
+                       double_binary_trees_cover_every_rank_and_swap_leaves,
+                       tree_bytes_follow_the_tree_shape,
+                       halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold,
+                       halving_doubling_exchanges_whole_buffers_when_small,
+                       no_message_is_larger_than_a_segment,
+                       tiny_segments_on_huge_buffers_keep_schedules_bounded),
+           suite_tests("simulator", 0, simulator_reports_a_deadlock,
+                       simulator_reports_mismatched_counts_and_unpaired_messages,
+                       simulator_reports_hazards_and_out_of_bounds_ops,
+                       simulator_records_every_executed_op, algo_build_rejects_bad_parameters))

@@ -103,9 +103,7 @@ START_TEST(selection_prefers_few_steps_for_small_and_ring_for_large_messages) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("algo-cost",
-                    suite_tests("cost", 0, predictions_grow_with_the_message_size,
-                                model_step_counts_match_the_simulated_rounds,
-                                selection_prefers_few_steps_for_small_and_ring_for_large_messages));
-}
+SUITE_MAIN("algo-cost",
+           suite_tests("cost", 0, predictions_grow_with_the_message_size,
+                       model_step_counts_match_the_simulated_rounds,
+                       selection_prefers_few_steps_for_small_and_ring_for_large_messages))

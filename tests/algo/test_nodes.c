@@ -330,18 +330,16 @@ START_TEST(several_nodes_choose_two_level_where_the_node_link_is_faster) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "algo-nodes", suite_tests("map", 0, node_map_numbers_nodes_by_their_lowest_rank),
-      suite_loop_tests("results", 120, 0, 12,
-                       node_aware_allreduces_match_the_reference_for_every_placement),
-      suite_tests("results", 120, node_aware_allreduces_match_the_reference_for_scattered_hosts,
-                  node_aware_allreduces_run_without_a_map_as_one_node,
-                  two_level_builds_ring_nodes_when_nodes_hold_unequal_counts),
-      suite_tests("crossings", 0,
-                  ring_nodes_crosses_nodes_twice_per_node_per_pass_with_round_robin_placement,
-                  two_level_sends_one_kth_of_the_ring_bytes_between_nodes,
-                  leaders_cross_nodes_from_the_leaders_only),
-      suite_tests("cost", 0, one_node_chooses_as_without_a_map,
-                  several_nodes_choose_two_level_where_the_node_link_is_faster));
-}
+SUITE_MAIN("algo-nodes", suite_tests("map", 0, node_map_numbers_nodes_by_their_lowest_rank),
+           suite_loop_tests("results", 120, 0, 12,
+                            node_aware_allreduces_match_the_reference_for_every_placement),
+           suite_tests("results", 120,
+                       node_aware_allreduces_match_the_reference_for_scattered_hosts,
+                       node_aware_allreduces_run_without_a_map_as_one_node,
+                       two_level_builds_ring_nodes_when_nodes_hold_unequal_counts),
+           suite_tests("crossings", 0,
+                       ring_nodes_crosses_nodes_twice_per_node_per_pass_with_round_robin_placement,
+                       two_level_sends_one_kth_of_the_ring_bytes_between_nodes,
+                       leaders_cross_nodes_from_the_leaders_only),
+           suite_tests("cost", 0, one_node_chooses_as_without_a_map,
+                       several_nodes_choose_two_level_where_the_node_link_is_faster))

@@ -276,15 +276,13 @@ START_TEST(sixteen_thousand_ranks_complete_for_tree_hd_and_master) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "algo-sim-scale",
-      suite_tests("sim_time", 120, rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm,
-                  node_aware_schedules_run_unchanged_with_the_node_map,
-                  dbtree_depth_formula_matches_the_deepest_node,
-                  uplink_sharing_makes_a_crossing_ring_k_times_slower,
-                  a_rank_ordered_ring_sends_one_flow_per_node_and_sharing_changes_nothing,
-                  ring_uplink_bytes_match_the_formula_for_nodes_of_k_ranks,
-                  one_node_has_no_uplink_traffic_and_bad_topologies_are_refused,
-                  sixteen_thousand_ranks_complete_for_tree_hd_and_master));
-}
+SUITE_MAIN("algo-sim-scale",
+           suite_tests("sim_time", 120,
+                       rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm,
+                       node_aware_schedules_run_unchanged_with_the_node_map,
+                       dbtree_depth_formula_matches_the_deepest_node,
+                       uplink_sharing_makes_a_crossing_ring_k_times_slower,
+                       a_rank_ordered_ring_sends_one_flow_per_node_and_sharing_changes_nothing,
+                       ring_uplink_bytes_match_the_formula_for_nodes_of_k_ranks,
+                       one_node_has_no_uplink_traffic_and_bad_topologies_are_refused,
+                       sixteen_thousand_ranks_complete_for_tree_hd_and_master))

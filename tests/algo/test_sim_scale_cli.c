@@ -117,10 +117,8 @@ START_TEST(help_documents_timing_mode_and_misuse_exits_2) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("algo-sim-scale-cli",
-                    suite_tests("coll-sim timing mode", 120,
-                                one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up,
-                                sweep_json_has_rows_and_crossovers_and_the_plot_is_svg,
-                                help_documents_timing_mode_and_misuse_exits_2));
-}
+SUITE_MAIN("algo-sim-scale-cli",
+           suite_tests("coll-sim timing mode", 120,
+                       one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up,
+                       sweep_json_has_rows_and_crossovers_and_the_plot_is_svg,
+                       help_documents_timing_mode_and_misuse_exits_2))

@@ -338,18 +338,15 @@ START_TEST(csv_and_json_files_hold_every_row) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "bench",
-      suite_tests("args", 0, defaults_match_nccl_tests,
-                  every_option_is_parsed_in_short_and_long_form),
-      suite_loop_tests("args", 0, 0, (int)(sizeof bad_lines / sizeof bad_lines[0]),
-                       bad_options_give_a_message_naming_them),
-      suite_tests("args", 0, min_bytes_above_max_bytes_is_refused, sizes_accept_binary_suffixes,
-                  type_and_op_names_round_trip),
-      suite_tests("data", 0, half_and_bfloat16_conversions_round_to_nearest_even,
-                  patterns_reduce_exactly_for_every_type_op_and_rank_count,
-                  patterns_differ_between_ranks_and_elements),
-      suite_tests("report", 0, median_and_bandwidth_follow_nccl_tests,
-                  rows_print_in_nccl_tests_layout, csv_and_json_files_hold_every_row));
-}
+SUITE_MAIN("bench",
+           suite_tests("args", 0, defaults_match_nccl_tests,
+                       every_option_is_parsed_in_short_and_long_form),
+           suite_loop_tests("args", 0, 0, (int)(sizeof bad_lines / sizeof bad_lines[0]),
+                            bad_options_give_a_message_naming_them),
+           suite_tests("args", 0, min_bytes_above_max_bytes_is_refused,
+                       sizes_accept_binary_suffixes, type_and_op_names_round_trip),
+           suite_tests("data", 0, half_and_bfloat16_conversions_round_to_nearest_even,
+                       patterns_reduce_exactly_for_every_type_op_and_rank_count,
+                       patterns_differ_between_ranks_and_elements),
+           suite_tests("report", 0, median_and_bandwidth_follow_nccl_tests,
+                       rows_print_in_nccl_tests_layout, csv_and_json_files_hold_every_row))

@@ -182,12 +182,10 @@ START_TEST(ompi_uri_gives_mpirun_hosts_ipv4_addresses) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("cluster_units",
-                    suite_tests("derived", 0, hostlist_expands_slurm_syntax,
-                                hostlist_rejects_malformed_lists_with_a_message,
-                                hostlist_first_host_of_a_huge_list_costs_nothing,
-                                hostlist_names_longer_than_the_limit_are_errors,
-                                port_is_derived_in_the_documented_range_and_differs_between_steps,
-                                ompi_uri_gives_mpirun_hosts_ipv4_addresses));
-}
+SUITE_MAIN("cluster_units",
+           suite_tests("derived", 0, hostlist_expands_slurm_syntax,
+                       hostlist_rejects_malformed_lists_with_a_message,
+                       hostlist_first_host_of_a_huge_list_costs_nothing,
+                       hostlist_names_longer_than_the_limit_are_errors,
+                       port_is_derived_in_the_documented_range_and_differs_between_steps,
+                       ompi_uri_gives_mpirun_hosts_ipv4_addresses))

@@ -293,11 +293,9 @@ START_TEST(ranks_meet_with_only_slurm_variables) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("cluster_launch_env",
-                    suite_loop_tests("env", 90, 0, (int)(sizeof cases / sizeof cases[0]),
-                                     launcher_environment_resolves_the_store),
-                    suite_tests("env", 90, launch_info_names_the_launcher_without_joining,
-                                host_id_is_forced_or_names_host_boot_and_network_namespace,
-                                ranks_meet_with_only_slurm_variables));
-}
+SUITE_MAIN("cluster_launch_env",
+           suite_loop_tests("env", 90, 0, (int)(sizeof cases / sizeof cases[0]),
+                            launcher_environment_resolves_the_store),
+           suite_tests("env", 90, launch_info_names_the_launcher_without_joining,
+                       host_id_is_forced_or_names_host_boot_and_network_namespace,
+                       ranks_meet_with_only_slurm_variables))

@@ -155,13 +155,10 @@ START_TEST(broadcast_from_every_root_reaches_every_rank) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll results",
-      suite_tests("all-reduce", 120, all_types_and_ops_match_the_reference_on_4_ranks,
-                  steps_with_hundreds_of_segments_complete),
-      suite_loop_tests("all-reduce", 120, 0, 2 * NRANK_COUNTS,
-                       every_algorithm_matches_the_reference_for_every_transport_and_rank_count),
-      suite_loop_tests("broadcast", 120, 0, 2 * NBCAST,
-                       broadcast_from_every_root_reaches_every_rank));
-}
+SUITE_MAIN(
+    "coll results",
+    suite_tests("all-reduce", 120, all_types_and_ops_match_the_reference_on_4_ranks,
+                steps_with_hundreds_of_segments_complete),
+    suite_loop_tests("all-reduce", 120, 0, 2 * NRANK_COUNTS,
+                     every_algorithm_matches_the_reference_for_every_transport_and_rank_count),
+    suite_loop_tests("broadcast", 120, 0, 2 * NBCAST, broadcast_from_every_root_reaches_every_rank))

@@ -552,22 +552,20 @@ START_TEST(ranks_that_disagree_on_the_count_get_a_mismatch_naming_both) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll api",
-      suite_tests("api", 60, names_and_sizes_cover_every_enum_value,
-                  bad_arguments_return_invalid_argument_with_a_message),
-      suite_loop_tests("api", 60, 0, (int)(sizeof env_cases / sizeof env_cases[0]),
-                       missing_or_malformed_launcher_variables_are_named),
-      suite_tests("api", 60, one_rank_from_the_environment_needs_no_store),
-      suite_loop_tests("api", 60, 0, 3, init_from_torchrun_slurm_and_open_mpi_variables),
-      suite_tests("api", 60, a_rank_with_a_different_coll_algo_fails_init_with_mismatch,
-                  different_set_algo_choices_fail_the_next_call_with_mismatch,
-                  several_requests_in_flight_complete_in_order_with_correct_results),
-      suite_loop_tests("api", 60, 0, 2, abort_from_another_thread_unblocks_the_waiter,
-                       a_silent_or_dead_peer_becomes_an_error_naming_it),
-      suite_tests("api", 60, info_log_names_algorithm_why_and_transport_and_staging_is_reported,
-                  two_communicators_on_a_launcher_hosted_store_do_not_collide),
-      suite_loop_tests("api", 60, 0, 2,
-                       ranks_that_disagree_on_the_count_get_a_mismatch_naming_both));
-}
+SUITE_MAIN("coll api",
+           suite_tests("api", 60, names_and_sizes_cover_every_enum_value,
+                       bad_arguments_return_invalid_argument_with_a_message),
+           suite_loop_tests("api", 60, 0, (int)(sizeof env_cases / sizeof env_cases[0]),
+                            missing_or_malformed_launcher_variables_are_named),
+           suite_tests("api", 60, one_rank_from_the_environment_needs_no_store),
+           suite_loop_tests("api", 60, 0, 3, init_from_torchrun_slurm_and_open_mpi_variables),
+           suite_tests("api", 60, a_rank_with_a_different_coll_algo_fails_init_with_mismatch,
+                       different_set_algo_choices_fail_the_next_call_with_mismatch,
+                       several_requests_in_flight_complete_in_order_with_correct_results),
+           suite_loop_tests("api", 60, 0, 2, abort_from_another_thread_unblocks_the_waiter,
+                            a_silent_or_dead_peer_becomes_an_error_naming_it),
+           suite_tests("api", 60,
+                       info_log_names_algorithm_why_and_transport_and_staging_is_reported,
+                       two_communicators_on_a_launcher_hosted_store_do_not_collide),
+           suite_loop_tests("api", 60, 0, 2,
+                            ranks_that_disagree_on_the_count_get_a_mismatch_naming_both))

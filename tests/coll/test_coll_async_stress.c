@@ -269,12 +269,10 @@ START_TEST(small_async_calls_complete_only_with_their_data_over_tcp) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("coll async stress",
-                    suite_tests("stress", 150,
-                                small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks,
-                                small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks,
-                                small_async_calls_complete_only_with_their_data_without_the_grace,
-                                small_async_calls_complete_only_with_their_data_without_small_lines,
-                                small_async_calls_complete_only_with_their_data_over_tcp));
-}
+SUITE_MAIN("coll async stress",
+           suite_tests("stress", 150,
+                       small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks,
+                       small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks,
+                       small_async_calls_complete_only_with_their_data_without_the_grace,
+                       small_async_calls_complete_only_with_their_data_without_small_lines,
+                       small_async_calls_complete_only_with_their_data_over_tcp))

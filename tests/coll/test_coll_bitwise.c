@@ -292,13 +292,11 @@ START_TEST(op_names_include_the_bitwise_ops) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "bitwise",
-      suite_tests("ops", 300, op_names_include_the_bitwise_ops,
-                  bitwise_ops_on_float_types_are_refused_by_every_reducing_call),
-      suite_loop_tests("ops", 300, 0, 3,
-                       bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks,
-                       bitwise_all_reduce_is_exact_through_the_arena_on_2_to_4_ranks,
-                       bitwise_all_reduce_is_exact_through_the_zero_copy_window_on_2_to_4_ranks));
-}
+SUITE_MAIN(
+    "bitwise",
+    suite_tests("ops", 300, op_names_include_the_bitwise_ops,
+                bitwise_ops_on_float_types_are_refused_by_every_reducing_call),
+    suite_loop_tests("ops", 300, 0, 3,
+                     bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks,
+                     bitwise_all_reduce_is_exact_through_the_arena_on_2_to_4_ranks,
+                     bitwise_all_reduce_is_exact_through_the_zero_copy_window_on_2_to_4_ranks))

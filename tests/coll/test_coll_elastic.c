@@ -675,16 +675,14 @@ START_TEST(agreement_without_the_store_fails_clearly) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll elastic",
-      suite_loop_tests("elastic", 300, 0, 2, a_revoke_reaches_every_member_within_milliseconds),
-      suite_loop_tests("elastic", 300, 0, 6, survivors_of_a_kill_agree_on_it_shrink_and_go_on),
-      suite_tests("elastic", 300, a_rank_that_comes_after_the_deadline_is_fenced,
-                  a_member_that_dies_during_the_shrink_is_found_at_once,
-                  a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced,
-                  agreement_ands_the_flags_of_every_rank, a_long_job_keeps_its_liveness_keys),
-      suite_loop_tests("elastic", 300, 0, 2, joiners_are_taken_in_by_grow,
-                       shrink_and_grow_cycles_leave_nothing_behind),
-      suite_tests("elastic", 300, agreement_without_the_store_fails_clearly));
-}
+SUITE_MAIN("coll elastic",
+           suite_loop_tests("elastic", 300, 0, 2,
+                            a_revoke_reaches_every_member_within_milliseconds),
+           suite_loop_tests("elastic", 300, 0, 6, survivors_of_a_kill_agree_on_it_shrink_and_go_on),
+           suite_tests("elastic", 300, a_rank_that_comes_after_the_deadline_is_fenced,
+                       a_member_that_dies_during_the_shrink_is_found_at_once,
+                       a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced,
+                       agreement_ands_the_flags_of_every_rank, a_long_job_keeps_its_liveness_keys),
+           suite_loop_tests("elastic", 300, 0, 2, joiners_are_taken_in_by_grow,
+                            shrink_and_grow_cycles_leave_nothing_behind),
+           suite_tests("elastic", 300, agreement_without_the_store_fails_clearly))

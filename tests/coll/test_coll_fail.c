@@ -252,13 +252,12 @@ START_TEST(a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll failures",
-      suite_tests("failures", 240, a_killed_rank_is_named_by_every_other_rank_50_times_over_shm,
-                  a_killed_rank_is_named_by_every_other_rank_50_times_over_tcp),
-      suite_loop_tests("failures", 240, 0, 2,
-                       a_stopped_rank_times_the_others_out_and_the_hang_report_names_it,
-                       different_collectives_fail_with_a_mismatch_naming_both_calls),
-      suite_tests("failures", 240, a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang));
-}
+SUITE_MAIN("coll failures",
+           suite_tests("failures", 240,
+                       a_killed_rank_is_named_by_every_other_rank_50_times_over_shm,
+                       a_killed_rank_is_named_by_every_other_rank_50_times_over_tcp),
+           suite_loop_tests("failures", 240, 0, 2,
+                            a_stopped_rank_times_the_others_out_and_the_hang_report_names_it,
+                            different_collectives_fail_with_a_mismatch_naming_both_calls),
+           suite_tests("failures", 240,
+                       a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang))

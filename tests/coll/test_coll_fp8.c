@@ -318,11 +318,8 @@ START_TEST(data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("fp8",
-                    suite_tests("ranks", 240, fp8_names_and_sizes,
-                                every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks,
-                                fp8_reductions_are_exact_and_saturate_on_4_ranks,
-                                fp8_reductions_are_exact_on_2_ranks_over_tcp,
-                                data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused));
-}
+SUITE_MAIN("fp8", suite_tests("ranks", 240, fp8_names_and_sizes,
+                              every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks,
+                              fp8_reductions_are_exact_and_saturate_on_4_ranks,
+                              fp8_reductions_are_exact_on_2_ranks_over_tcp,
+                              data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused))

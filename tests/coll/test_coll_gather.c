@@ -351,19 +351,16 @@ START_TEST(bad_arguments_are_refused_with_a_message_naming_the_rank_and_call) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll gather",
-      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
-                       gather_and_scatter_from_every_root_over_shm_match_the_inputs),
-      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
-                       gather_and_scatter_from_every_root_over_tcp_match_the_inputs),
-      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
-                       all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs),
-      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
-                       all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs),
-      suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 6,
-                       mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank),
-      suite_tests("gather, scatter, all_to_allv", 150,
-                  bad_arguments_are_refused_with_a_message_naming_the_rank_and_call));
-}
+SUITE_MAIN("coll gather",
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                            gather_and_scatter_from_every_root_over_shm_match_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                            gather_and_scatter_from_every_root_over_tcp_match_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                            all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                            all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 6,
+                            mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank),
+           suite_tests("gather, scatter, all_to_allv", 150,
+                       bad_arguments_are_refused_with_a_message_naming_the_rank_and_call))

@@ -453,16 +453,14 @@ START_TEST(bad_arguments_to_the_new_calls_are_refused_with_a_message) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll more",
-      suite_loop_tests("collectives", 120, 0, (int)(sizeof shm_sizes / sizeof shm_sizes[0]),
-                       every_collective_over_shm_matches_the_reference),
-      suite_loop_tests("collectives", 120, 0, (int)(sizeof tcp_sizes / sizeof tcp_sizes[0]),
-                       every_collective_over_tcp_matches_the_reference),
-      suite_loop_tests("collectives", 120, 0, 2,
-                       split_by_parity_gives_working_children_and_nocolor_gives_null),
-      suite_tests("collectives", 120, bad_arguments_to_the_new_calls_are_refused_with_a_message),
-      suite_loop_tests("collectives", 120, 0, (int)(sizeof odd_cases / sizeof odd_cases[0]),
-                       reductions_on_host_buffers_at_odd_byte_offsets_match_the_reference));
-}
+SUITE_MAIN("coll more",
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof shm_sizes / sizeof shm_sizes[0]),
+                            every_collective_over_shm_matches_the_reference),
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof tcp_sizes / sizeof tcp_sizes[0]),
+                            every_collective_over_tcp_matches_the_reference),
+           suite_loop_tests("collectives", 120, 0, 2,
+                            split_by_parity_gives_working_children_and_nocolor_gives_null),
+           suite_tests("collectives", 120,
+                       bad_arguments_to_the_new_calls_are_refused_with_a_message),
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof odd_cases / sizeof odd_cases[0]),
+                            reductions_on_host_buffers_at_odd_byte_offsets_match_the_reference))

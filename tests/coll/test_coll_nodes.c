@@ -236,12 +236,10 @@ START_TEST(a_malformed_inter_cost_is_refused_by_name) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll_nodes",
-      suite_loop_tests("two hosts", 90, 0, 6, node_aware_sums_are_bit_exact_on_two_made_up_hosts),
-      suite_tests("two hosts", 90, two_level_on_unequal_hosts_runs_ring_nodes,
-                  leaders_on_unequal_hosts_runs_itself,
-                  the_link_between_nodes_can_be_told_to_the_cost_model,
-                  a_malformed_inter_cost_is_refused_by_name));
-}
+SUITE_MAIN("coll_nodes",
+           suite_loop_tests("two hosts", 90, 0, 6,
+                            node_aware_sums_are_bit_exact_on_two_made_up_hosts),
+           suite_tests("two hosts", 90, two_level_on_unequal_hosts_runs_ring_nodes,
+                       leaders_on_unequal_hosts_runs_itself,
+                       the_link_between_nodes_can_be_told_to_the_cost_model,
+                       a_malformed_inter_cost_is_refused_by_name))

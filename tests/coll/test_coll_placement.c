@@ -223,11 +223,8 @@ START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll placement",
-      suite_tests("placement", 60, set_poll_us_applies_unless_coll_spin_us_is_set,
-                  unbound_ranks_start_on_distinct_cpus_and_keep_their_mask),
-      suite_loop_tests("placement", 60, 0, 3,
-                       bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly));
-}
+SUITE_MAIN("coll placement",
+           suite_tests("placement", 60, set_poll_us_applies_unless_coll_spin_us_is_set,
+                       unbound_ranks_start_on_distinct_cpus_and_keep_their_mask),
+           suite_loop_tests("placement", 60, 0, 3,
+                            bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly))

@@ -403,15 +403,13 @@ START_TEST(premul_sum_errors_name_the_rank_the_call_and_what_was_wrong) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "premul",
-      suite_tests("premul_sum", 300, premul_sum_errors_name_the_rank_the_call_and_what_was_wrong,
-                  ops_made_in_different_orders_on_different_ranks_agree,
-                  premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank,
-                  premul_sum_reads_its_input_when_it_runs_and_survives_destroy),
-      suite_loop_tests("premul_sum", 300, 0, 4,
-                       premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks),
-      suite_loop_tests("premul_sum", 300, 0, 2,
-                       premul_sum_through_the_arena_and_with_window_buffers_is_exact));
-}
+SUITE_MAIN("premul",
+           suite_tests("premul_sum", 300,
+                       premul_sum_errors_name_the_rank_the_call_and_what_was_wrong,
+                       ops_made_in_different_orders_on_different_ranks_agree,
+                       premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank,
+                       premul_sum_reads_its_input_when_it_runs_and_survives_destroy),
+           suite_loop_tests("premul_sum", 300, 0, 4,
+                            premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks),
+           suite_loop_tests("premul_sum", 300, 0, 2,
+                            premul_sum_through_the_arena_and_with_window_buffers_is_exact))

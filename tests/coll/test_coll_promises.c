@@ -310,14 +310,12 @@ START_TEST(integer_averages_wrap_like_the_sum_and_truncate_toward_zero) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("coll promises",
-                    suite_tests("promises", 60,
-                                every_call_after_abort_returns_aborted_naming_the_rank_and_the_call,
-                                a_failed_communicator_still_answers_queries_but_refuses_work,
-                                argument_errors_on_a_live_communicator_name_the_rank_and_the_call,
-                                freeing_null_registered_memory_does_nothing_and_is_not_collective,
-                                an_unknown_coll_algo_is_refused_listing_every_accepted_name,
-                                a_one_rank_communicator_checks_master_port_and_master_addr,
-                                integer_averages_wrap_like_the_sum_and_truncate_toward_zero));
-}
+SUITE_MAIN("coll promises",
+           suite_tests("promises", 60,
+                       every_call_after_abort_returns_aborted_naming_the_rank_and_the_call,
+                       a_failed_communicator_still_answers_queries_but_refuses_work,
+                       argument_errors_on_a_live_communicator_name_the_rank_and_the_call,
+                       freeing_null_registered_memory_does_nothing_and_is_not_collective,
+                       an_unknown_coll_algo_is_refused_listing_every_accepted_name,
+                       a_one_rank_communicator_checks_master_port_and_master_addr,
+                       integer_averages_wrap_like_the_sum_and_truncate_toward_zero))

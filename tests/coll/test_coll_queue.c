@@ -179,12 +179,10 @@ START_TEST(the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll queue",
-      suite_tests("grace", 90,
-                  calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace,
-                  crowded_ranks_keep_the_grace_for_long_calls),
-      suite_tests("cheap clock", 60,
-                  the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace));
-}
+SUITE_MAIN(
+    "coll queue",
+    suite_tests("grace", 90,
+                calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace,
+                crowded_ranks_keep_the_grace_for_long_calls),
+    suite_tests("cheap clock", 60,
+                the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace))

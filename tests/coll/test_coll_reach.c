@@ -313,13 +313,10 @@ START_TEST(a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll reach",
-      suite_loop_tests("mismatch", 600, 0, 2 * DIFF_KINDS,
-                       a_mismatch_of_any_kind_fails_the_call_on_every_rank),
-      suite_loop_tests("propagation", 600, 0, 2,
-                       a_failure_reaches_a_rank_that_is_not_in_a_collective,
-                       a_killed_rank_stops_every_other_rank_within_milliseconds,
-                       a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind));
-}
+SUITE_MAIN("coll reach",
+           suite_loop_tests("mismatch", 600, 0, 2 * DIFF_KINDS,
+                            a_mismatch_of_any_kind_fails_the_call_on_every_rank),
+           suite_loop_tests("propagation", 600, 0, 2,
+                            a_failure_reaches_a_rank_that_is_not_in_a_collective,
+                            a_killed_rank_stops_every_other_rank_within_milliseconds,
+                            a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind))

@@ -232,11 +232,8 @@ START_TEST(the_cost_model_picks_an_implemented_algorithm_for_every_collective) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll schedules",
-      suite_tests(
-          "sim", 120, every_new_schedule_computes_the_right_result_in_the_simulator,
-          the_cost_model_picks_an_implemented_algorithm_for_every_collective,
-          all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator));
-}
+SUITE_MAIN(
+    "coll schedules",
+    suite_tests("sim", 120, every_new_schedule_computes_the_right_result_in_the_simulator,
+                the_cost_model_picks_an_implemented_algorithm_for_every_collective,
+                all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator))

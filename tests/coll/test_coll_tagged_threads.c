@@ -97,9 +97,6 @@ START_TEST(a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll tagged threads",
-      suite_loop_tests("threads", 120, 0, 4,
-                       a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it));
-}
+SUITE_MAIN("coll tagged threads",
+           suite_loop_tests("threads", 120, 0, 4,
+                            a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it))

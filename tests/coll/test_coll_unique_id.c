@@ -137,9 +137,6 @@ START_TEST(an_id_it_did_not_make_is_refused) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "coll unique id",
-      suite_tests("unique id", 120, ranks_meet_through_an_id_one_rank_made,
-                  two_ids_make_two_communicators_in_one_process, an_id_it_did_not_make_is_refused));
-}
+SUITE_MAIN("coll unique id", suite_tests("unique id", 120, ranks_meet_through_an_id_one_rank_made,
+                                         two_ids_make_two_communicators_in_one_process,
+                                         an_id_it_did_not_make_is_refused))

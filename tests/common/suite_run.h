@@ -1,7 +1,8 @@
-/* How every Check test program here declares and runs its suite: main returns
- *   suite_main("suite", suite_tests("case", timeout_s, test, test, ...), ...)
- * one entry per test case (or per run of loop tests with one range), in the order the
- * tests run; Check's own calls stay inside suite_run.c. */
+/* How every Check test program here declares and runs its suite:
+ *   SUITE_MAIN("suite", suite_tests("case", timeout_s, test, test, ...), ...)
+ * (or main returning suite_main(...) where it has more to do) with one entry per test
+ * case (or per run of loop tests with one range), in the order the tests run; Check's own
+ * calls stay inside suite_run.c. */
 #ifndef TESTS_COMMON_SUITE_RUN_H
 #define TESTS_COMMON_SUITE_RUN_H
 
@@ -33,6 +34,10 @@ typedef struct {
 /* The suite named name with the cases given, run: main's exit status. */
 #define suite_main(name, ...) \
   suite_run_cases((name), (const suite_case_t *const[]){__VA_ARGS__, NULL})
+
+/* The program's main, for a program that only runs its suite. */
+#define SUITE_MAIN(name, ...) \
+  int main(void) { return suite_main(name, __VA_ARGS__); }
 
 /* Build the suite from the NULL-terminated cases, run every test (output as CK_VERBOSITY
  * says, normal when unset; forked unless CK_FORK=no), free the runner and return

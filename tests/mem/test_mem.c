@@ -545,19 +545,17 @@ START_TEST(array_conversions_give_the_same_bits_at_odd_addresses) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "mem",
-      suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT * COLL_OP_COUNT,
-                       reduction_matches_reference_for_every_dtype_and_op,
-                       reductions_give_the_same_bits_at_every_misalignment),
-      suite_tests("host", 60, reduce_table_rejects_unknown_dtype_and_op,
-                  integer_sum_and_product_wrap_around, float_min_max_propagate_nan_from_either_side,
-                  finish_avg_divides_every_type, scale_multiplies_every_type_in_its_arithmetic),
-      suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT,
-                       finish_avg_gives_the_same_bits_at_every_misalignment),
-      suite_tests("host", 60, half_conversions_round_trip_every_encoding,
-                  half_conversions_round_to_nearest_even,
-                  array_conversions_match_the_portable_code_bit_for_bit,
-                  array_conversions_give_the_same_bits_at_odd_addresses));
-}
+SUITE_MAIN("mem",
+           suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT *COLL_OP_COUNT,
+                            reduction_matches_reference_for_every_dtype_and_op,
+                            reductions_give_the_same_bits_at_every_misalignment),
+           suite_tests("host", 60, reduce_table_rejects_unknown_dtype_and_op,
+                       integer_sum_and_product_wrap_around,
+                       float_min_max_propagate_nan_from_either_side, finish_avg_divides_every_type,
+                       scale_multiplies_every_type_in_its_arithmetic),
+           suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT,
+                            finish_avg_gives_the_same_bits_at_every_misalignment),
+           suite_tests("host", 60, half_conversions_round_trip_every_encoding,
+                       half_conversions_round_to_nearest_even,
+                       array_conversions_match_the_portable_code_bit_for_bit,
+                       array_conversions_give_the_same_bits_at_odd_addresses))

@@ -413,14 +413,13 @@ static int rank_local_calls(int rank, int nranks, ncclComm_t comm) {
 START_TEST(windows_refused_rma_device_api_parameters_encryption) { run_ranks(2, rank_local_calls); }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "nccl 2.28-2.32",
-      suite_loop_tests("processes", 120, 2, 4,
-                       simulate_end_gives_the_cost_models_time_and_runs_nothing),
-      suite_tests("processes", 120, a_peers_revoke_stops_a_waiting_call_and_later_ones_are_refused,
-                  grow_ids_suspend_and_memory_statistics),
-      suite_loop_tests("processes", 120, 1, 5, config_collectives_fp8_and_in_place_gather_scatter),
-      suite_tests("processes", 120, configs_of_older_and_newer_sizes,
-                  windows_refused_rma_device_api_parameters_encryption));
-}
+SUITE_MAIN("nccl 2.28-2.32",
+           suite_loop_tests("processes", 120, 2, 4,
+                            simulate_end_gives_the_cost_models_time_and_runs_nothing),
+           suite_tests("processes", 120,
+                       a_peers_revoke_stops_a_waiting_call_and_later_ones_are_refused,
+                       grow_ids_suspend_and_memory_statistics),
+           suite_loop_tests("processes", 120, 1, 5,
+                            config_collectives_fp8_and_in_place_gather_scatter),
+           suite_tests("processes", 120, configs_of_older_and_newer_sizes,
+                       windows_refused_rma_device_api_parameters_encryption))

@@ -178,9 +178,6 @@ START_TEST(configs_of_older_and_newer_ncclx_are_read_up_to_their_size) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "nccl abi",
-      suite_tests("abi", 60, sizes_and_values_are_nccls, config_fields_lie_where_nccl_puts_them,
-                  configs_of_older_and_newer_ncclx_are_read_up_to_their_size));
-}
+SUITE_MAIN("nccl abi", suite_tests("abi", 60, sizes_and_values_are_nccls,
+                                   config_fields_lie_where_nccl_puts_them,
+                                   configs_of_older_and_newer_ncclx_are_read_up_to_their_size))

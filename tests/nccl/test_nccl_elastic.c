@@ -335,13 +335,10 @@ START_TEST(bad_shrink_and_grow_arguments_are_refused) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "nccl elastic",
-      suite_tests("processes", 120,
-                  a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks),
-      suite_loop_tests("processes", 120, 0, 4,
-                       survivors_leave_out_a_killed_or_stuck_rank_and_go_on),
-      suite_loop_tests("processes", 120, 0, 3, a_new_process_joins_through_grow),
-      suite_tests("processes", 120, bad_shrink_and_grow_arguments_are_refused));
-}
+SUITE_MAIN("nccl elastic",
+           suite_tests("processes", 120,
+                       a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks),
+           suite_loop_tests("processes", 120, 0, 4,
+                            survivors_leave_out_a_killed_or_stuck_rank_and_go_on),
+           suite_loop_tests("processes", 120, 0, 3, a_new_process_joins_through_grow),
+           suite_tests("processes", 120, bad_shrink_and_grow_arguments_are_refused))

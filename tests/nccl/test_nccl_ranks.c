@@ -545,10 +545,8 @@ START_TEST(a_killed_peer_is_a_remote_error_or_timeout_not_a_hang) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("nccl ranks",
-                    suite_loop_tests("processes", 120, 1, MAX_RANKS + 1,
-                                     every_call_matches_the_reference_at_1_to_4_ranks),
-                    suite_tests("processes", 120, nonblocking_init_reports_in_progress_then_success,
-                                a_killed_peer_is_a_remote_error_or_timeout_not_a_hang));
-}
+SUITE_MAIN("nccl ranks",
+           suite_loop_tests("processes", 120, 1, MAX_RANKS + 1,
+                            every_call_matches_the_reference_at_1_to_4_ranks),
+           suite_tests("processes", 120, nonblocking_init_reports_in_progress_then_success,
+                       a_killed_peer_is_a_remote_error_or_timeout_not_a_hang))

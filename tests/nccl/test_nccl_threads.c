@@ -133,11 +133,9 @@ START_TEST(init_all_refuses_bad_arguments) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "nccl threads",
-      suite_loop_tests("one process", 120, 1, MAX_RANKS + 1, comm_init_all_makes_a_working_clique,
-                       grouped_inits_from_one_thread_complete_together,
-                       device_scalars_are_read_when_the_group_ends),
-      suite_tests("one process", 120, init_all_refuses_bad_arguments));
-}
+SUITE_MAIN("nccl threads",
+           suite_loop_tests("one process", 120, 1, MAX_RANKS + 1,
+                            comm_init_all_makes_a_working_clique,
+                            grouped_inits_from_one_thread_complete_together,
+                            device_scalars_are_read_when_the_group_ends),
+           suite_tests("one process", 120, init_all_refuses_bad_arguments))

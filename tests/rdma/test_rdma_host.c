@@ -166,12 +166,10 @@ START_TEST(coll_info_prints_build_features_and_transports) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "rdma_host",
-      suite_tests("no device", 120, forcing_ib_without_a_device_fails_init_with_a_clear_message,
-                  forcing_ib_in_a_transport_set_names_the_missing_device,
-                  different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within,
-                  coll_info_ib_lists_devices_or_says_there_is_none,
-                  coll_info_prints_build_features_and_transports));
-}
+SUITE_MAIN("rdma_host",
+           suite_tests("no device", 120,
+                       forcing_ib_without_a_device_fails_init_with_a_clear_message,
+                       forcing_ib_in_a_transport_set_names_the_missing_device,
+                       different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within,
+                       coll_info_ib_lists_devices_or_says_there_is_none,
+                       coll_info_prints_build_features_and_transports))

@@ -307,19 +307,16 @@ START_TEST(garbage_from_many_clients_leaves_the_good_one_served) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "store_frames",
-      suite_tests("frames", 30, bad_version_byte_drops_only_that_client,
-                  unknown_operation_drops_only_that_client,
-                  a_reply_explains_why_the_client_was_dropped,
-                  requests_before_hello_and_bad_headers_are_refused,
-                  oversized_key_is_refused_as_soon_as_its_length_arrives,
-                  oversized_value_length_is_refused_without_reading_the_value,
-                  truncated_frame_then_close_leaves_the_server_serving,
-                  half_sent_frame_then_silence_does_not_stall_others_and_times_out,
-                  client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout,
-                  client_that_connects_but_never_says_hello_is_dropped,
-                  client_vanishing_mid_frame_is_dropped_and_forgotten,
-                  garbage_from_many_clients_leaves_the_good_one_served));
-}
+SUITE_MAIN("store_frames",
+           suite_tests("frames", 30, bad_version_byte_drops_only_that_client,
+                       unknown_operation_drops_only_that_client,
+                       a_reply_explains_why_the_client_was_dropped,
+                       requests_before_hello_and_bad_headers_are_refused,
+                       oversized_key_is_refused_as_soon_as_its_length_arrives,
+                       oversized_value_length_is_refused_without_reading_the_value,
+                       truncated_frame_then_close_leaves_the_server_serving,
+                       half_sent_frame_then_silence_does_not_stall_others_and_times_out,
+                       client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout,
+                       client_that_connects_but_never_says_hello_is_dropped,
+                       client_vanishing_mid_frame_is_dropped_and_forgotten,
+                       garbage_from_many_clients_leaves_the_good_one_served))

@@ -476,25 +476,23 @@ START_TEST(rank_processes_exchange_addresses_through_the_store) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "store_ops",
-      suite_fixture_tests(
-          "ops", 30, util_open_store, util_close_store, set_then_get_returns_the_same_bytes,
-          large_values_travel_intact, get_waits_until_another_client_sets_the_key,
-          get_of_a_missing_key_times_out_naming_the_key_and_the_store,
-          add_counts_from_zero_and_returns_the_new_value,
-          compare_set_swaps_only_when_the_expected_value_matches,
-          wait_returns_once_every_key_exists,
-          wait_answers_only_once_all_keys_exist_at_the_same_time,
-          wait_times_out_naming_the_missing_key, delete_num_keys_and_check_report_the_table),
-      suite_tests("ops", 30, wrong_or_missing_token_is_refused_with_a_clear_message,
-                  client_retries_until_a_late_server_starts,
-                  connecting_to_no_server_times_out_naming_the_address,
-                  limits_are_enforced_before_sending,
-                  a_stopped_server_turns_calls_into_errors_not_hangs,
-                  client_reconnects_when_the_server_comes_back_on_the_same_port,
-                  clients_beyond_max_clients_are_turned_away_and_time_out,
-                  stopping_the_server_fails_a_parked_get_at_once,
-                  rank_processes_exchange_addresses_through_the_store));
-}
+SUITE_MAIN("store_ops",
+           suite_fixture_tests("ops", 30, util_open_store, util_close_store,
+                               set_then_get_returns_the_same_bytes, large_values_travel_intact,
+                               get_waits_until_another_client_sets_the_key,
+                               get_of_a_missing_key_times_out_naming_the_key_and_the_store,
+                               add_counts_from_zero_and_returns_the_new_value,
+                               compare_set_swaps_only_when_the_expected_value_matches,
+                               wait_returns_once_every_key_exists,
+                               wait_answers_only_once_all_keys_exist_at_the_same_time,
+                               wait_times_out_naming_the_missing_key,
+                               delete_num_keys_and_check_report_the_table),
+           suite_tests("ops", 30, wrong_or_missing_token_is_refused_with_a_clear_message,
+                       client_retries_until_a_late_server_starts,
+                       connecting_to_no_server_times_out_naming_the_address,
+                       limits_are_enforced_before_sending,
+                       a_stopped_server_turns_calls_into_errors_not_hangs,
+                       client_reconnects_when_the_server_comes_back_on_the_same_port,
+                       clients_beyond_max_clients_are_turned_away_and_time_out,
+                       stopping_the_server_fails_a_parked_get_at_once,
+                       rank_processes_exchange_addresses_through_the_store))

@@ -223,11 +223,9 @@ START_TEST(parked_gets_time_out_on_the_server_at_their_own_deadlines) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("store_scale",
-                    suite_fixture_tests("scale", 90, util_open_store, util_close_store,
-                                        thousand_clients_increment_one_counter_exactly),
-                    suite_tests("scale", 90, thousand_parked_gets_are_answered_by_one_set,
-                                every_rank_waiting_for_every_rank_key_is_answered_quickly,
-                                parked_gets_time_out_on_the_server_at_their_own_deadlines));
-}
+SUITE_MAIN("store_scale",
+           suite_fixture_tests("scale", 90, util_open_store, util_close_store,
+                               thousand_clients_increment_one_counter_exactly),
+           suite_tests("scale", 90, thousand_parked_gets_are_answered_by_one_set,
+                       every_rank_waiting_for_every_rank_key_is_answered_quickly,
+                       parked_gets_time_out_on_the_server_at_their_own_deadlines))

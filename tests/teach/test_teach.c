@@ -531,21 +531,20 @@ START_TEST(html_page_steps_forward_and_back_in_headless_chromium) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "teach",
-      suite_loop_tests("coll-sim", 120, 0, 32,
-                       allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
-      suite_loop_tests("coll-sim", 120, 0, 24,
-                       broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
-      suite_loop_tests(
-          "coll-sim", 120, 0, 40,
-          gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
-      suite_tests(
-          "coll-sim", 120, gather_table_shows_the_root_receiving_every_block_at_its_rank,
-          link_matrix_rows_add_up_to_the_bytes_each_rank_sends,
-          ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i,
-          bad_arguments_exit_2_with_a_message_naming_the_problem,
-          json_output_parses_for_every_algorithm, long_tables_and_big_pages_say_what_they_leave_out,
-          svg_pictures_are_well_formed_xml, html_page_steps_forward_and_back_in_headless_chromium));
-}
+SUITE_MAIN("teach",
+           suite_loop_tests("coll-sim", 120, 0, 32,
+                            allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_loop_tests("coll-sim", 120, 0, 24,
+                            broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_loop_tests(
+               "coll-sim", 120, 0, 40,
+               gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_tests("coll-sim", 120,
+                       gather_table_shows_the_root_receiving_every_block_at_its_rank,
+                       link_matrix_rows_add_up_to_the_bytes_each_rank_sends,
+                       ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i,
+                       bad_arguments_exit_2_with_a_message_naming_the_problem,
+                       json_output_parses_for_every_algorithm,
+                       long_tables_and_big_pages_say_what_they_leave_out,
+                       svg_pictures_are_well_formed_xml,
+                       html_page_steps_forward_and_back_in_headless_chromium))

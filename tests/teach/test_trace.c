@@ -668,15 +668,12 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "trace",
-      suite_loop_tests("real runs", 120, 0, NCASES,
-                       a_real_run_records_the_simulators_step_table_for_every_algorithm),
-      suite_tests("real runs", 120, trace_files_are_trace_event_json_with_spans_for_every_rank,
-                  a_split_communicator_traces_into_files_of_its_own,
-                  trace_merge_measures_collective_time_inside_spans,
-                  without_coll_trace_nothing_is_written_and_spans_do_nothing,
-                  an_unwritable_trace_path_fails_init_with_its_name,
-                  a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans));
-}
+SUITE_MAIN("trace",
+           suite_loop_tests("real runs", 120, 0, NCASES,
+                            a_real_run_records_the_simulators_step_table_for_every_algorithm),
+           suite_tests("real runs", 120, trace_files_are_trace_event_json_with_spans_for_every_rank,
+                       a_split_communicator_traces_into_files_of_its_own,
+                       trace_merge_measures_collective_time_inside_spans,
+                       without_coll_trace_nothing_is_written_and_spans_do_nothing,
+                       an_unwritable_trace_path_fails_init_with_its_name,
+                       a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans))

@@ -274,15 +274,12 @@ START_TEST(checkpoint_round_trips_and_detects_corruption) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "train_data",
-      suite_tests("sampler", 0, sampler_shards_are_disjoint_equal_and_cover_the_data_set,
-                  sampler_pads_by_wrapping_or_drops_the_remainder,
-                  sampler_reshuffles_each_epoch_identically_on_every_rank),
-      suite_fixture_tests("files", 0, data_setup, data_teardown,
-                          idx_reader_loads_plain_and_gzip_data_sets,
-                          idx_reader_rejects_truncated_corrupt_and_mismatched_files,
-                          dataset_load_rejects_count_mismatch_bad_labels_and_missing_files,
-                          checkpoint_round_trips_and_detects_corruption));
-}
+SUITE_MAIN("train_data",
+           suite_tests("sampler", 0, sampler_shards_are_disjoint_equal_and_cover_the_data_set,
+                       sampler_pads_by_wrapping_or_drops_the_remainder,
+                       sampler_reshuffles_each_epoch_identically_on_every_rank),
+           suite_fixture_tests("files", 0, data_setup, data_teardown,
+                               idx_reader_loads_plain_and_gzip_data_sets,
+                               idx_reader_rejects_truncated_corrupt_and_mismatched_files,
+                               dataset_load_rejects_count_mismatch_bad_labels_and_missing_files,
+                               checkpoint_round_trips_and_detects_corruption))

@@ -331,14 +331,12 @@ START_TEST(buckets_hold_whole_layers_in_reverse_order) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main("train_ddp",
-                    suite_fixture_tests("ddp", 120, ddp_setup, ddp_teardown,
-                                        buckets_hold_whole_layers_in_reverse_order,
-                                        four_ranks_of_16_match_one_rank_of_64_after_20_steps,
-                                        evaluation_and_loss_on_four_shards_match_one_rank,
-                                        two_ranks_accumulating_two_match_one_rank_of_64,
-                                        resumed_single_rank_sgd_run_ends_with_the_same_parameters,
-                                        resumed_two_rank_adam_run_ends_with_the_same_parameters,
-                                        check_sync_fails_loudly_when_ranks_diverge));
-}
+SUITE_MAIN("train_ddp",
+           suite_fixture_tests("ddp", 120, ddp_setup, ddp_teardown,
+                               buckets_hold_whole_layers_in_reverse_order,
+                               four_ranks_of_16_match_one_rank_of_64_after_20_steps,
+                               evaluation_and_loss_on_four_shards_match_one_rank,
+                               two_ranks_accumulating_two_match_one_rank_of_64,
+                               resumed_single_rank_sgd_run_ends_with_the_same_parameters,
+                               resumed_two_rank_adam_run_ends_with_the_same_parameters,
+                               check_sync_fails_loudly_when_ranks_diverge))

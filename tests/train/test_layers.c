@@ -386,18 +386,16 @@ START_TEST(cuda_device_fails_clearly_without_a_usable_gpu) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "train_layers",
-      suite_fixture_tests(
-          "layers", 0, setup, teardown, linear_gradients_match_finite_differences,
-          linear_backward_accumulates_when_asked, relu_gradient_matches_finite_differences,
-          softmax_cross_entropy_gradient_matches_finite_differences,
-          softmax_cross_entropy_is_stable_for_huge_logits,
-          model_gradients_match_finite_differences_through_all_layers,
-          model_announces_gradients_in_reverse_layer_order,
-          same_seed_gives_same_initialisation_within_pytorch_bounds,
-          sgd_with_momentum_and_weight_decay_follows_pytorch, adam_steps_follow_pytorch,
-          optimizer_step_in_pieces_is_bit_identical_to_one_step,
-          cosine_schedule_falls_from_lr_to_zero, cuda_device_fails_clearly_without_a_usable_gpu));
-}
+SUITE_MAIN("train_layers",
+           suite_fixture_tests(
+               "layers", 0, setup, teardown, linear_gradients_match_finite_differences,
+               linear_backward_accumulates_when_asked, relu_gradient_matches_finite_differences,
+               softmax_cross_entropy_gradient_matches_finite_differences,
+               softmax_cross_entropy_is_stable_for_huge_logits,
+               model_gradients_match_finite_differences_through_all_layers,
+               model_announces_gradients_in_reverse_layer_order,
+               same_seed_gives_same_initialisation_within_pytorch_bounds,
+               sgd_with_momentum_and_weight_decay_follows_pytorch, adam_steps_follow_pytorch,
+               optimizer_step_in_pieces_is_bit_identical_to_one_step,
+               cosine_schedule_falls_from_lr_to_zero,
+               cuda_device_fails_clearly_without_a_usable_gpu))

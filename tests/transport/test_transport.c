@@ -466,27 +466,24 @@ START_TEST(socket_ifname_selects_the_interface_or_names_the_bad_one) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "transport",
-      suite_loop_tests("exchange", 120, 0, 8, ring_of_2_to_5_ranks_delivers_every_size_intact,
-                       ring_receive_with_reduction_computes_operand_plus_incoming),
-      suite_loop_tests("exchange", 120, 0, 2, all_pairs_exchange_at_once,
-                       hundreds_of_sends_posted_before_their_receives_all_arrive,
-                       small_and_large_messages_in_a_row_arrive_in_order),
-      suite_tests("exchange", 120, shm_fifos_shrink_to_fit_the_inbox_budget),
-      suite_loop_tests("exchange", 120, 0, 2,
-                       wait_sleeps_while_idle_and_wakes_when_a_message_arrives,
-                       an_early_message_does_not_wake_the_wait_for_another_peer),
-      suite_loop_tests("exchange", 120, 0, 3,
-                       shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender),
-      suite_tests("exchange", 120, hosts_pick_shm_within_and_tcp_across_in_one_set,
-                  different_hosts_default_to_tcp),
-      suite_loop_tests("errors", 60, 0, 2 * (int)NMISMATCH,
-                       length_mismatch_is_a_protocol_error_naming_the_peer),
-      suite_loop_tests("errors", 60, 0, 2,
-                       killed_peer_is_reported_to_the_survivor_within_the_deadline),
-      suite_tests("errors", 60, forcing_shm_across_hosts_fails_with_a_message),
-      suite_loop_tests("errors", 60, 0, 2,
-                       socket_ifname_selects_the_interface_or_names_the_bad_one));
-}
+SUITE_MAIN("transport",
+           suite_loop_tests("exchange", 120, 0, 8, ring_of_2_to_5_ranks_delivers_every_size_intact,
+                            ring_receive_with_reduction_computes_operand_plus_incoming),
+           suite_loop_tests("exchange", 120, 0, 2, all_pairs_exchange_at_once,
+                            hundreds_of_sends_posted_before_their_receives_all_arrive,
+                            small_and_large_messages_in_a_row_arrive_in_order),
+           suite_tests("exchange", 120, shm_fifos_shrink_to_fit_the_inbox_budget),
+           suite_loop_tests("exchange", 120, 0, 2,
+                            wait_sleeps_while_idle_and_wakes_when_a_message_arrives,
+                            an_early_message_does_not_wake_the_wait_for_another_peer),
+           suite_loop_tests("exchange", 120, 0, 3,
+                            shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender),
+           suite_tests("exchange", 120, hosts_pick_shm_within_and_tcp_across_in_one_set,
+                       different_hosts_default_to_tcp),
+           suite_loop_tests("errors", 60, 0, 2 * (int)NMISMATCH,
+                            length_mismatch_is_a_protocol_error_naming_the_peer),
+           suite_loop_tests("errors", 60, 0, 2,
+                            killed_peer_is_reported_to_the_survivor_within_the_deadline),
+           suite_tests("errors", 60, forcing_shm_across_hosts_fails_with_a_message),
+           suite_loop_tests("errors", 60, 0, 2,
+                            socket_ifname_selects_the_interface_or_names_the_bad_one))

@@ -373,16 +373,14 @@ START_TEST(bad_arguments_are_clear_errors) {
 }
 END_TEST
 
-int main(void) {
-  return suite_main(
-      "window",
-      suite_loop_tests("window", 120, 0, 4, results_for_every_type_and_op_over_1_to_4_ranks),
-      suite_tests("window", 120, the_same_bits_as_the_arena),
-      suite_loop_tests("window", 120, 0, 3,
-                       plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows),
-      suite_tests(
-          "window", 120, a_killed_rank_is_named_by_the_others_quickly,
-          different_offsets_are_a_mismatch, bad_arguments_are_clear_errors,
-          a_heap_buffer_against_windows_fails_at_once, an_aborted_rank_fails_the_others_at_once,
-          a_late_rank_times_the_others_out_with_a_hang_report, the_trace_shows_the_zero_copy_call));
-}
+SUITE_MAIN("window",
+           suite_loop_tests("window", 120, 0, 4, results_for_every_type_and_op_over_1_to_4_ranks),
+           suite_tests("window", 120, the_same_bits_as_the_arena),
+           suite_loop_tests("window", 120, 0, 3,
+                            plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows),
+           suite_tests("window", 120, a_killed_rank_is_named_by_the_others_quickly,
+                       different_offsets_are_a_mismatch, bad_arguments_are_clear_errors,
+                       a_heap_buffer_against_windows_fails_at_once,
+                       an_aborted_rank_fails_the_others_at_once,
+                       a_late_rank_times_the_others_out_with_a_hang_report,
+                       the_trace_shows_the_zero_copy_call))
