@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elements.h"
 #include "mem/memops.h"
+#include "mix.h"
 
 size_t test_dtype_size(coll_dtype_t t) {
   static const size_t sizes[COLL_DTYPE_COUNT] = {
@@ -49,81 +51,23 @@ static int is_signed(coll_dtype_t t) {
   return t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64;
 }
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 /* Value of rank r's element i as a double: in [-1, 1) for sums and min/max, in
  * [0.75, 1.25) for products so that they neither overflow nor vanish. */
 static double float_value(int r, size_t i, coll_op_t op) {
-  double u = (double)(mix((uint64_t)r * 1000003u + i) >> 11) / 9007199254740992.0;
+  double u = (double)(mix64((uint64_t)r * 1000003u + i) >> 11) / 9007199254740992.0;
   return op == COLL_PROD ? 0.75 + u * 0.5 : u * 2.0 - 1.0;
 }
 
 static void store(void *buf, size_t i, coll_dtype_t t, double v, uint64_t bits) {
-  switch (t) {
-    case COLL_FLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_half((float)v);
-      break;
-    case COLL_BFLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v);
-      break;
-    case COLL_FLOAT32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_FLOAT64:
-      ((double *)buf)[i] = v;
-      break;
-    default:
-      memcpy((char *)buf + i * test_dtype_size(t), &bits, test_dtype_size(t));
-  }
-}
-
-static double load_f(const void *buf, size_t i, coll_dtype_t t) {
-  switch (t) {
-    case COLL_FLOAT16:
-      return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16:
-      return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)buf)[i];
-    default:
-      return ((const double *)buf)[i];
-  }
-}
-
-/* Integer element as (wrapped unsigned bits, signed value). */
-static void load_i(const void *buf, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
-  switch (t) {
-    case COLL_INT8:
-      *s = ((const int8_t *)buf)[i];
-      break;
-    case COLL_UINT8:
-      *s = ((const uint8_t *)buf)[i];
-      break;
-    case COLL_INT32:
-      *s = ((const int32_t *)buf)[i];
-      break;
-    case COLL_UINT32:
-      *s = ((const uint32_t *)buf)[i];
-      break;
-    case COLL_INT64:
-      *s = ((const int64_t *)buf)[i];
-      break;
-    default:
-      *s = (int64_t)((const uint64_t *)buf)[i];
-      break;
-  }
-  *u = (uint64_t)*s;
+  if (t >= COLL_FLOAT16)
+    elem_put(buf, i, t, v);
+  else
+    memcpy((char *)buf + i * test_dtype_size(t), &bits, test_dtype_size(t));
 }
 
 static void fill_rank(void *buf, int r, const run_case_t *c) {
   for (size_t i = 0; i < c->count; i++)
-    store(buf, i, c->dtype, float_value(r, i, c->op), mix((uint64_t)r * 7919u + i * 31u));
+    store(buf, i, c->dtype, float_value(r, i, c->op), mix64((uint64_t)r * 7919u + i * 31u));
 }
 
 /* Exact integer reference for element i. */
@@ -131,7 +75,7 @@ static uint64_t int_reference(void *const *inputs, size_t i, const run_case_t *c
   uint64_t acc = 0, u;
   int64_t sacc = 0, s;
   for (int r = 0; r < c->nranks; r++) {
-    load_i(inputs[r], i, c->dtype, &u, &s);
+    elem_get_int(inputs[r], i, c->dtype, &u, &s);
     if (r == 0) {
       acc = u;
       sacc = s;
@@ -180,7 +124,7 @@ static void check_allreduce_element(void *const *inputs, const void *out, size_t
   }
   double ref = 0, mag = 0;
   for (int r = 0; r < c->nranks; r++) {
-    double v = load_f(inputs[r], i, c->dtype);
+    double v = elem_get(inputs[r], i, c->dtype);
     if (r == 0) {
       ref = v;
       mag = fabs(v);
@@ -210,7 +154,7 @@ static void check_allreduce_element(void *const *inputs, const void *out, size_t
                : c->dtype == COLL_FLOAT32  ? 0x1p-24
                                            : 0x1p-53;
   double tol = (c->op == COLL_MIN || c->op == COLL_MAX) ? 0 : eps * (c->nranks + 1) * mag;
-  double got = load_f(out, i, c->dtype);
+  double got = elem_get(out, i, c->dtype);
   if (!(fabs(got - ref) <= tol))
     ck_abort_msg("%s: element %zu is %.17g, reference %.17g (tolerance %.3g)", case_name(c), i, got,
                  ref, tol);

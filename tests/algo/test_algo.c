@@ -9,6 +9,7 @@
 
 #include "algo/algo_internal.h"
 #include "algo_check.h"
+#include "suite_run.h"
 
 static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16};
 enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
@@ -544,50 +545,25 @@ START_TEST(algo_build_rejects_bad_parameters) {
 }
 END_TEST
 
-static Suite *algo_suite(void) {
-  Suite *s = suite_create("algo");
-  TCase *results = tcase_create("results");
-  tcase_set_timeout(results, 120);
-  tcase_add_loop_test(results, allreduce_matches_reference_for_every_algorithm_and_rank_count, 0,
-                      NALGOS * NRANK_COUNTS);
-  tcase_add_loop_test(results, allreduce_is_exact_for_every_rank_count_up_to_forty, 1, 41);
-  tcase_add_test(results, signed_zeros_give_every_rank_the_same_bits);
-  suite_add_tcase(s, results);
-  TCase *large = tcase_create("large");
-  tcase_set_timeout(large, 120);
-  tcase_add_loop_test(large, allreduce_of_a_large_uneven_count_matches_reference, 0, NALGOS);
-  suite_add_tcase(s, large);
-  TCase *bcast = tcase_create("broadcast");
-  tcase_set_timeout(bcast, 120);
-  tcase_add_loop_test(bcast, broadcast_delivers_the_roots_data_from_every_root, 0,
-                      4 * NRANK_COUNTS);
-  suite_add_tcase(s, bcast);
-  TCase *bytes = tcase_create("bytes");
-  tcase_set_timeout(bytes, 120);
-  tcase_add_test(bytes, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank);
-  tcase_add_test(bytes, master_sends_everything_through_rank_zero);
-  tcase_add_test(bytes, broadcast_bytes_follow_each_shape);
-  tcase_add_test(bytes, double_binary_trees_cover_every_rank_and_swap_leaves);
-  tcase_add_test(bytes, tree_bytes_follow_the_tree_shape);
-  tcase_add_test(bytes, halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold);
-  tcase_add_test(bytes, halving_doubling_exchanges_whole_buffers_when_small);
-  tcase_add_test(bytes, no_message_is_larger_than_a_segment);
-  tcase_add_test(bytes, tiny_segments_on_huge_buffers_keep_schedules_bounded);
-  suite_add_tcase(s, bytes);
-  TCase *sim = tcase_create("simulator");
-  tcase_add_test(sim, simulator_reports_a_deadlock);
-  tcase_add_test(sim, simulator_reports_mismatched_counts_and_unpaired_messages);
-  tcase_add_test(sim, simulator_reports_hazards_and_out_of_bounds_ops);
-  tcase_add_test(sim, simulator_records_every_executed_op);
-  tcase_add_test(sim, algo_build_rejects_bad_parameters);
-  suite_add_tcase(s, sim);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(algo_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("algo",
+           suite_loop_tests("results", 120, 0, NALGOS *NRANK_COUNTS,
+                            allreduce_matches_reference_for_every_algorithm_and_rank_count),
+           suite_loop_tests("results", 120, 1, 41,
+                            allreduce_is_exact_for_every_rank_count_up_to_forty),
+           suite_tests("results", 120, signed_zeros_give_every_rank_the_same_bits),
+           suite_loop_tests("large", 120, 0, NALGOS,
+                            allreduce_of_a_large_uneven_count_matches_reference),
+           suite_loop_tests("broadcast", 120, 0, 4 * NRANK_COUNTS,
+                            broadcast_delivers_the_roots_data_from_every_root),
+           suite_tests("bytes", 120, ring_sends_two_n_minus_one_over_n_of_the_buffer_per_rank,
+                       master_sends_everything_through_rank_zero, broadcast_bytes_follow_each_shape,
+                       double_binary_trees_cover_every_rank_and_swap_leaves,
+                       tree_bytes_follow_the_tree_shape,
+                       halving_doubling_sends_two_p_minus_one_over_p_plus_the_fold,
+                       halving_doubling_exchanges_whole_buffers_when_small,
+                       no_message_is_larger_than_a_segment,
+                       tiny_segments_on_huge_buffers_keep_schedules_bounded),
+           suite_tests("simulator", 0, simulator_reports_a_deadlock,
+                       simulator_reports_mismatched_counts_and_unpaired_messages,
+                       simulator_reports_hazards_and_out_of_bounds_ops,
+                       simulator_records_every_executed_op, algo_build_rejects_bad_parameters))

@@ -7,6 +7,7 @@
 
 #include "algo/algo_internal.h"
 #include "sim/sim.h"
+#include "suite_run.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
   return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};
@@ -102,20 +103,7 @@ START_TEST(selection_prefers_few_steps_for_small_and_ring_for_large_messages) {
 }
 END_TEST
 
-static Suite *cost_suite(void) {
-  Suite *s = suite_create("algo-cost");
-  TCase *tc = tcase_create("cost");
-  tcase_add_test(tc, predictions_grow_with_the_message_size);
-  tcase_add_test(tc, model_step_counts_match_the_simulated_rounds);
-  tcase_add_test(tc, selection_prefers_few_steps_for_small_and_ring_for_large_messages);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(cost_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("algo-cost",
+           suite_tests("cost", 0, predictions_grow_with_the_message_size,
+                       model_step_counts_match_the_simulated_rounds,
+                       selection_prefers_few_steps_for_small_and_ring_for_large_messages))

@@ -10,6 +10,7 @@
 
 #include "algo/algo_internal.h"
 #include "algo_check.h"
+#include "suite_run.h"
 
 static const coll_algo_t node_algos[] = {COLL_ALGO_RING_NODES, COLL_ALGO_TWO_LEVEL,
                                          COLL_ALGO_LEADERS};
@@ -329,36 +330,16 @@ START_TEST(several_nodes_choose_two_level_where_the_node_link_is_faster) {
 }
 END_TEST
 
-static Suite *nodes_suite(void) {
-  Suite *s = suite_create("algo-nodes");
-  TCase *map = tcase_create("map");
-  tcase_add_test(map, node_map_numbers_nodes_by_their_lowest_rank);
-  suite_add_tcase(s, map);
-  TCase *results = tcase_create("results");
-  tcase_set_timeout(results, 120);
-  tcase_add_loop_test(results, node_aware_allreduces_match_the_reference_for_every_placement, 0,
-                      12);
-  tcase_add_test(results, node_aware_allreduces_match_the_reference_for_scattered_hosts);
-  tcase_add_test(results, node_aware_allreduces_run_without_a_map_as_one_node);
-  tcase_add_test(results, two_level_builds_ring_nodes_when_nodes_hold_unequal_counts);
-  suite_add_tcase(s, results);
-  TCase *cross = tcase_create("crossings");
-  tcase_add_test(cross,
-                 ring_nodes_crosses_nodes_twice_per_node_per_pass_with_round_robin_placement);
-  tcase_add_test(cross, two_level_sends_one_kth_of_the_ring_bytes_between_nodes);
-  tcase_add_test(cross, leaders_cross_nodes_from_the_leaders_only);
-  suite_add_tcase(s, cross);
-  TCase *cost = tcase_create("cost");
-  tcase_add_test(cost, one_node_chooses_as_without_a_map);
-  tcase_add_test(cost, several_nodes_choose_two_level_where_the_node_link_is_faster);
-  suite_add_tcase(s, cost);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(nodes_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("algo-nodes", suite_tests("map", 0, node_map_numbers_nodes_by_their_lowest_rank),
+           suite_loop_tests("results", 120, 0, 12,
+                            node_aware_allreduces_match_the_reference_for_every_placement),
+           suite_tests("results", 120,
+                       node_aware_allreduces_match_the_reference_for_scattered_hosts,
+                       node_aware_allreduces_run_without_a_map_as_one_node,
+                       two_level_builds_ring_nodes_when_nodes_hold_unequal_counts),
+           suite_tests("crossings", 0,
+                       ring_nodes_crosses_nodes_twice_per_node_per_pass_with_round_robin_placement,
+                       two_level_sends_one_kth_of_the_ring_bytes_between_nodes,
+                       leaders_cross_nodes_from_the_leaders_only),
+           suite_tests("cost", 0, one_node_chooses_as_without_a_map,
+                       several_nodes_choose_two_level_where_the_node_link_is_faster))

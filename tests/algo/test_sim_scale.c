@@ -9,6 +9,7 @@
 #include "algo/topo.h"
 #include "sim/sim.h"
 #include "sim/sim_time.h"
+#include "suite_run.h"
 
 static sched_params_t params(coll_kind_t kind, int n, size_t count) {
   return (sched_params_t){.collective = kind, .count = count, .dtype = COLL_FLOAT32, .nranks = n};
@@ -275,26 +276,13 @@ START_TEST(sixteen_thousand_ranks_complete_for_tree_hd_and_master) {
 }
 END_TEST
 
-static Suite *sim_scale_suite(void) {
-  Suite *s = suite_create("algo-sim-scale");
-  TCase *tc = tcase_create("sim_time");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm);
-  tcase_add_test(tc, node_aware_schedules_run_unchanged_with_the_node_map);
-  tcase_add_test(tc, dbtree_depth_formula_matches_the_deepest_node);
-  tcase_add_test(tc, uplink_sharing_makes_a_crossing_ring_k_times_slower);
-  tcase_add_test(tc, a_rank_ordered_ring_sends_one_flow_per_node_and_sharing_changes_nothing);
-  tcase_add_test(tc, ring_uplink_bytes_match_the_formula_for_nodes_of_k_ranks);
-  tcase_add_test(tc, one_node_has_no_uplink_traffic_and_bad_topologies_are_refused);
-  tcase_add_test(tc, sixteen_thousand_ranks_complete_for_tree_hd_and_master);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(sim_scale_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("algo-sim-scale",
+           suite_tests("sim_time", 120,
+                       rounds_messages_and_uplink_bytes_match_sim_c_for_every_algorithm,
+                       node_aware_schedules_run_unchanged_with_the_node_map,
+                       dbtree_depth_formula_matches_the_deepest_node,
+                       uplink_sharing_makes_a_crossing_ring_k_times_slower,
+                       a_rank_ordered_ring_sends_one_flow_per_node_and_sharing_changes_nothing,
+                       ring_uplink_bytes_match_the_formula_for_nodes_of_k_ranks,
+                       one_node_has_no_uplink_traffic_and_bad_topologies_are_refused,
+                       sixteen_thousand_ranks_complete_for_tree_hd_and_master))

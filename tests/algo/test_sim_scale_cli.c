@@ -10,41 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "command.h"
+#include "suite_run.h"
+
 static const char *sim(void) {
   const char *p = getenv("COLL_SIM");
   return p != NULL ? p : "tools/coll-sim";
 }
 
-static int have(const char *tool) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
-  return system(cmd) == 0;
-}
-
-/* stdout and stderr of cmd; *status its exit status. */
-static char *run(const char *cmd, int *status) {
-  FILE *f = popen(cmd, "r");
-  ck_assert_ptr_nonnull(f);
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  ck_assert_ptr_nonnull(buf);
-  size_t got;
-  while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-    len += got;
-    if (len + 1 == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      ck_assert_ptr_nonnull(buf);
-    }
-  }
-  buf[len] = '\0';
-  int st = pclose(f);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return buf;
-}
-
 START_TEST(one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up) {
-  if (!have("python3")) {
+  if (!command_exists("python3")) {
     fprintf(stderr, "sim-scale-cli: python3 missing: JSON checks skipped\n");
     return;
   }
@@ -63,7 +38,7 @@ START_TEST(one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up) {
            "' 2>&1",
            sim());
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "%s", out);
   free(out);
 }
@@ -81,7 +56,7 @@ START_TEST(sweep_json_has_rows_and_crossovers_and_the_plot_is_svg) {
            "--sweep-algos ring,tree --plot %s --json > %s.json 2>&1",
            sim(), svg, svg);
   ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-  if (have("python3")) {
+  if (command_exists("python3")) {
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json, sys\n"
              "j = json.load(open(sys.argv[1]))\n"
@@ -90,13 +65,13 @@ START_TEST(sweep_json_has_rows_and_crossovers_and_the_plot_is_svg) {
              "assert isinstance(j[\"crossovers\"], list)\n"
              "' %s.json 2>&1",
              svg);
-    char *out = run(cmd, &st);
+    char *out = command_output(cmd, &st);
     ck_assert_msg(st == 0, "%s", out);
     free(out);
   }
-  if (have("xmllint")) {
+  if (command_exists("xmllint")) {
     snprintf(cmd, sizeof cmd, "xmllint --noout %s 2>&1", svg);
-    char *out = run(cmd, &st);
+    char *out = command_output(cmd, &st);
     ck_assert_msg(st == 0, "%s", out);
     free(out);
   }
@@ -110,7 +85,7 @@ START_TEST(help_documents_timing_mode_and_misuse_exits_2) {
   char cmd[512];
   int st;
   snprintf(cmd, sizeof cmd, "%s --help", sim());
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   static const char *const documented[] = {
       "--timing",      "--ranks-per-node", "--round-robin", "--intra-bw",   "--intra-lat",
@@ -134,7 +109,7 @@ START_TEST(help_documents_timing_mode_and_misuse_exits_2) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     snprintf(cmd, sizeof cmd, "%s %s 2>&1", sim(), cases[i].args);
-    out = run(cmd, &st);
+    out = command_output(cmd, &st);
     ck_assert_msg(st == 2, "'%s' exited %d:\n%s", cases[i].args, st, out);
     ck_assert_msg(strstr(out, cases[i].says) != NULL, "'%s' said:\n%s", cases[i].args, out);
     free(out);
@@ -142,21 +117,8 @@ START_TEST(help_documents_timing_mode_and_misuse_exits_2) {
 }
 END_TEST
 
-static Suite *cli_suite(void) {
-  Suite *s = suite_create("algo-sim-scale-cli");
-  TCase *tc = tcase_create("coll-sim timing mode");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up);
-  tcase_add_test(tc, sweep_json_has_rows_and_crossovers_and_the_plot_is_svg);
-  tcase_add_test(tc, help_documents_timing_mode_and_misuse_exits_2);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(cli_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("algo-sim-scale-cli",
+           suite_tests("coll-sim timing mode", 120,
+                       one_run_json_lists_every_nodes_uplink_bytes_and_they_add_up,
+                       sweep_json_has_rows_and_crossovers_and_the_plot_is_svg,
+                       help_documents_timing_mode_and_misuse_exits_2))

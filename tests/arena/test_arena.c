@@ -20,6 +20,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "peer_failures.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -29,7 +30,8 @@ typedef struct {
 } arena_case_t;
 
 /* Init with the arena forced; fails unless the communicator has one (nranks > 1). */
-static int init_arena(const arena_case_t *c, int rank, int nranks, coll_comm_t **comm) {
+static int init_arena(const void *arg, int rank, int nranks, coll_comm_t **comm) {
+  const arena_case_t *c = arg;
   unsetenv("COLL_ARENA");
   if (c->slot_bytes != NULL)
     setenv("COLL_ARENA_SLOT_BYTES", c->slot_bytes, 1);
@@ -54,10 +56,8 @@ static int init_arena(const arena_case_t *c, int rank, int nranks, coll_comm_t *
 
 /* Every type and op, counts around slices (n), slots (1024 bytes of each type at a 4 KiB
  * slot... measured in elements below) and zero; in place on odd calls. */
-static int rank_results(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_results(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   int bad = 0;
   uint32_t salt = 1;
   for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++) {
@@ -108,16 +108,14 @@ START_TEST(results_for_every_type_and_op_over_1_to_8_ranks) {
   static const int ranks[] = {1, 2, 3, 4, 5, 8};
   arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "4096"};
   c.job.port = mp_free_port();
-  ck_assert_int_eq(mp_run(ranks[_i], 60000, rank_results, &c), 0);
+  ck_assert_int_eq(ct_run_init(ranks[_i], 60000, init_arena, rank_results, &c), 0);
 }
 END_TEST
 
 /* The default slot (1 MiB): a float32 buffer of several rounds, AVG, repeated so the
  * slot sets wrap around across calls, results identical on all ranks. */
-static int rank_default_slot(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_default_slot(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   size_t count = (5u << 20) / 4 / 2 + 3; /* 2.5 MiB: three rounds */
   float *x = malloc(count * sizeof *x);
   int bad = 0;
@@ -139,16 +137,14 @@ static int rank_default_slot(int rank, int nranks, void *arg) {
 
 START_TEST(default_slots_over_several_rounds_and_calls) {
   arena_case_t c = {.job = {.port = mp_free_port()}};
-  ck_assert_int_eq(mp_run(3, 60000, rank_default_slot, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 60000, init_arena, rank_default_slot, &c), 0);
 }
 END_TEST
 
 /* Async arena all-reduces queued around a broadcast and a reduce_scatter (other
  * algorithms, through the transports) on the same buffers: FIFO order holds. */
-static int rank_async_order(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_async_order(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   enum { N = 100003 };
   int64_t *x = malloc(N * sizeof *x), *rs = malloc(N * sizeof *rs);
   for (size_t i = 0; i < N; i++) x[i] = (int64_t)(i % 7) + rank;
@@ -192,14 +188,11 @@ static int rank_async_order(int rank, int nranks, void *arg) {
 
 START_TEST(async_calls_keep_their_order_with_other_collectives) {
   arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "65536"};
-  ck_assert_int_eq(mp_run(4, 60000, rank_async_order, &c), 0);
+  ck_assert_int_eq(ct_run_init(4, 60000, init_arena, rank_async_order, &c), 0);
 }
 END_TEST
 
 /* The failure scenarios of peer_failures.h, over the arena (heap buffers). */
-static int init_arena_case(const void *c, int rank, int nranks, coll_comm_t **comm) {
-  return init_arena(c, rank, nranks, comm);
-}
 
 static void *heap_alloc(coll_comm_t *comm, size_t bytes) {
   (void)comm;
@@ -207,7 +200,7 @@ static void *heap_alloc(coll_comm_t *comm, size_t bytes) {
 }
 
 static pf_case_t failure_case(const arena_case_t *c) {
-  return (pf_case_t){.init = init_arena_case,
+  return (pf_case_t){.init = init_arena,
                      .suite_case = c,
                      .alloc = heap_alloc,
                      .release = free,
@@ -243,10 +236,8 @@ START_TEST(an_aborted_rank_fails_the_others_at_once) {
 END_TEST
 
 /* Rank 1 passes one more element: every rank fails with a mismatch naming both calls. */
-static int rank_mismatch(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   (void)nranks;
   static float x[5000];
   size_t count = rank == 1 ? 4001 : 4000;
@@ -261,7 +252,7 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
 
 START_TEST(mismatched_calls_fail_with_both_named) {
   arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
-  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 20000, init_arena, rank_mismatch, &c), 0);
 }
 END_TEST
 
@@ -362,28 +353,19 @@ END_TEST
 
 /* COLL_TRACE names the algorithm and shows its phases. */
 static int rank_trace(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  char path[256];
-  snprintf(path, sizeof path, "/tmp/arena-trace-%d.json", (int)getppid());
-  setenv("COLL_TRACE", path, 1);
+  ct_trace_to("arena-trace");
   coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+  if (init_arena(arg, rank, nranks, &comm) != 0) return 1;
   static float x[100000];
   int bad = coll_all_reduce(x, x, 100000, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   coll_comm_destroy(comm);
-  unsetenv("COLL_TRACE");
-  snprintf(path, sizeof path, "/tmp/arena-trace-%d.rank%d.json", (int)getppid(), rank);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 1;
-  static char text[1 << 20];
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  text[len] = '\0';
-  fclose(f);
-  unlink(path);
+  char *text = ct_trace_take("arena-trace", rank);
+  if (text == NULL) return 1;
   if (strstr(text, "\"algo\":\"arena\"") == NULL || strstr(text, "local_reduce") == NULL) {
     fprintf(stderr, "rank %d: the trace does not show the arena:\n%.2000s\n", rank, text);
     bad = 1;
   }
+  free(text);
   return bad;
 }
 
@@ -420,7 +402,7 @@ END_TEST
 START_TEST(small_path_results_for_every_type_and_op_over_2_to_8_ranks) {
   static const int ranks[] = {2, 3, 4, 5, 8};
   arena_case_t c = {.job = {.port = mp_free_port()}, .slot_bytes = "4096", .small_bytes = "65536"};
-  ck_assert_int_eq(mp_run(ranks[_i], 60000, rank_results, &c), 0);
+  ck_assert_int_eq(ct_run_init(ranks[_i], 60000, init_arena, rank_results, &c), 0);
 }
 END_TEST
 
@@ -429,10 +411,8 @@ END_TEST
  * asynchronous; a broadcast from a changing root every 7th (small ones through the
  * small path, the others over the transports), a barrier every 11th: exact int32
  * results, and float sums equal on every rank. */
-static int rank_small_many(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_small_many(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   enum { MAXN = 6000, CALLS = 600 }; /* 24 KB: above 16 KiB the arena proper */
   int32_t *x = malloc(MAXN * sizeof *x), *y = malloc(MAXN * sizeof *y);
   float *f = malloc(MAXN * sizeof *f);
@@ -486,22 +466,21 @@ static int rank_small_many(int rank, int nranks, void *arg) {
 
 START_TEST(small_path_reuses_its_buffers_across_many_calls_and_other_collectives) {
   arena_case_t c = {.job = {.port = mp_free_port()}, .small_bytes = "16384"};
-  ck_assert_int_eq(mp_run(2 + _i, 60000, rank_small_many, &c), 0);
+  ck_assert_int_eq(ct_run_init(2 + _i, 60000, init_arena, rank_small_many, &c), 0);
 }
 END_TEST
 
 START_TEST(small_path_mismatched_calls_fail_with_both_named) {
   arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}, .small_bytes = "65536"};
-  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 20000, init_arena, rank_mismatch, &c), 0);
 }
 END_TEST
 
 /* Rank 2 exits right after init: the others' small all-reduce names it, long before
  * the deadline (the liveness check of the segment's locks). */
-static int rank_small_killed(int rank, int nranks, void *arg) {
-  const arena_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init_arena(c, rank, nranks, &comm) != 0) return 1;
+static int rank_small_killed(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
+  (void)nranks;
   if (rank == 2) _exit(0);
   float x[100] = {0};
   int64_t start = coll_now_ms();
@@ -519,7 +498,7 @@ static int rank_small_killed(int rank, int nranks, void *arg) {
 
 START_TEST(small_path_a_killed_rank_is_named_by_the_others_quickly) {
   arena_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}, .small_bytes = "65536"};
-  ck_assert_int_eq(mp_run(3, 30000, rank_small_killed, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 30000, init_arena, rank_small_killed, &c), 0);
 }
 END_TEST
 
@@ -547,38 +526,25 @@ START_TEST(the_cost_model_sends_small_messages_to_the_small_path) {
 }
 END_TEST
 
-static Suite *arena_suite(void) {
-  Suite *s = suite_create("arena");
-  TCase *tc = tcase_create("arena");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_8_ranks, 0, 6);
-  tcase_add_test(tc, default_slots_over_several_rounds_and_calls);
-  tcase_add_test(tc, async_calls_keep_their_order_with_other_collectives);
-  tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
-  tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
-  tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
-  tcase_add_test(tc, mismatched_calls_fail_with_both_named);
-  tcase_add_test(tc, a_mismatch_between_the_arena_and_a_schedule_fails_at_once);
-  tcase_add_loop_test(tc, forced_where_it_cannot_run_falls_back, 0, 2);
-  tcase_add_test(tc, the_trace_names_the_arena);
-  tcase_add_test(tc, a_bad_slot_size_on_rank_0_fails_every_rank_at_init);
-  tcase_add_test(tc, the_cost_model_takes_it_for_large_buffers_only);
-  tcase_add_loop_test(tc, small_path_results_for_every_type_and_op_over_2_to_8_ranks, 0, 5);
-  tcase_add_loop_test(tc, small_path_reuses_its_buffers_across_many_calls_and_other_collectives, 0,
-                      3);
-  tcase_add_test(tc, small_path_mismatched_calls_fail_with_both_named);
-  tcase_add_test(tc, small_path_a_killed_rank_is_named_by_the_others_quickly);
-  tcase_add_test(tc, small_path_a_late_rank_times_the_others_out_with_a_hang_report);
-  tcase_add_test(tc, small_path_an_aborted_rank_fails_the_others_at_once);
-  tcase_add_test(tc, the_cost_model_sends_small_messages_to_the_small_path);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(arena_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("arena",
+           suite_loop_tests("arena", 120, 0, 6, results_for_every_type_and_op_over_1_to_8_ranks),
+           suite_tests("arena", 120, default_slots_over_several_rounds_and_calls,
+                       async_calls_keep_their_order_with_other_collectives,
+                       a_killed_rank_is_named_by_the_others_quickly,
+                       a_late_rank_times_the_others_out_with_a_hang_report,
+                       an_aborted_rank_fails_the_others_at_once,
+                       mismatched_calls_fail_with_both_named,
+                       a_mismatch_between_the_arena_and_a_schedule_fails_at_once),
+           suite_loop_tests("arena", 120, 0, 2, forced_where_it_cannot_run_falls_back),
+           suite_tests("arena", 120, the_trace_names_the_arena,
+                       a_bad_slot_size_on_rank_0_fails_every_rank_at_init,
+                       the_cost_model_takes_it_for_large_buffers_only),
+           suite_loop_tests("arena", 120, 0, 5,
+                            small_path_results_for_every_type_and_op_over_2_to_8_ranks),
+           suite_loop_tests("arena", 120, 0, 3,
+                            small_path_reuses_its_buffers_across_many_calls_and_other_collectives),
+           suite_tests("arena", 120, small_path_mismatched_calls_fail_with_both_named,
+                       small_path_a_killed_rank_is_named_by_the_others_quickly,
+                       small_path_a_late_rank_times_the_others_out_with_a_hang_report,
+                       small_path_an_aborted_rank_fails_the_others_at_once,
+                       the_cost_model_sends_small_messages_to_the_small_path))

@@ -12,6 +12,7 @@
 #include "bench_data.h"
 #include "bench_report.h"
 #include "coll.h"
+#include "suite_run.h"
 
 /* Parse a NULL-terminated list of arguments (the program name is added). */
 static int parse(bench_args_t *args, char *err, const char *first, ...) {
@@ -337,34 +338,15 @@ START_TEST(csv_and_json_files_hold_every_row) {
 }
 END_TEST
 
-static Suite *bench_suite(void) {
-  Suite *s = suite_create("bench");
-  TCase *args = tcase_create("args");
-  tcase_add_test(args, defaults_match_nccl_tests);
-  tcase_add_test(args, every_option_is_parsed_in_short_and_long_form);
-  tcase_add_loop_test(args, bad_options_give_a_message_naming_them, 0,
-                      (int)(sizeof bad_lines / sizeof bad_lines[0]));
-  tcase_add_test(args, min_bytes_above_max_bytes_is_refused);
-  tcase_add_test(args, sizes_accept_binary_suffixes);
-  tcase_add_test(args, type_and_op_names_round_trip);
-  suite_add_tcase(s, args);
-  TCase *data = tcase_create("data");
-  tcase_add_test(data, half_and_bfloat16_conversions_round_to_nearest_even);
-  tcase_add_test(data, patterns_reduce_exactly_for_every_type_op_and_rank_count);
-  tcase_add_test(data, patterns_differ_between_ranks_and_elements);
-  suite_add_tcase(s, data);
-  TCase *report = tcase_create("report");
-  tcase_add_test(report, median_and_bandwidth_follow_nccl_tests);
-  tcase_add_test(report, rows_print_in_nccl_tests_layout);
-  tcase_add_test(report, csv_and_json_files_hold_every_row);
-  suite_add_tcase(s, report);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(bench_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("bench",
+           suite_tests("args", 0, defaults_match_nccl_tests,
+                       every_option_is_parsed_in_short_and_long_form),
+           suite_loop_tests("args", 0, 0, (int)(sizeof bad_lines / sizeof bad_lines[0]),
+                            bad_options_give_a_message_naming_them),
+           suite_tests("args", 0, min_bytes_above_max_bytes_is_refused,
+                       sizes_accept_binary_suffixes, type_and_op_names_round_trip),
+           suite_tests("data", 0, half_and_bfloat16_conversions_round_to_nearest_even,
+                       patterns_reduce_exactly_for_every_type_op_and_rank_count,
+                       patterns_differ_between_ranks_and_elements),
+           suite_tests("report", 0, median_and_bandwidth_follow_nccl_tests,
+                       rows_print_in_nccl_tests_layout, csv_and_json_files_hold_every_row))

@@ -12,7 +12,8 @@ train=$build/tools/train
 collrun=$build/tools/collrun
 data=/usr/share/datasets/fashion-mnist
 
-skip() { echo "cluster: skipped: $*"; exit "${CLUSTER_SKIP_EXIT:-0}"; }
+# skip, pass, fail, fails_clearly, finish
+. "$here/report.sh"
 [ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
 command -v ip >/dev/null || skip "no ip command (iproute2)"
 [ -x "$bench" ] && [ -x "$collrun" ] || skip "build $bench and $collrun first"
@@ -51,15 +52,6 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 cd "$work" || exit 1
-
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() {
-  echo "FAIL $1"
-  for f in "${@:2}"; do [ -f "$f" ] && sed 's/^/  | /' "$f" | tail -20; done
-  failed=$((failed + 1))
-}
 
 # two_hosts NAME PORT PROG ARGS...: collrun -n 2 in each namespace, node 0 hosting the
 # store at 10.99.0.1:PORT; output in NAME.0.log and NAME.1.log; returns the worse exit code.
@@ -120,12 +112,6 @@ fi
 # A store address that leads nowhere fails within COLL_TIMEOUT_MS, naming the address.
 ip netns exec "${ns[1]}" env RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.99.0.77 MASTER_PORT=29413 \
   COLL_TIMEOUT_MS=3000 timeout 60 "$bench" -b 1K -e 1K >unreachable.log 2>&1
-rc=$?
-if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "10.99.0.77" unreachable.log; then
-  pass "an unreachable store is reported"
-else
-  fail "an unreachable store is reported (exit $rc)" unreachable.log
-fi
+fails_clearly "an unreachable store is reported" $? unreachable.log "10.99.0.77"
 
-echo "cluster: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -12,7 +12,8 @@ bench=$build/bench/allreduce_bench
 train=$build/tools/train
 data=/usr/share/datasets/fashion-mnist
 
-skip() { echo "cluster: skipped: $*"; exit "${CLUSTER_SKIP_EXIT:-0}"; }
+# skip, pass, fail, fails_clearly, finish
+. "$here/report.sh"
 [ "$(id -u)" = 0 ] || skip "needs root to run slurmctld and slurmd"
 [ -f "$slurm_dir/start-slurm.sh" ] || skip "no $slurm_dir/start-slurm.sh"
 [ -x "$bench" ] || skip "build $bench first"
@@ -42,15 +43,6 @@ if ! timeout 180 bash "$slurm_dir/start-slurm.sh" >"$work/start.log" 2>&1; then
   exit 1
 fi
 cd "$work" || exit 1
-
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() {
-  echo "FAIL $1"
-  [ -f "$2" ] && sed 's/^/  | /' "$2" | tail -25
-  failed=$((failed + 1))
-}
 
 # bench_ok NAME LOG NRANKS: the bench ended well, found no wrong values, and every pair
 # used the transport its hosts call for.
@@ -181,12 +173,6 @@ fi
 # 8. A malformed node list is a clear error, not a hang.
 timeout 60 srun -N 1 -n 2 env SLURM_STEP_NODELIST='node[1-' "$bench" -c 1 -b 1K -e 1K \
   >badlist.log 2>&1
-rc=$?
-if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "malformed host list" badlist.log; then
-  pass "malformed SLURM_STEP_NODELIST is reported"
-else
-  fail "malformed SLURM_STEP_NODELIST is reported (exit $rc)" badlist.log
-fi
+fails_clearly "malformed SLURM_STEP_NODELIST is reported" $? badlist.log "malformed host list"
 
-echo "cluster: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -8,6 +8,7 @@
 #include "coll.h"
 #include "launch/hostlist.h"
 #include "launch/launch_port.h"
+#include "suite_run.h"
 
 /* The list expanded as "a b c" (space-separated), or "ERROR: <message>". */
 static void expand(const char *list, char *out, size_t cap) {
@@ -181,23 +182,10 @@ START_TEST(ompi_uri_gives_mpirun_hosts_ipv4_addresses) {
 }
 END_TEST
 
-static Suite *cluster_units_suite(void) {
-  Suite *s = suite_create("cluster_units");
-  TCase *tc = tcase_create("derived");
-  tcase_add_test(tc, hostlist_expands_slurm_syntax);
-  tcase_add_test(tc, hostlist_rejects_malformed_lists_with_a_message);
-  tcase_add_test(tc, hostlist_first_host_of_a_huge_list_costs_nothing);
-  tcase_add_test(tc, hostlist_names_longer_than_the_limit_are_errors);
-  tcase_add_test(tc, port_is_derived_in_the_documented_range_and_differs_between_steps);
-  tcase_add_test(tc, ompi_uri_gives_mpirun_hosts_ipv4_addresses);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(cluster_units_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("cluster_units",
+           suite_tests("derived", 0, hostlist_expands_slurm_syntax,
+                       hostlist_rejects_malformed_lists_with_a_message,
+                       hostlist_first_host_of_a_huge_list_costs_nothing,
+                       hostlist_names_longer_than_the_limit_are_errors,
+                       port_is_derived_in_the_documented_range_and_differs_between_steps,
+                       ompi_uri_gives_mpirun_hosts_ipv4_addresses))

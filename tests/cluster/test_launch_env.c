@@ -16,43 +16,13 @@
 #include "coll.h"
 #include "launch/launch_env.h"
 #include "launch/launch_port.h"
+#include "launcher_env.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 static void clean_env(void) {
-  static const char *const vars[] = {
-      "RANK",
-      "WORLD_SIZE",
-      "LOCAL_RANK",
-      "SLURM_PROCID",
-      "SLURM_NTASKS",
-      "SLURM_LOCALID",
-      "SLURM_NODEID",
-      "SLURM_STEP_NODELIST",
-      "SLURM_JOB_NODELIST",
-      "SLURM_NODELIST",
-      "SLURM_JOB_ID",
-      "SLURM_JOBID",
-      "SLURM_STEP_ID",
-      "SLURM_STEPID",
-      "SLURMD_NODENAME",
-      "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_LOCAL_RANK",
-      "OMPI_COMM_WORLD_LOCAL_SIZE",
-      "OMPI_MCA_orte_hnp_uri",
-      "OMPI_MCA_ess_base_jobid",
-      "PMIX_NAMESPACE",
-      "MASTER_ADDR",
-      "MASTER_PORT",
-      "COLL_STORE_HOSTED",
-      "COLL_JOB_TOKEN",
-      "COLL_ALGO",
-      "COLL_TRANSPORT",
-      "COLL_TIMEOUT_MS",
-      "COLL_HOST_ID",
-      "COLL_DEBUG",
-  };
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  launcher_env_clear();
+  unsetenv("COLL_DEBUG");
 }
 
 static void set_vars(const char *const *vars, int n) {
@@ -323,23 +293,9 @@ START_TEST(ranks_meet_with_only_slurm_variables) {
 }
 END_TEST
 
-static Suite *launch_env_suite(void) {
-  Suite *s = suite_create("cluster_launch_env");
-  TCase *tc = tcase_create("env");
-  tcase_add_loop_test(tc, launcher_environment_resolves_the_store, 0,
-                      (int)(sizeof cases / sizeof cases[0]));
-  tcase_add_test(tc, launch_info_names_the_launcher_without_joining);
-  tcase_add_test(tc, host_id_is_forced_or_names_host_boot_and_network_namespace);
-  tcase_add_test(tc, ranks_meet_with_only_slurm_variables);
-  tcase_set_timeout(tc, 90);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(launch_env_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("cluster_launch_env",
+           suite_loop_tests("env", 90, 0, (int)(sizeof cases / sizeof cases[0]),
+                            launcher_environment_resolves_the_store),
+           suite_tests("env", 90, launch_info_names_the_launcher_without_joining,
+                       host_id_is_forced_or_names_host_boot_and_network_namespace,
+                       ranks_meet_with_only_slurm_variables))

@@ -13,8 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "elements.h"
+#include "launcher_env.h"
 #include "mem/memops.h"
+#include "mix.h"
+#include "multiproc.h"
 
 int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   ct_clean_env();
@@ -37,29 +42,45 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   return 0;
 }
 
-void ct_clean_env(void) {
-  static const char *const vars[] = {
-      "RANK",
-      "WORLD_SIZE",
-      "LOCAL_RANK",
-      "SLURM_PROCID",
-      "SLURM_NTASKS",
-      "SLURM_LOCALID",
-      "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_LOCAL_RANK",
-      "MASTER_ADDR",
-      "MASTER_PORT",
-      "COLL_STORE_HOSTED",
-      "COLL_JOB_TOKEN",
-      "COLL_ALGO",
-      "COLL_TRANSPORT",
-      "COLL_TIMEOUT_MS",
-      "COLL_CHUNK_SIZE",
-      "COLL_HOST_ID",
-  };
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+typedef struct {
+  const ct_job_t *job;
+  ct_init_fn init; /* NULL: ct_init(job) */
+  ct_body_fn body;
+  ct_body_arg_fn body_arg;
+  void *arg;
+} run_t;
+
+static int run_rank(int rank, int nranks, void *p) {
+  const run_t *r = p;
+  coll_comm_t *comm;
+  int failed =
+      r->init != NULL ? r->init(r->arg, rank, nranks, &comm) : ct_init(r->job, rank, nranks, &comm);
+  if (failed != 0) return 1;
+  return r->body != NULL ? r->body(comm, rank, nranks) : r->body_arg(comm, rank, nranks, r->arg);
 }
+
+static int run_job(int n, int timeout_ms, const ct_job_t *job, run_t *r) {
+  ct_job_t fresh = {.port = job == NULL ? mp_free_port() : 0};
+  r->job = job != NULL ? job : &fresh;
+  return mp_run(n, timeout_ms, run_rank, r);
+}
+
+int ct_run(int n, int timeout_ms, const ct_job_t *job, ct_body_fn body) {
+  run_t r = {.body = body};
+  return run_job(n, timeout_ms, job, &r);
+}
+
+int ct_run_arg(int n, int timeout_ms, const ct_job_t *job, ct_body_arg_fn body, void *arg) {
+  run_t r = {.body_arg = body, .arg = arg};
+  return run_job(n, timeout_ms, job, &r);
+}
+
+int ct_run_init(int n, int timeout_ms, ct_init_fn init, ct_body_arg_fn body, void *arg) {
+  run_t r = {.init = init, .body_arg = body, .arg = arg};
+  return mp_run(n, timeout_ms, run_rank, &r);
+}
+
+void ct_clean_env(void) { launcher_env_clear(); }
 
 static bool is_fp8(coll_dtype_t dt) { return dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2; }
 static bool is_float(coll_dtype_t dt) {
@@ -68,15 +89,6 @@ static bool is_float(coll_dtype_t dt) {
 }
 static bool is_signed(coll_dtype_t dt) {
   return dt == COLL_INT8 || dt == COLL_INT32 || dt == COLL_INT64;
-}
-
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
 }
 
 /* fp8 inputs are chosen so that every partial result of any reduction order is exact in
@@ -89,7 +101,7 @@ static uint32_t mix(uint32_t x) {
  * float16 and then to fp8, as the library does (those roundings are checked against
  * NVIDIA's code by tests/mem/test_fp8_ref.cpp). */
 static double fp8_value(coll_op_t op, int rank, size_t i, uint32_t raw) {
-  int k = (int)(mix((uint32_t)i ^ 0x51ed270bU) % 6) - 3;
+  int k = (int)(mix32((uint32_t)i ^ 0x51ed270bU) % 6) - 3;
   int sign = (raw >> 8) & 1 ? -1 : 1;
   switch (op) {
     case COLL_PROD:
@@ -105,7 +117,7 @@ static double fp8_value(coll_op_t op, int rank, size_t i, uint32_t raw) {
 /* The value rank contributes at index i, as the type holds it (floats already rounded
  * to the type, integers as int64). */
 static double float_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
-  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  uint32_t raw = mix32((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   if (is_fp8(dt)) return fp8_value(op, rank, i, raw);
   double v = op == COLL_PROD ? 1.0 + ((int)(raw % 201) - 100) / 1000.0
                              : ((int)(raw % 2001) - 1000) / 255.0;
@@ -126,7 +138,7 @@ bool ct_op_applies(coll_dtype_t dt, coll_op_t op) {
 }
 
 static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint32_t salt) {
-  uint32_t raw = mix((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
+  uint32_t raw = mix32((uint32_t)i * 2654435761U ^ (uint32_t)(rank + 1) * 40503U ^ salt);
   bool s = is_signed(dt);
   switch (op) {
     case COLL_BAND:
@@ -134,7 +146,7 @@ static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint
     case COLL_BXOR:
       /* Every bit of the widest type random (the store keeps the low bytes): and-ing or
        * or-ing a few ranks leaves a mix of ones and zeros in every byte. */
-      return (int64_t)((uint64_t)mix(raw ^ 0x9e3779b9U) << 32 | raw);
+      return (int64_t)((uint64_t)mix32(raw ^ 0x9e3779b9U) << 32 | raw);
     case COLL_PROD:
       return s ? (int64_t)(raw % 4) - 2 + (raw % 4 >= 2) : (int64_t)(raw % 3) + 1;
     case COLL_MIN:
@@ -142,43 +154,6 @@ static int64_t int_value(coll_dtype_t dt, coll_op_t op, int rank, size_t i, uint
       return s ? (int64_t)(raw % 201) - 100 : (int64_t)(raw % 200);
     default:
       return s ? (int64_t)(raw % 21) - 10 : (int64_t)(raw % 21);
-  }
-}
-
-static void store_float(void *buf, size_t i, coll_dtype_t dt, double v) {
-  switch (dt) {
-    case COLL_FLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_half((float)v);
-      break;
-    case COLL_BFLOAT16:
-      ((uint16_t *)buf)[i] = mem_float_to_bf16((float)v);
-      break;
-    case COLL_FLOAT32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
-      break;
-    default:
-      ((double *)buf)[i] = v;
-      break;
-  }
-}
-
-static double load_float(const void *buf, size_t i, coll_dtype_t dt) {
-  switch (dt) {
-    case COLL_FLOAT16:
-      return mem_half_to_float(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16:
-      return mem_bf16_to_float(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)buf)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
-    default:
-      return ((const double *)buf)[i];
   }
 }
 
@@ -197,7 +172,7 @@ void ct_fill(void *buf, size_t count, coll_dtype_t dt, coll_op_t op, int rank, u
   size_t esz = coll_dtype_size(dt);
   for (size_t i = 0; i < count; i++) {
     if (is_float(dt))
-      store_float(buf, i, dt, float_value(dt, op, rank, i, salt));
+      elem_put(buf, i, dt, float_value(dt, op, rank, i, salt));
     else
       store_int(buf, i, esz, (uint64_t)int_value(dt, op, rank, i, salt));
   }
@@ -292,7 +267,7 @@ size_t ct_check_all_reduce(const void *out, size_t count, coll_dtype_t dt, coll_
       }
       if (op == COLL_AVG) want /= nranks;
       if (op == COLL_PROD) scale = 1 + fabs(want);
-      got = load_float(out, i, dt);
+      got = elem_get(out, i, dt);
       tol = (op == COLL_MIN || op == COLL_MAX) ? 0 : 4.0 * nranks * unit_roundoff(dt) * (scale + 1);
       ok = fabs(got - want) <= tol;
       if (is_fp8(dt)) { /* exact: the bits of the one possible result (see fp8_value) */
@@ -371,4 +346,52 @@ int ct_ok(int rank, const char *what, coll_status_t st) {
   if (st == COLL_OK) return 0;
   fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(st), coll_last_error());
   return 1;
+}
+
+int ct_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
+                  coll_op_t op, int in_place, uint32_t salt, const char *tag) {
+  size_t esz = coll_dtype_size(dt);
+  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
+  char what[200];
+  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s %s", rank, tag,
+           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt), coll_op_name(op));
+  int rc = 1;
+  if (in == NULL || out == NULL) goto out;
+  ct_fill(in, count, dt, op, rank, salt);
+  memset(out, 0xA5, count * esz);
+  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
+                              : coll_all_reduce(in, out, count, dt, op, comm);
+  if (st != COLL_OK) {
+    fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
+    goto out;
+  }
+  const char *res = in_place ? in : out;
+  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
+  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
+  rc = 0;
+out:
+  free(in);
+  free(out);
+  return rc;
+}
+
+void ct_trace_to(const char *stem) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/%s-%d.json", stem, (int)getppid());
+  setenv("COLL_TRACE", path, 1);
+}
+
+char *ct_trace_take(const char *stem, int rank) {
+  unsetenv("COLL_TRACE");
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/%s-%d.rank%d.json", stem, (int)getppid(), rank);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  size_t cap = 1 << 20;
+  char *text = malloc(cap);
+  size_t len = text != NULL ? fread(text, 1, cap - 1, f) : 0;
+  if (text != NULL) text[len] = '\0';
+  fclose(f);
+  unlink(path);
+  return text;
 }

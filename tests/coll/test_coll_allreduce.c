@@ -10,6 +10,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { BIG = (1 << 20) + 3 };
 
@@ -21,39 +22,8 @@ typedef struct {
   coll_algo_t algo; /* AUTO: loop over all algorithms */
 } case_t;
 
-/* One all-reduce of `count` elements, checked; 0 on success. */
-static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
-                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
-  size_t esz = coll_dtype_size(dt);
-  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
-  char what[160];
-  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s", rank, tag,
-           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt));
-  int rc = 1;
-  if (in == NULL || out == NULL) goto out;
-  ct_fill(in, count, dt, op, rank, salt);
-  memset(out, 0xA5, count * esz);
-  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
-                              : coll_all_reduce(in, out, count, dt, op, comm);
-  if (st != COLL_OK) {
-    fprintf(stderr, "%s %s: %s: %s\n", what, coll_op_name(op), coll_status_name(st),
-            coll_last_error());
-    goto out;
-  }
-  const char *res = in_place ? in : out;
-  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
-  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
-  rc = 0;
-out:
-  free(in);
-  free(out);
-  return rc;
-}
-
-static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
+static int rank_all_types_and_ops(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   int fails = 0;
   if (coll_comm_set_algo(comm, c->algo) != COLL_OK) fails++;
   static const size_t counts[] = {0, 1, 7, 1023, 4099};
@@ -63,25 +33,23 @@ static int rank_all_types_and_ops(int rank, int nranks, void *arg) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int in_place = 0; in_place < 2; in_place++)
           if (ct_op_applies((coll_dtype_t)dt, (coll_op_t)op))
-            fails += one_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt,
-                                    (coll_op_t)op, in_place, salt++, "types x ops");
+            fails += ct_all_reduce(comm, rank, nranks, counts[k], (coll_dtype_t)dt, (coll_op_t)op,
+                                   in_place, salt++, "types x ops");
   /* The big count once per type family, sum only. */
-  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
-  fails += one_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
+  fails += ct_all_reduce(comm, rank, nranks, BIG, COLL_FLOAT32, COLL_SUM, 0, 99, "big");
+  fails += ct_all_reduce(comm, rank, nranks, BIG, COLL_INT32, COLL_SUM, 1, 98, "big");
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
 
 START_TEST(all_types_and_ops_match_the_reference_on_4_ranks) {
   case_t c = {.job = {.port = mp_free_port()}, .algo = COLL_ALGO_RING};
-  ck_assert_int_eq(mp_run(4, 90000, rank_all_types_and_ops, &c), 0);
+  ck_assert_int_eq(ct_run_arg(4, 90000, &c.job, rank_all_types_and_ops, &c), 0);
 }
 END_TEST
 
-static int rank_algorithms(int rank, int nranks, void *arg) {
+static int rank_algorithms(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, BIG};
   for (int a = 0; a < NALGOS; a++) {
@@ -93,11 +61,11 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
       for (int in_place = 0; in_place < 2; in_place++) {
         /* 8 ranks on 2 cores: the big count out-of-place only, to keep the suite fast. */
         if (counts[k] == BIG && in_place && nranks > 5) continue;
-        fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, in_place,
-                                (uint32_t)(k * 2 + (size_t)in_place), tag);
+        fails += ct_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, in_place,
+                               (uint32_t)(k * 2 + (size_t)in_place), tag);
       }
-    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
-    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
@@ -106,17 +74,14 @@ static int rank_algorithms(int rank, int nranks, void *arg) {
 /* Small segments give steps with hundreds of ops (hd: all sends to a partner, then all
  * receives from it) and schedules with thousands: the window must never hold back an op
  * of the oldest step. */
-static int rank_small_segments(int rank, int nranks, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int rank_small_segments(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   for (int a = 0; a < NALGOS; a++) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s with 4 KiB segments", coll_algo_name(algos[a]));
     if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
-    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 0, 5, tag);
-    fails += one_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 1, 6, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 0, 5, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 300001, COLL_FLOAT32, COLL_SUM, 1, 6, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
@@ -124,7 +89,7 @@ static int rank_small_segments(int rank, int nranks, void *arg) {
 
 START_TEST(steps_with_hundreds_of_segments_complete) {
   case_t c = {.job = {.port = mp_free_port(), .chunk = "4096"}};
-  ck_assert_int_eq(mp_run(4, 100000, rank_small_segments, &c), 0);
+  ck_assert_int_eq(ct_run(4, 100000, &c.job, rank_small_segments), 0);
 }
 END_TEST
 
@@ -135,15 +100,12 @@ enum { NRANK_COUNTS = sizeof rank_counts / sizeof rank_counts[0] };
 START_TEST(every_algorithm_matches_the_reference_for_every_transport_and_rank_count) {
   case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NRANK_COUNTS) ? "tcp" : "shm"}};
   int n = rank_counts[_i % NRANK_COUNTS];
-  ck_assert_msg(mp_run(n, 100000, rank_algorithms, &c) == 0, "%d ranks over %s failed", n,
-                c.job.transport);
+  ck_assert_msg(ct_run_arg(n, 100000, &c.job, rank_algorithms, &c) == 0, "%d ranks over %s failed",
+                n, c.job.transport);
 }
 END_TEST
 
-static int rank_broadcasts(int rank, int nranks, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int rank_broadcasts(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, 65539};
   char *buf = malloc((size_t)BIG * 4);
@@ -188,31 +150,15 @@ enum { NBCAST = sizeof bcast_rank_counts / sizeof bcast_rank_counts[0] };
 START_TEST(broadcast_from_every_root_reaches_every_rank) {
   case_t c = {.job = {.port = mp_free_port(), .transport = (_i / NBCAST) ? "tcp" : "shm"}};
   int n = bcast_rank_counts[_i % NBCAST];
-  ck_assert_msg(mp_run(n, 100000, rank_broadcasts, &c) == 0, "%d ranks over %s failed", n,
+  ck_assert_msg(ct_run(n, 100000, &c.job, rank_broadcasts) == 0, "%d ranks over %s failed", n,
                 c.job.transport);
 }
 END_TEST
 
-static Suite *coll_results_suite(void) {
-  Suite *s = suite_create("coll results");
-  TCase *tc = tcase_create("all-reduce");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, all_types_and_ops_match_the_reference_on_4_ranks);
-  tcase_add_test(tc, steps_with_hundreds_of_segments_complete);
-  tcase_add_loop_test(tc, every_algorithm_matches_the_reference_for_every_transport_and_rank_count,
-                      0, 2 * NRANK_COUNTS);
-  suite_add_tcase(s, tc);
-  TCase *tb = tcase_create("broadcast");
-  tcase_set_timeout(tb, 120);
-  tcase_add_loop_test(tb, broadcast_from_every_root_reaches_every_rank, 0, 2 * NBCAST);
-  suite_add_tcase(s, tb);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(coll_results_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN(
+    "coll results",
+    suite_tests("all-reduce", 120, all_types_and_ops_match_the_reference_on_4_ranks,
+                steps_with_hundreds_of_segments_complete),
+    suite_loop_tests("all-reduce", 120, 0, 2 * NRANK_COUNTS,
+                     every_algorithm_matches_the_reference_for_every_transport_and_rank_count),
+    suite_loop_tests("broadcast", 120, 0, 2 * NBCAST, broadcast_from_every_root_reaches_every_rank))

@@ -16,6 +16,7 @@
 #include "coll_test_util.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 /* Sanitizers that (rightly) report reading freed memory: the use-after-destroy check
@@ -255,9 +256,7 @@ START_TEST(a_rank_with_a_different_coll_algo_fails_init_with_mismatch) {
 }
 END_TEST
 
-static int rank_set_algo_mismatch(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_set_algo_mismatch(coll_comm_t *comm, int rank, int nranks) {
   coll_comm_set_algo(comm, rank == 0 ? COLL_ALGO_RING : COLL_ALGO_MASTER);
   float x = 1, y;
   coll_status_t st = coll_all_reduce(&x, &y, 1, COLL_FLOAT32, COLL_SUM, comm);
@@ -272,17 +271,14 @@ static int rank_set_algo_mismatch(int rank, int nranks, void *arg) {
 }
 
 START_TEST(different_set_algo_choices_fail_the_next_call_with_mismatch) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 30000, rank_set_algo_mismatch, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, NULL, rank_set_algo_mismatch), 0);
 }
 END_TEST
 
 /* Rounds of six requests (all-reduces and a broadcast) plus a blocking call behind
  * them; requests are completed by polling, by waiting in reverse order, and (round 2)
  * by waiting at once, which lets the waiter run queued work itself. */
-static int rank_async(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_async(coll_comm_t *comm, int rank, int nranks) {
   enum { NREQ = 6, ROUNDS = 4 };
   static const size_t counts[NREQ] = {1, 1000, 65536 + 5, 7, 300000, 33};
   static const coll_dtype_t types[NREQ] = {COLL_FLOAT32, COLL_INT32,   COLL_FLOAT64,
@@ -332,8 +328,7 @@ static int rank_async(int rank, int nranks, void *arg) {
 }
 
 START_TEST(several_requests_in_flight_complete_in_order_with_correct_results) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_async, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_async), 0);
 }
 END_TEST
 
@@ -351,10 +346,9 @@ static void *abort_later(void *arg) {
 
 /* Rank 1 never joins the collective; rank 0 is unblocked by abort from another thread
  * (loop index 0: a request being waited for; 1: a blocking call). */
-static int rank_abort(int rank, int nranks, void *arg) {
+static int rank_abort(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   int bad = 0;
   if (rank == 0) {
     static float x[1000], y[1000];
@@ -395,16 +389,15 @@ static int rank_abort(int rank, int nranks, void *arg) {
 
 START_TEST(abort_from_another_thread_unblocks_the_waiter) {
   ct_job_t job = {.port = mp_free_port(), .timeout_ms = _i == 0 ? 60001 : 60000};
-  ck_assert_int_eq(mp_run(2, 30000, rank_abort, &job), 0);
+  ck_assert_int_eq(ct_run_arg(2, 30000, &job, rank_abort, &job), 0);
 }
 END_TEST
 
 /* Rank 1 stays silent (loop 0) or dies (loop 1); rank 0 gets an error naming it within
  * its deadline, and the communicator stays failed. */
-static int rank_silent_peer(int rank, int nranks, void *arg) {
+static int rank_silent_peer(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   if (rank == 1) {
     if (job->transport != NULL && strcmp(job->transport, "tcp") == 0) _exit(0);
     ct_sleep_ms(3000);
@@ -432,7 +425,7 @@ static int rank_silent_peer(int rank, int nranks, void *arg) {
 
 START_TEST(a_silent_or_dead_peer_becomes_an_error_naming_it) {
   ct_job_t job = {.port = mp_free_port(), .timeout_ms = 700, .transport = _i ? "tcp" : "shm"};
-  ck_assert_int_eq(mp_run(2, 30000, rank_silent_peer, &job), 0);
+  ck_assert_int_eq(ct_run_arg(2, 30000, &job, rank_silent_peer, &job), 0);
 }
 END_TEST
 
@@ -536,9 +529,8 @@ END_TEST
 
 /* Ranks that disagree on the count (a user error the library cannot prevent) get
  * COLL_ERR_MISMATCH at once from the fingerprints, naming both calls. */
-static int rank_count_mismatch(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_count_mismatch(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   static float x[2048];
   int64_t start = now_ms();
   coll_status_t st = coll_all_reduce(x, x, rank == 0 ? 1000 : 1001, COLL_FLOAT32, COLL_SUM, comm);
@@ -556,36 +548,24 @@ static int rank_count_mismatch(int rank, int nranks, void *arg) {
 
 START_TEST(ranks_that_disagree_on_the_count_get_a_mismatch_naming_both) {
   ct_job_t job = {.port = mp_free_port(), .timeout_ms = 1500, .transport = _i ? "tcp" : "shm"};
-  ck_assert_int_eq(mp_run(2, 30000, rank_count_mismatch, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &job, rank_count_mismatch), 0);
 }
 END_TEST
 
-static Suite *coll_api_suite(void) {
-  Suite *s = suite_create("coll api");
-  TCase *tc = tcase_create("api");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, names_and_sizes_cover_every_enum_value);
-  tcase_add_test(tc, bad_arguments_return_invalid_argument_with_a_message);
-  tcase_add_loop_test(tc, missing_or_malformed_launcher_variables_are_named, 0,
-                      (int)(sizeof env_cases / sizeof env_cases[0]));
-  tcase_add_test(tc, one_rank_from_the_environment_needs_no_store);
-  tcase_add_loop_test(tc, init_from_torchrun_slurm_and_open_mpi_variables, 0, 3);
-  tcase_add_test(tc, a_rank_with_a_different_coll_algo_fails_init_with_mismatch);
-  tcase_add_test(tc, different_set_algo_choices_fail_the_next_call_with_mismatch);
-  tcase_add_test(tc, several_requests_in_flight_complete_in_order_with_correct_results);
-  tcase_add_loop_test(tc, abort_from_another_thread_unblocks_the_waiter, 0, 2);
-  tcase_add_loop_test(tc, a_silent_or_dead_peer_becomes_an_error_naming_it, 0, 2);
-  tcase_add_test(tc, info_log_names_algorithm_why_and_transport_and_staging_is_reported);
-  tcase_add_test(tc, two_communicators_on_a_launcher_hosted_store_do_not_collide);
-  tcase_add_loop_test(tc, ranks_that_disagree_on_the_count_get_a_mismatch_naming_both, 0, 2);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(coll_api_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("coll api",
+           suite_tests("api", 60, names_and_sizes_cover_every_enum_value,
+                       bad_arguments_return_invalid_argument_with_a_message),
+           suite_loop_tests("api", 60, 0, (int)(sizeof env_cases / sizeof env_cases[0]),
+                            missing_or_malformed_launcher_variables_are_named),
+           suite_tests("api", 60, one_rank_from_the_environment_needs_no_store),
+           suite_loop_tests("api", 60, 0, 3, init_from_torchrun_slurm_and_open_mpi_variables),
+           suite_tests("api", 60, a_rank_with_a_different_coll_algo_fails_init_with_mismatch,
+                       different_set_algo_choices_fail_the_next_call_with_mismatch,
+                       several_requests_in_flight_complete_in_order_with_correct_results),
+           suite_loop_tests("api", 60, 0, 2, abort_from_another_thread_unblocks_the_waiter,
+                            a_silent_or_dead_peer_becomes_an_error_naming_it),
+           suite_tests("api", 60,
+                       info_log_names_algorithm_why_and_transport_and_staging_is_reported,
+                       two_communicators_on_a_launcher_hosted_store_do_not_collide),
+           suite_loop_tests("api", 60, 0, 2,
+                            ranks_that_disagree_on_the_count_get_a_mismatch_naming_both))

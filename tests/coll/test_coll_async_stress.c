@@ -14,7 +14,9 @@
 
 #include "coll.h"
 #include "coll_test_util.h"
+#include "mix.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { MAX_INFLIGHT = 4, ITERS = 3000 };
 
@@ -41,25 +43,16 @@ typedef struct {
   bool stop;
 } state_t;
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 /* Byte i of rank r's input of call `iter`: never zero (a zero is what an unwritten
  * output of calloc'd or fresh pages holds). */
 static unsigned char in_byte(int iter, int r, size_t i) {
-  return (unsigned char)(1 +
-                         mix((uint32_t)iter * 7919u + (uint32_t)r * 104729u + (uint32_t)i) % 200u);
+  return (unsigned char)(1 + mix32((uint32_t)iter * 7919u + (uint32_t)r * 104729u + (uint32_t)i) %
+                                 200u);
 }
 
 /* The same on every rank: the sequence of calls. */
 static void plan(job_t *j, int iter) {
-  uint32_t h = mix((uint32_t)iter + 17u);
+  uint32_t h = mix32((uint32_t)iter + 17u);
   j->iter = iter;
   j->kind = (kind_t)(h % K_COUNT);
   static const size_t counts[] = {1, 4, 8, 16, 32, 48, 64, 256};
@@ -202,10 +195,7 @@ static void drive_until_ended(state_t *s, int target) {
   }
 }
 
-static int rank_stress(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_stress(coll_comm_t *comm, int rank, int nranks) {
   state_t s = {.comm = comm, .rank = rank, .nranks = nranks, .iters = ITERS};
   pthread_mutex_init(&s.mu, NULL);
   pthread_mutex_init(&s.drive, NULL);
@@ -251,7 +241,7 @@ static void run_with(int nranks, const char *transport, const char *grace_us, co
   else
     unsetenv("COLL_SMALL_BYTES");
   ct_job_t job = {.port = mp_free_port(), .transport = transport};
-  ck_assert_int_eq(mp_run(nranks, 120000, rank_stress, &job), 0);
+  ck_assert_int_eq(ct_run(nranks, 120000, &job, rank_stress), 0);
 }
 
 START_TEST(small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks) {
@@ -279,19 +269,10 @@ START_TEST(small_async_calls_complete_only_with_their_data_over_tcp) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll async stress");
-  TCase *tc = tcase_create("stress");
-  tcase_set_timeout(tc, 150);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_the_grace);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_without_small_lines);
-  tcase_add_test(tc, small_async_calls_complete_only_with_their_data_over_tcp);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("coll async stress",
+           suite_tests("stress", 150,
+                       small_async_calls_complete_only_with_their_data_over_shm_at_2_ranks,
+                       small_async_calls_complete_only_with_their_data_over_shm_at_3_ranks,
+                       small_async_calls_complete_only_with_their_data_without_the_grace,
+                       small_async_calls_complete_only_with_their_data_without_small_lines,
+                       small_async_calls_complete_only_with_their_data_over_tcp))

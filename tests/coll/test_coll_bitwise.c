@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
+#include "suite_run.h"
 
 static const coll_op_t bit_ops[] = {COLL_BAND, COLL_BOR, COLL_BXOR};
 static const coll_dtype_t int_types[] = {COLL_INT8,   COLL_UINT8, COLL_INT32,
@@ -101,10 +102,7 @@ static int all_reduces(coll_comm_t *comm, int rank, int nranks, void *in, void *
 
 /* Schedules: each all-reduce algorithm, then reduce (every root, non-roots passing NULL or
  * an untouched buffer) and reduce_scatter (in place and not). */
-static int rank_schedules(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_schedules(coll_comm_t *comm, int rank, int nranks) {
   size_t maxb = (size_t)nranks * MAX_COUNT * 8;
   char *in = malloc(maxb), *out = malloc(maxb);
   int bad = in == NULL || out == NULL;
@@ -154,8 +152,7 @@ static int rank_schedules(int rank, int nranks, void *arg) {
 }
 
 START_TEST(bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2 + _i, 240000, rank_schedules, &job), 0);
+  ck_assert_int_eq(ct_run(2 + _i, 240000, NULL, rank_schedules), 0);
 }
 END_TEST
 
@@ -244,10 +241,7 @@ static int expect_refusal(coll_status_t st, int rank, const char *call, coll_op_
 
 /* Every reducing call form with every float type and bitwise op is refused alike on
  * every rank (before any message is sent), and the communicator keeps working. */
-static int rank_refusals(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_refusals(coll_comm_t *comm, int rank, int nranks) {
   static const coll_dtype_t floats[] = {COLL_FLOAT16, COLL_BFLOAT16,   COLL_FLOAT32,
                                         COLL_FLOAT64, COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
   double in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
@@ -286,8 +280,7 @@ static int rank_refusals(int rank, int nranks, void *arg) {
 }
 
 START_TEST(bitwise_ops_on_float_types_are_refused_by_every_reducing_call) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 60000, rank_refusals, &job), 0);
+  ck_assert_int_eq(ct_run(2, 60000, NULL, rank_refusals), 0);
 }
 END_TEST
 
@@ -299,25 +292,11 @@ START_TEST(op_names_include_the_bitwise_ops) {
 }
 END_TEST
 
-static Suite *bitwise_suite(void) {
-  Suite *s = suite_create("bitwise");
-  TCase *tc = tcase_create("ops");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, op_names_include_the_bitwise_ops);
-  tcase_add_test(tc, bitwise_ops_on_float_types_are_refused_by_every_reducing_call);
-  tcase_add_loop_test(tc, bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks, 0,
-                      3);
-  tcase_add_loop_test(tc, bitwise_all_reduce_is_exact_through_the_arena_on_2_to_4_ranks, 0, 3);
-  tcase_add_loop_test(tc, bitwise_all_reduce_is_exact_through_the_zero_copy_window_on_2_to_4_ranks,
-                      0, 3);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(bitwise_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN(
+    "bitwise",
+    suite_tests("ops", 300, op_names_include_the_bitwise_ops,
+                bitwise_ops_on_float_types_are_refused_by_every_reducing_call),
+    suite_loop_tests("ops", 300, 0, 3,
+                     bitwise_reductions_are_exact_through_every_schedule_on_2_to_4_ranks,
+                     bitwise_all_reduce_is_exact_through_the_arena_on_2_to_4_ranks,
+                     bitwise_all_reduce_is_exact_through_the_zero_copy_window_on_2_to_4_ranks))

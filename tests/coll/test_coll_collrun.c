@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite_run.h"
+
 static const char *collrun_path, *helper_path;
 
 START_TEST(collrun_exit_message_carries_the_hang_report) {
@@ -46,14 +48,6 @@ int main(int argc, char **argv) {
   }
   collrun_path = argv[1];
   helper_path = argv[2];
-  Suite *s = suite_create("coll collrun");
-  TCase *tc = tcase_create("hang report");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, collrun_exit_message_carries_the_hang_report);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_main("coll collrun",
+                    suite_tests("hang report", 60, collrun_exit_message_carries_the_hang_report));
 }

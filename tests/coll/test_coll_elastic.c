@@ -17,6 +17,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 enum { MAX_RANKS = 8, AGREE_MS = 600 };
@@ -72,10 +73,9 @@ static int sum_of(const int *ranks, int n) {
 
 /* ---- revoke ---- */
 
-static int rank_revoke(int rank, int nranks, void *arg) {
+static int rank_revoke(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   int bad = 0, v = rank;
   if (rank == j->victim) {
     ct_sleep_ms(200); /* the others are inside an all-reduce this rank never joins */
@@ -112,7 +112,7 @@ START_TEST(a_revoke_reaches_every_member_within_milliseconds) {
                              .timeout_ms = 20000,
                              .store_elsewhere = true},
                      .victim = 2};
-  int failed = mp_run(4, 30000, rank_revoke, &j);
+  int failed = ct_run_arg(4, 30000, &j.job, rank_revoke, &j);
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 0);
   for (int r = 0; r < 4; r++) {
@@ -126,10 +126,8 @@ END_TEST
 
 /* ---- kill, agree, shrink, go on ---- */
 
-static int rank_killed_then_shrink(int rank, int nranks, void *arg) {
+static int rank_killed_then_shrink(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
   static float data[1 << 15];
   int bad = coll_all_reduce(data, data, 1 << 15, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   if (rank == j->victim) raise(SIGKILL);
@@ -180,7 +178,7 @@ START_TEST(survivors_of_a_kill_agree_on_it_shrink_and_go_on) {
                              .timeout_ms = TIMEOUT_MS,
                              .store_elsewhere = true},
                      .victim = victim};
-  int failed = mp_run(4, 60000, rank_killed_then_shrink, &j);
+  int failed = ct_run_arg(4, 60000, &j.job, rank_killed_then_shrink, &j);
   tp_store_stop(&store);
   ck_assert_msg(failed == 1, "%d ranks failed (only the victim should)", failed);
   int64_t worst = 0;
@@ -206,10 +204,8 @@ END_TEST
 /* Rank 3 is killed; rank 2 dies after the agreement, before its shrink. The others'
  * shrink fails at once (the new communicator's rendezvous looks at rank 2's liveness key
  * in the parent), not at the 8 s timeout; they agree again and shrink without both. */
-static int rank_dies_in_shrink(int rank, int nranks, void *arg) {
-  const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+static int rank_dies_in_shrink(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   int v = 1, bad = 0;
   bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
   if (rank == 3) raise(SIGKILL);
@@ -252,7 +248,7 @@ START_TEST(a_member_that_dies_during_the_shrink_is_found_at_once) {
                              .transport = transport_of(0),
                              .timeout_ms = TIMEOUT_MS,
                              .store_elsewhere = true}};
-  int failed = mp_run(4, 60000, rank_dies_in_shrink, &j);
+  int failed = ct_run(4, 60000, &j.job, rank_dies_in_shrink);
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 2); /* ranks 2 and 3, killed */
   for (int r = 0; r < 2; r++)
@@ -266,10 +262,8 @@ END_TEST
 
 /* ---- a slow rank is fenced ---- */
 
-static int rank_slow(int rank, int nranks, void *arg) {
+static int rank_slow(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
   int bad = 0;
   coll_agreement_t a = {.flag = 1};
   if (rank == j->victim) {
@@ -309,7 +303,7 @@ START_TEST(a_rank_that_comes_after_the_deadline_is_fenced) {
                              .store_elsewhere = true},
                      .victim = 1};
   setenv("COLL_AGREE_MS", ms, 1); /* ct_init keeps COLL_AGREE_MS: see ct_clean_env */
-  int failed = mp_run(3, 30000, rank_slow, &j);
+  int failed = ct_run_arg(3, 30000, &j.job, rank_slow, &j);
   unsetenv("COLL_AGREE_MS");
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 0);
@@ -376,10 +370,7 @@ END_TEST
  * live rank that was merely slow looked dead to a peer waiting for it (an ASan CI run:
  * "rank 1 died" after 60 s). The ranks idle through many park timeouts, then rank 1 is
  * 800 ms late to an all-reduce: the others must wait for it, not declare it dead. */
-static int rank_long_lived(int rank, int nranks, void *arg) {
-  const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+static int rank_long_lived(coll_comm_t *comm, int rank, int nranks) {
   int v = 1, bad = 0;
   bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
   ct_sleep_ms(1500 + (rank == 1 ? 800 : 0));
@@ -398,7 +389,7 @@ START_TEST(a_long_job_keeps_its_liveness_keys) {
                              .timeout_ms = TIMEOUT_MS,
                              .store_elsewhere = true}};
   setenv("COLL_TEST_WATCH_PARK_MS", "100", 1);
-  int failed = mp_run(3, 60000, rank_long_lived, &j);
+  int failed = ct_run(3, 60000, &j.job, rank_long_lived);
   unsetenv("COLL_TEST_WATCH_PARK_MS");
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 0);
@@ -407,10 +398,7 @@ END_TEST
 
 /* ---- the flag's AND, many times ---- */
 
-static int rank_flags(int rank, int nranks, void *arg) {
-  const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+static int rank_flags(coll_comm_t *comm, int rank, int nranks) {
   int bad = 0;
   int64_t start = coll_now_ms();
   for (int k = 0; k < AGREE_ROUNDS && !bad; k++) {
@@ -439,7 +427,7 @@ START_TEST(agreement_ands_the_flags_of_every_rank) {
   ck_assert(tp_store_start(&store));
   shared_reset();
   elastic_job_t j = {.job = {.port = store.port, .timeout_ms = TIMEOUT_MS, .store_elsewhere = true}};
-  int failed = mp_run(4, 60000, rank_flags, &j);
+  int failed = ct_run(4, 60000, &j.job, rank_flags);
   tp_store_stop(&store);
   ck_assert_int_eq(failed, 0);
   fprintf(stderr, "4 ranks: %d agreements in %lld ms\n", AGREE_ROUNDS,
@@ -659,10 +647,9 @@ END_TEST
 
 /* ---- the store's host dies ---- */
 
-static int rank_store_host_dies(int rank, int nranks, void *arg) {
+static int rank_store_host_dies(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const elastic_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   int v = 1, bad = 0;
   bad |= ct_ok(rank, "all-reduce", coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm));
   if (rank == 0) raise(SIGKILL); /* it hosts the store */
@@ -683,29 +670,19 @@ static int rank_store_host_dies(int rank, int nranks, void *arg) {
 START_TEST(agreement_without_the_store_fails_clearly) {
   shared_reset();
   elastic_job_t j = {.job = {.port = mp_free_port(), .timeout_ms = 1500}};
-  int failed = mp_run(3, 30000, rank_store_host_dies, &j);
+  int failed = ct_run_arg(3, 30000, &j.job, rank_store_host_dies, &j);
   ck_assert_int_eq(failed, 1); /* rank 0, killed */
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll elastic");
-  TCase *tc = tcase_create("elastic");
-  tcase_set_timeout(tc, 300);
-  tcase_add_loop_test(tc, a_revoke_reaches_every_member_within_milliseconds, 0, 2);
-  tcase_add_loop_test(tc, survivors_of_a_kill_agree_on_it_shrink_and_go_on, 0, 6);
-  tcase_add_test(tc, a_rank_that_comes_after_the_deadline_is_fenced);
-  tcase_add_test(tc, a_member_that_dies_during_the_shrink_is_found_at_once);
-  tcase_add_test(tc, a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced);
-  tcase_add_test(tc, agreement_ands_the_flags_of_every_rank);
-  tcase_add_test(tc, a_long_job_keeps_its_liveness_keys);
-  tcase_add_loop_test(tc, joiners_are_taken_in_by_grow, 0, 2);
-  tcase_add_loop_test(tc, shrink_and_grow_cycles_leave_nothing_behind, 0, 2);
-  tcase_add_test(tc, agreement_without_the_store_fails_clearly);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("coll elastic",
+           suite_loop_tests("elastic", 300, 0, 2,
+                            a_revoke_reaches_every_member_within_milliseconds),
+           suite_loop_tests("elastic", 300, 0, 6, survivors_of_a_kill_agree_on_it_shrink_and_go_on),
+           suite_tests("elastic", 300, a_rank_that_comes_after_the_deadline_is_fenced,
+                       a_member_that_dies_during_the_shrink_is_found_at_once,
+                       a_rank_stuck_behind_a_stopped_peer_is_released_not_fenced,
+                       agreement_ands_the_flags_of_every_rank, a_long_job_keeps_its_liveness_keys),
+           suite_loop_tests("elastic", 300, 0, 2, joiners_are_taken_in_by_grow,
+                            shrink_and_grow_cycles_leave_nothing_behind),
+           suite_tests("elastic", 300, agreement_without_the_store_fails_clearly))

@@ -20,6 +20,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { BIG = 1 << 18, VICTIM = 2 };
 
@@ -36,10 +37,9 @@ typedef struct {
 
 /* Everyone runs all-reduces; the victim dies part way through one of them (after a few
  * whole ones). The survivors' failing call must name it, within the deadline. */
-static int rank_killed_peer(int rank, int nranks, void *arg) {
+static int rank_killed_peer(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const kill_case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   float *x = calloc(BIG, sizeof *x);
   coll_request_t *req = NULL;
   if (rank == VICTIM) {
@@ -78,10 +78,10 @@ static void kill_repeatedly(const char *transport) {
     kill_case_t c = {.job = {.port = mp_free_port(), .transport = transport, .timeout_ms = 2000},
                      .delay_us = (k * 397) % 3000};
     /* Exactly one failed rank: the victim, killed by its own signal. */
-    int failed = mp_run(3, 20000, rank_killed_peer, &c);
+    int failed = ct_run_arg(3, 20000, &c.job, rank_killed_peer, &c);
     if (failed == 3) { /* every rank failed: init, e.g. the free port was taken meanwhile */
       c.job.port = mp_free_port();
-      failed = mp_run(3, 20000, rank_killed_peer, &c);
+      failed = ct_run_arg(3, 20000, &c.job, rank_killed_peer, &c);
     }
     ck_assert_msg(failed == 1, "%s repetition %d: %d ranks failed", transport, k, failed);
   }
@@ -95,10 +95,9 @@ END_TEST
 
 /* The victim stops itself before the collective; rank 0's timeout carries the hang
  * report, which names it as silent. */
-static int rank_stopped_peer(int rank, int nranks, void *arg) {
+static int rank_stopped_peer(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   int32_t v = 1, s = 0;
   int bad = coll_all_reduce(&v, &s, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK;
   if (rank == VICTIM) raise(SIGSTOP);
@@ -122,14 +121,13 @@ static int rank_stopped_peer(int rank, int nranks, void *arg) {
 START_TEST(a_stopped_rank_times_the_others_out_and_the_hang_report_names_it) {
   ct_job_t job = {.port = mp_free_port(), .transport = _i ? "tcp" : "shm", .timeout_ms = 800};
   /* mp_run kills the stopped victim at its deadline: one failed rank. */
-  ck_assert_int_eq(mp_run(3, 6000, rank_stopped_peer, &job), 1);
+  ck_assert_int_eq(ct_run_arg(3, 6000, &job, rank_stopped_peer, &job), 1);
 }
 END_TEST
 
 /* Rank 1 calls broadcast where the others call all_reduce. */
-static int rank_mismatch(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   static float x[1024];
   coll_status_t st = rank == 1 ? coll_broadcast(x, 1024, COLL_FLOAT32, 0, comm)
                                : coll_all_reduce(x, x, 1024, COLL_FLOAT32, COLL_SUM, comm);
@@ -149,7 +147,7 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
 
 START_TEST(different_collectives_fail_with_a_mismatch_naming_both_calls) {
   ct_job_t job = {.port = mp_free_port(), .transport = _i ? "tcp" : "shm", .timeout_ms = 1500};
-  ck_assert_int_eq(mp_run(3, 30000, rank_mismatch, &job), 0);
+  ck_assert_int_eq(ct_run(3, 30000, &job, rank_mismatch), 0);
 }
 END_TEST
 
@@ -254,19 +252,12 @@ START_TEST(a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll failures");
-  TCase *tc = tcase_create("failures");
-  tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, a_killed_rank_is_named_by_every_other_rank_50_times_over_shm);
-  tcase_add_test(tc, a_killed_rank_is_named_by_every_other_rank_50_times_over_tcp);
-  tcase_add_loop_test(tc, a_stopped_rank_times_the_others_out_and_the_hang_report_names_it, 0, 2);
-  tcase_add_loop_test(tc, different_collectives_fail_with_a_mismatch_naming_both_calls, 0, 2);
-  tcase_add_test(tc, a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("coll failures",
+           suite_tests("failures", 240,
+                       a_killed_rank_is_named_by_every_other_rank_50_times_over_shm,
+                       a_killed_rank_is_named_by_every_other_rank_50_times_over_tcp),
+           suite_loop_tests("failures", 240, 0, 2,
+                            a_stopped_rank_times_the_others_out_and_the_hang_report_names_it,
+                            different_collectives_fail_with_a_mismatch_naming_both_calls),
+           suite_tests("failures", 240,
+                       a_cut_link_between_two_namespace_hosts_is_an_error_not_a_hang))

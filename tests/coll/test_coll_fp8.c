@@ -17,6 +17,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { N2 = 65536, N4 = 4096 };
 static const coll_dtype_t fp8_types[] = {COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
@@ -161,9 +162,7 @@ static double want_pair(size_t i, coll_dtype_t dt, int op, int nranks) {
   return op == COLL_AVG ? fp8_round(s / 2, dt) : s;
 }
 
-static int rank_pairs(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_pairs(coll_comm_t *comm, int rank, int nranks) {
   uint8_t *in = malloc(N2);
   int bad = 0;
   for (size_t i = 0; i < N2; i++) in[i] = pair_byte(i, rank);
@@ -209,9 +208,7 @@ static double want_special(size_t i, coll_dtype_t dt, int op, int nranks) {
   return i % 2 ? NAN : fmt_of(dt).max;
 }
 
-static int rank_exact(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_exact(coll_comm_t *comm, int rank, int nranks) {
   uint8_t *in = malloc(N4);
   int bad = 0;
   for (int t = 0; t < 2 && !bad; t++) {
@@ -243,9 +240,7 @@ static int rank_exact(int rank, int nranks, void *arg) {
 
 /* broadcast, all_gather, all_to_all, gather, scatter, send/recv move every byte (NaNs,
  * Infs, -0 included) unchanged; the bitwise ops are refused naming the type. */
-static int rank_moves(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_moves(coll_comm_t *comm, int rank, int nranks) {
   size_t n = 256, all = n * (size_t)nranks;
   uint8_t *in = malloc(all), *out = malloc(all);
   int bad = 0;
@@ -303,46 +298,28 @@ START_TEST(fp8_names_and_sizes) {
 END_TEST
 
 START_TEST(every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 120000, rank_pairs, &job), 0);
+  ck_assert_int_eq(ct_run(2, 120000, NULL, rank_pairs), 0);
 }
 END_TEST
 
 START_TEST(fp8_reductions_are_exact_and_saturate_on_4_ranks) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(4, 120000, rank_exact, &job), 0);
+  ck_assert_int_eq(ct_run(4, 120000, NULL, rank_exact), 0);
 }
 END_TEST
 
 START_TEST(fp8_reductions_are_exact_on_2_ranks_over_tcp) {
   ct_job_t job = {.port = mp_free_port(), .transport = "tcp"};
-  ck_assert_int_eq(mp_run(2, 120000, rank_exact, &job), 0);
+  ck_assert_int_eq(ct_run(2, 120000, &job, rank_exact), 0);
 }
 END_TEST
 
 START_TEST(data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(4, 60000, rank_moves, &job), 0);
+  ck_assert_int_eq(ct_run(4, 60000, NULL, rank_moves), 0);
 }
 END_TEST
 
-static Suite *fp8_suite(void) {
-  Suite *s = suite_create("fp8");
-  TCase *tc = tcase_create("ranks");
-  tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, fp8_names_and_sizes);
-  tcase_add_test(tc, every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks);
-  tcase_add_test(tc, fp8_reductions_are_exact_and_saturate_on_4_ranks);
-  tcase_add_test(tc, fp8_reductions_are_exact_on_2_ranks_over_tcp);
-  tcase_add_test(tc, data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(fp8_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("fp8", suite_tests("ranks", 240, fp8_names_and_sizes,
+                              every_pair_of_fp8_bytes_reduces_to_the_float16_step_on_2_ranks,
+                              fp8_reductions_are_exact_and_saturate_on_4_ranks,
+                              fp8_reductions_are_exact_on_2_ranks_over_tcp,
+                              data_moving_calls_keep_every_fp8_byte_and_bitwise_ops_are_refused))

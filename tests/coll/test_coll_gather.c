@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { SENTINEL = 0xA5 };
 
@@ -86,10 +87,7 @@ static int gather_scatter(coll_comm_t *comm, int rank, int n, int root, coll_dty
   return bad;
 }
 
-static int rank_gather_scatter(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_gather_scatter(coll_comm_t *comm, int rank, int n) {
   static const coll_algo_t algos[] = {COLL_ALGO_AUTO, COLL_ALGO_MASTER, COLL_ALGO_TREE};
   static const size_t counts[] = {0, 1, 37};
   int bad = 0;
@@ -115,14 +113,14 @@ static const int sizes[] = {1, 2, 3, 4};
 START_TEST(gather_and_scatter_from_every_root_over_shm_match_the_inputs) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(sizes[_i], 90000, rank_gather_scatter, &c), 0);
+  ck_assert_int_eq(ct_run(sizes[_i], 90000, &c.job, rank_gather_scatter), 0);
 }
 END_TEST
 
 START_TEST(gather_and_scatter_from_every_root_over_tcp_match_the_inputs) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(sizes[_i + 1], 90000, rank_gather_scatter, &c), 0);
+  ck_assert_int_eq(ct_run(sizes[_i + 1], 90000, &c.job, rank_gather_scatter), 0);
 }
 END_TEST
 
@@ -174,10 +172,7 @@ static int alltoallv_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, 
   return bad;
 }
 
-static int rank_alltoallv(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_alltoallv(coll_comm_t *comm, int rank, int n) {
   int bad = 0;
   uint32_t salt = 7;
   for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++)
@@ -193,14 +188,14 @@ static int rank_alltoallv(int rank, int n, void *arg) {
 START_TEST(all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(sizes[_i], 90000, rank_alltoallv, &c), 0);
+  ck_assert_int_eq(ct_run(sizes[_i], 90000, &c.job, rank_alltoallv), 0);
 }
 END_TEST
 
 START_TEST(all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(sizes[_i + 1], 90000, rank_alltoallv, &c), 0);
+  ck_assert_int_eq(ct_run(sizes[_i + 1], 90000, &c.job, rank_alltoallv), 0);
 }
 END_TEST
 
@@ -209,10 +204,8 @@ END_TEST
  * expects two, 3 all_to_allv against rank 1's all_to_all, 4 all_to_allv with rank 1's
  * type different, 5 as 2 with blocks of several segments (100000 elements sent, 99999
  * expected). Every rank must fail with COLL_ERR_MISMATCH naming the ranks. */
-static int rank_mismatch(int rank, int n, void *arg) {
+static int rank_mismatch(coll_comm_t *comm, int rank, int n, void *arg) {
   const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
   enum { BIG = 100000 };
   float *a = calloc(4 * BIG + 64, sizeof *a), *b = calloc(4 * BIG + 64, sizeof *b);
   size_t sc[4], sd[4], rc[4], rd[4];
@@ -275,8 +268,8 @@ START_TEST(mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank) {
     for (int n = 2; n <= 4; n++) {
       case_t c = {.job = {.port = mp_free_port(), .transport = transports[t], .timeout_ms = 10000},
                   .variant = _i};
-      ck_assert_msg(mp_run(n, 30000, rank_mismatch, &c) == 0, "variant %d, %d ranks over %s", _i, n,
-                    transports[t]);
+      ck_assert_msg(ct_run_arg(n, 30000, &c.job, rank_mismatch, &c) == 0,
+                    "variant %d, %d ranks over %s", _i, n, transports[t]);
     }
 }
 END_TEST
@@ -289,10 +282,7 @@ static int expect_status(const char *what, coll_status_t want, coll_status_t st,
   return 1;
 }
 
-static int rank_bad_args(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_bad_args(coll_comm_t *comm, int rank, int n) {
   float x[64] = {0};
   size_t cnt[2] = {1, 1}, displ[2] = {0, 1};
   coll_request_t *req = NULL;
@@ -357,26 +347,20 @@ static int rank_bad_args(int rank, int n, void *arg) {
 
 START_TEST(bad_arguments_are_refused_with_a_message_naming_the_rank_and_call) {
   case_t c = {.job = {.port = mp_free_port(), .transport = "shm"}};
-  ck_assert_int_eq(mp_run(2, 30000, rank_bad_args, &c), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &c.job, rank_bad_args), 0);
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll gather");
-  TCase *tc = tcase_create("gather, scatter, all_to_allv");
-  tcase_set_timeout(tc, 150);
-  tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_shm_match_the_inputs, 0, 4);
-  tcase_add_loop_test(tc, gather_and_scatter_from_every_root_over_tcp_match_the_inputs, 0, 3);
-  tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs, 0,
-                      4);
-  tcase_add_loop_test(tc, all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs, 0,
-                      3);
-  tcase_add_loop_test(tc, mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank, 0, 6);
-  tcase_add_test(tc, bad_arguments_are_refused_with_a_message_naming_the_rank_and_call);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("coll gather",
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                            gather_and_scatter_from_every_root_over_shm_match_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                            gather_and_scatter_from_every_root_over_tcp_match_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 4,
+                            all_to_allv_with_uneven_counts_and_gaps_over_shm_matches_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 3,
+                            all_to_allv_with_uneven_counts_and_gaps_over_tcp_matches_the_inputs),
+           suite_loop_tests("gather, scatter, all_to_allv", 150, 0, 6,
+                            mismatched_roots_counts_and_all_to_allv_counts_fail_on_every_rank),
+           suite_tests("gather, scatter, all_to_allv", 150,
+                       bad_arguments_are_refused_with_a_message_naming_the_rank_and_call))

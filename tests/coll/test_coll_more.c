@@ -14,9 +14,11 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "core/comm.h"
+#include "elements.h"
 #include "mem/half_inline.h"
 #include "mem/memops.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -35,72 +37,6 @@ static double value(coll_dtype_t dt, int rank, size_t i, int salt) {
   int v = (int)((rank * 7 + i * 3 + (size_t)salt) % 7);
   if (is_fp8(dt)) return v % 3 - 1;
   return is_unsigned(dt) ? v : v - 3;
-}
-
-static void put(void *buf, coll_dtype_t dt, size_t i, double v) {
-  switch (dt) {
-    case COLL_INT8:
-      ((int8_t *)buf)[i] = (int8_t)v;
-      break;
-    case COLL_UINT8:
-      ((uint8_t *)buf)[i] = (uint8_t)v;
-      break;
-    case COLL_INT32:
-      ((int32_t *)buf)[i] = (int32_t)v;
-      break;
-    case COLL_UINT32:
-      ((uint32_t *)buf)[i] = (uint32_t)v;
-      break;
-    case COLL_INT64:
-      ((int64_t *)buf)[i] = (int64_t)v;
-      break;
-    case COLL_UINT64:
-      ((uint64_t *)buf)[i] = (uint64_t)v;
-      break;
-    case COLL_FLOAT16:
-      ((uint16_t *)buf)[i] = float_to_half_inline((float)v);
-      break;
-    case COLL_BFLOAT16:
-      ((uint16_t *)buf)[i] = float_to_bf16_inline((float)v);
-      break;
-    case COLL_FLOAT32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      ((uint8_t *)buf)[i] = mem_double_to_fp8(v, dt);
-      break;
-    default:
-      ((double *)buf)[i] = v;
-  }
-}
-
-static double get(const void *buf, coll_dtype_t dt, size_t i) {
-  switch (dt) {
-    case COLL_INT8:
-      return ((const int8_t *)buf)[i];
-    case COLL_UINT8:
-      return ((const uint8_t *)buf)[i];
-    case COLL_INT32:
-      return ((const int32_t *)buf)[i];
-    case COLL_UINT32:
-      return ((const uint32_t *)buf)[i];
-    case COLL_INT64:
-      return (double)((const int64_t *)buf)[i];
-    case COLL_UINT64:
-      return (double)((const uint64_t *)buf)[i];
-    case COLL_FLOAT16:
-      return half_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_BFLOAT16:
-      return bf16_to_float_inline(((const uint16_t *)buf)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)buf)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)buf)[i], dt);
-    default:
-      return ((const double *)buf)[i];
-  }
 }
 
 /* The op used with dt: products only where 7^8 fits exactly, averages only for floats. */
@@ -135,7 +71,7 @@ static bool close_to(coll_dtype_t dt, double got, double want) {
 
 static int check(const char *what, int rank, const void *buf, coll_dtype_t dt, size_t i,
                  double want) {
-  double got = get(buf, dt, i);
+  double got = elem_get(buf, i, dt);
   if (close_to(dt, got, want)) return 0;
   fprintf(stderr, "rank %d: %s %s: element %zu is %g, want %g\n", rank, what, coll_dtype_name(dt),
           i, got, want);
@@ -159,7 +95,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   coll_status_t st;
   /* reduce to a rotating root, in-place on odd turns */
   int root = turn % n;
-  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < count; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   bool inplace = turn % 2 == 1;
   if (async) {
     st = coll_reduce_async(in, inplace ? in : out, count, dt, op, root, comm, &req);
@@ -171,7 +107,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   for (size_t i = 0; i < count && !bad && rank == root; i++)
     bad += check("reduce", rank, inplace ? in : out, dt, i, reduce_ref(dt, op, n, i, salt));
   /* all_gather, NCCL-style in-place on odd turns */
-  for (size_t i = 0; i < count; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < count; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   const void *src = in;
   if (inplace) {
     memcpy(out + (size_t)rank * count * esz, in, count * esz);
@@ -189,7 +125,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
   for (size_t i = 0; i < big && !bad; i++)
     bad += check("all_gather", rank, out, dt, i, value(dt, (int)(i / count), i % count, salt));
   /* reduce_scatter */
-  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < big; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   void *dst = inplace ? in + (size_t)rank * count * esz : out;
   if (!bad) {
     st = async ? coll_reduce_scatter_async(in, dst, count, dt, op, comm, &req)
@@ -201,7 +137,7 @@ static int one_round(coll_comm_t *comm, int rank, int n, coll_dtype_t dt, size_t
     bad += check("reduce_scatter", rank, dst, dt, i,
                  reduce_ref(dt, op, n, (size_t)rank * count + i, salt));
   /* all_to_all: element j of block p sent by rank r is value(r, p * count + j) */
-  for (size_t i = 0; i < big; i++) put(in, dt, i, value(dt, rank, i, salt));
+  for (size_t i = 0; i < big; i++) elem_put(in, i, dt, value(dt, rank, i, salt));
   if (!bad) {
     st = async ? coll_all_to_all_async(in, out, count, dt, comm, &req)
                : coll_all_to_all(in, out, count, dt, comm);
@@ -265,10 +201,7 @@ static int group_exchange(coll_comm_t *comm, int rank, int n, size_t count) {
   return bad;
 }
 
-static int rank_all(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_all(coll_comm_t *comm, int rank, int n) {
   int bad = 0, turn = 0; /* every rank takes the same turns */
   static const size_t counts[] = {0, 1, 37};
   for (int dt = 0; dt < COLL_DTYPE_COUNT && !bad; dt++)
@@ -292,14 +225,14 @@ static const int tcp_sizes[] = {2, 3, 5};
 START_TEST(every_collective_over_shm_matches_the_reference) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "shm", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(shm_sizes[_i], 60000, rank_all, &c), 0);
+  ck_assert_int_eq(ct_run(shm_sizes[_i], 60000, &c.job, rank_all), 0);
 }
 END_TEST
 
 START_TEST(every_collective_over_tcp_matches_the_reference) {
   case_t c = {
       .job = {.port = mp_free_port(), .transport = "tcp", .chunk = "65536", .timeout_ms = 10000}};
-  ck_assert_int_eq(mp_run(tcp_sizes[_i], 60000, rank_all, &c), 0);
+  ck_assert_int_eq(ct_run(tcp_sizes[_i], 60000, &c.job, rank_all), 0);
 }
 END_TEST
 
@@ -462,10 +395,7 @@ static int expect_invalid(const char *what, coll_status_t st) {
   return 1;
 }
 
-static int rank_bad_args(int rank, int n, void *arg) {
-  const case_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, n, &comm) != 0) return 1;
+static int rank_bad_args(coll_comm_t *comm, int rank, int n) {
   int bad = 0;
   float x[64] = {0};
   coll_request_t *req = (coll_request_t *)&x; /* must be reset to NULL on failure */
@@ -519,26 +449,18 @@ static int rank_bad_args(int rank, int n, void *arg) {
 
 START_TEST(bad_arguments_to_the_new_calls_are_refused_with_a_message) {
   case_t c = {.job = {.port = mp_free_port(), .transport = "shm"}};
-  ck_assert_int_eq(mp_run(2, 30000, rank_bad_args, &c), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &c.job, rank_bad_args), 0);
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll more");
-  TCase *tc = tcase_create("collectives");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, every_collective_over_shm_matches_the_reference, 0,
-                      (int)(sizeof shm_sizes / sizeof shm_sizes[0]));
-  tcase_add_loop_test(tc, every_collective_over_tcp_matches_the_reference, 0,
-                      (int)(sizeof tcp_sizes / sizeof tcp_sizes[0]));
-  tcase_add_loop_test(tc, split_by_parity_gives_working_children_and_nocolor_gives_null, 0, 2);
-  tcase_add_test(tc, bad_arguments_to_the_new_calls_are_refused_with_a_message);
-  tcase_add_loop_test(tc, reductions_on_host_buffers_at_odd_byte_offsets_match_the_reference, 0,
-                      (int)(sizeof odd_cases / sizeof odd_cases[0]));
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("coll more",
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof shm_sizes / sizeof shm_sizes[0]),
+                            every_collective_over_shm_matches_the_reference),
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof tcp_sizes / sizeof tcp_sizes[0]),
+                            every_collective_over_tcp_matches_the_reference),
+           suite_loop_tests("collectives", 120, 0, 2,
+                            split_by_parity_gives_working_children_and_nocolor_gives_null),
+           suite_tests("collectives", 120,
+                       bad_arguments_to_the_new_calls_are_refused_with_a_message),
+           suite_loop_tests("collectives", 120, 0, (int)(sizeof odd_cases / sizeof odd_cases[0]),
+                            reductions_on_host_buffers_at_odd_byte_offsets_match_the_reference))

@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "sim/sim.h"
+#include "suite_run.h"
 
 typedef struct {
   uint16_t port;
@@ -165,25 +166,26 @@ START_TEST(node_aware_sums_are_bit_exact_on_two_made_up_hosts) {
 }
 END_TEST
 
-/* 3 ranks on 2 hosts (2 + 1): two_level needs equal nodes and runs ring_nodes. */
-START_TEST(two_level_on_unequal_hosts_runs_ring_nodes) {
+/* 3 ranks on 2 hosts (2 + 1, placed round-robin or in blocks) with algo forced: the sums
+ * are right and the algorithm built is `built`. */
+static int on_unequal_hosts(coll_algo_t algo, int round_robin, coll_algo_t built) {
   case_t c = {.port = mp_free_port(),
               .nodes = 2,
-              .round_robin = 1,
-              .algo = COLL_ALGO_TWO_LEVEL,
-              .expect_built = COLL_ALGO_RING_NODES};
-  ck_assert_int_eq(mp_run(3, 60000, rank_sums, &c), 0);
+              .round_robin = round_robin,
+              .algo = algo,
+              .expect_built = built};
+  return mp_run(3, 60000, rank_sums, &c);
+}
+
+/* two_level needs equal nodes and runs ring_nodes. */
+START_TEST(two_level_on_unequal_hosts_runs_ring_nodes) {
+  ck_assert_int_eq(on_unequal_hosts(COLL_ALGO_TWO_LEVEL, 1, COLL_ALGO_RING_NODES), 0);
 }
 END_TEST
 
 /* leaders takes unequal nodes as they are. */
 START_TEST(leaders_on_unequal_hosts_runs_itself) {
-  case_t c = {.port = mp_free_port(),
-              .nodes = 2,
-              .round_robin = 0,
-              .algo = COLL_ALGO_LEADERS,
-              .expect_built = COLL_ALGO_LEADERS};
-  ck_assert_int_eq(mp_run(3, 60000, rank_sums, &c), 0);
+  ck_assert_int_eq(on_unequal_hosts(COLL_ALGO_LEADERS, 0, COLL_ALGO_LEADERS), 0);
 }
 END_TEST
 
@@ -234,23 +236,10 @@ START_TEST(a_malformed_inter_cost_is_refused_by_name) {
 }
 END_TEST
 
-static Suite *nodes_suite(void) {
-  Suite *s = suite_create("coll_nodes");
-  TCase *tc = tcase_create("two hosts");
-  tcase_set_timeout(tc, 90);
-  tcase_add_loop_test(tc, node_aware_sums_are_bit_exact_on_two_made_up_hosts, 0, 6);
-  tcase_add_test(tc, two_level_on_unequal_hosts_runs_ring_nodes);
-  tcase_add_test(tc, leaders_on_unequal_hosts_runs_itself);
-  tcase_add_test(tc, the_link_between_nodes_can_be_told_to_the_cost_model);
-  tcase_add_test(tc, a_malformed_inter_cost_is_refused_by_name);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(nodes_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("coll_nodes",
+           suite_loop_tests("two hosts", 90, 0, 6,
+                            node_aware_sums_are_bit_exact_on_two_made_up_hosts),
+           suite_tests("two hosts", 90, two_level_on_unequal_hosts_runs_ring_nodes,
+                       leaders_on_unequal_hosts_runs_itself,
+                       the_link_between_nodes_can_be_told_to_the_cost_model,
+                       a_malformed_inter_cost_is_refused_by_name))

@@ -18,6 +18,7 @@
 #include "core/comm.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
+#include "suite_run.h"
 
 /* Each path's counter as the call left it. */
 typedef struct {
@@ -268,21 +269,6 @@ START_TEST(the_info_line_names_the_path_that_runs_on_one_rank) {
 }
 END_TEST
 
-static Suite *path_suite(void) {
-  Suite *s = suite_create("path");
-  TCase *tc = tcase_create("choice");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, the_info_line_names_the_path_that_runs_over_shm);
-  tcase_add_test(tc, the_info_line_names_the_path_that_runs_over_tcp);
-  tcase_add_test(tc, the_info_line_names_the_path_that_runs_on_one_rank);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(path_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("path", suite_tests("choice", 120, the_info_line_names_the_path_that_runs_over_shm,
+                                the_info_line_names_the_path_that_runs_over_tcp,
+                                the_info_line_names_the_path_that_runs_on_one_rank))

@@ -19,6 +19,7 @@
 #include "core/comm.h"
 #include "launch/placement.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 /* coll_comm_set_poll_us sets the wait's polling time of a rank with a CPU of its own (one
  * rank here), and leaves the user's COLL_SPIN_US alone. */
@@ -222,18 +223,8 @@ START_TEST(bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll placement");
-  TCase *tc = tcase_create("placement");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, set_poll_us_applies_unless_coll_spin_us_is_set);
-  tcase_add_test(tc, unbound_ranks_start_on_distinct_cpus_and_keep_their_mask);
-  tcase_add_loop_test(tc, bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly, 0,
-                      3);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("coll placement",
+           suite_tests("placement", 60, set_poll_us_applies_unless_coll_spin_us_is_set,
+                       unbound_ranks_start_on_distinct_cpus_and_keep_their_mask),
+           suite_loop_tests("placement", 60, 0, 3,
+                            bound_ranks_on_cpus_of_their_own_poll_long_and_two_on_one_cpu_briefly))

@@ -13,9 +13,11 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "core/comm.h"
+#include "elements.h"
 #include "mem/memops.h"
 #include "multiproc.h"
 #include "onehost/arena.h"
+#include "suite_run.h"
 
 static bool is_float(coll_dtype_t dt) { return dt >= COLL_FLOAT16; }
 
@@ -28,32 +30,6 @@ static double value_of(int r, size_t i, uint32_t salt) {
  * exact in float16 and bfloat16 too. */
 static double scalar_of(coll_dtype_t dt, int r) {
   return is_float(dt) ? (r + 1) / 2.0 : (double)(r + 2);
-}
-
-static void put(void *buf, size_t i, coll_dtype_t dt, double v) {
-  char *p = (char *)buf + i * coll_dtype_size(dt);
-  int64_t iv = (int64_t)v;
-  uint16_t h;
-  float f;
-  switch (dt) {
-    case COLL_FLOAT16:
-      h = mem_float_to_half((float)v);
-      memcpy(p, &h, 2);
-      break;
-    case COLL_BFLOAT16:
-      h = mem_float_to_bf16((float)v);
-      memcpy(p, &h, 2);
-      break;
-    case COLL_FLOAT32:
-      f = (float)v;
-      memcpy(p, &f, 4);
-      break;
-    case COLL_FLOAT64:
-      memcpy(p, &v, 8);
-      break;
-    default:
-      memcpy(p, &iv, coll_dtype_size(dt)); /* little-endian: the low bytes, wrapped */
-  }
 }
 
 /* Element i as the type's bits (integers: the low bytes, as put wrote them). */
@@ -69,7 +45,7 @@ static uint64_t want_bits(coll_dtype_t dt, int nranks, size_t i, uint32_t salt) 
   if (is_float(dt)) {
     double acc = 0;
     for (int r = 0; r < nranks; r++) acc += value_of(r, i, salt) * scalar_of(dt, r);
-    put(tmp, 0, dt, acc);
+    elem_put(tmp, 0, dt, acc);
   } else {
     uint64_t acc = 0;
     for (int r = 0; r < nranks; r++)
@@ -80,14 +56,14 @@ static uint64_t want_bits(coll_dtype_t dt, int nranks, size_t i, uint32_t salt) 
 }
 
 static void fill(void *buf, size_t n, coll_dtype_t dt, int rank, uint32_t salt) {
-  for (size_t i = 0; i < n; i++) put(buf, i, dt, value_of(rank, i, salt));
+  for (size_t i = 0; i < n; i++) elem_put(buf, i, dt, value_of(rank, i, salt));
 }
 
 /* Whether buf still holds what fill wrote. */
 static bool input_intact(const void *buf, size_t n, coll_dtype_t dt, int rank, uint32_t salt) {
   for (size_t i = 0; i < n; i++) {
     char one[8] = {0};
-    put(one, 0, dt, value_of(rank, i, salt));
+    elem_put(one, 0, dt, value_of(rank, i, salt));
     if (bits_at(buf, i, dt) != bits_at(one, 0, dt)) return false;
   }
   return true;
@@ -117,7 +93,7 @@ static int report(coll_status_t st, int rank, const char *what) {
 /* This rank's premul_sum op for dt. */
 static int make_op(coll_comm_t *comm, coll_dtype_t dt, int rank, coll_op_t *op) {
   char s[8];
-  put(s, 0, dt, scalar_of(dt, rank));
+  elem_put(s, 0, dt, scalar_of(dt, rank));
   return report(coll_op_create_premul_sum(comm, s, dt, op), rank, "create_premul_sum");
 }
 
@@ -252,10 +228,7 @@ END_TEST
  * queued behind an all-reduce reads that all-reduce's output, and so does a premul_sum
  * recorded in a group after it. Then: the op destroyed right after an async call was
  * issued; the call still uses its scalar. */
-static int rank_order(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_order(coll_comm_t *comm, int rank, int nranks) {
   enum { N = 200000 };
   float *a = malloc(N * 4), *b = malloc(N * 4), *c = malloc(N * 4);
   int bad = a == NULL || b == NULL || c == NULL;
@@ -306,17 +279,13 @@ static int rank_order(int rank, int nranks, void *arg) {
 }
 
 START_TEST(premul_sum_reads_its_input_when_it_runs_and_survives_destroy) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_order, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_order), 0);
 }
 END_TEST
 
 /* Rank 0 makes its float32 op first and its int32 op second, the others the other way
  * round: the handles differ between ranks, the fingerprints ("premul_sum") do not. */
-static int rank_orders(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_orders(coll_comm_t *comm, int rank, int nranks) {
   coll_op_t fop, iop;
   int bad = rank == 0
                 ? make_op(comm, COLL_FLOAT32, rank, &fop) || make_op(comm, COLL_INT32, rank, &iop)
@@ -334,17 +303,14 @@ static int rank_orders(int rank, int nranks, void *arg) {
 }
 
 START_TEST(ops_made_in_different_orders_on_different_ranks_agree) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_orders, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_orders), 0);
 }
 END_TEST
 
 /* Rank 1 calls a plain sum where the others call premul_sum: every rank fails with
  * COLL_ERR_MISMATCH naming both. */
-static int rank_mismatch(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   coll_op_t op;
   float x[16] = {0};
   int bad = make_op(comm, COLL_FLOAT32, rank, &op);
@@ -360,8 +326,7 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
 }
 
 START_TEST(premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 60000, rank_mismatch, &job), 0);
+  ck_assert_int_eq(ct_run(3, 60000, NULL, rank_mismatch), 0);
 }
 END_TEST
 
@@ -438,24 +403,13 @@ START_TEST(premul_sum_errors_name_the_rank_the_call_and_what_was_wrong) {
 }
 END_TEST
 
-static Suite *premul_suite(void) {
-  Suite *s = suite_create("premul");
-  TCase *tc = tcase_create("premul_sum");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, premul_sum_errors_name_the_rank_the_call_and_what_was_wrong);
-  tcase_add_test(tc, ops_made_in_different_orders_on_different_ranks_agree);
-  tcase_add_test(tc, premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank);
-  tcase_add_test(tc, premul_sum_reads_its_input_when_it_runs_and_survives_destroy);
-  tcase_add_loop_test(tc, premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks, 0, 4);
-  tcase_add_loop_test(tc, premul_sum_through_the_arena_and_with_window_buffers_is_exact, 0, 2);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(premul_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("premul",
+           suite_tests("premul_sum", 300,
+                       premul_sum_errors_name_the_rank_the_call_and_what_was_wrong,
+                       ops_made_in_different_orders_on_different_ranks_agree,
+                       premul_sum_against_a_plain_sum_is_a_mismatch_on_every_rank,
+                       premul_sum_reads_its_input_when_it_runs_and_survives_destroy),
+           suite_loop_tests("premul_sum", 300, 0, 4,
+                            premul_sum_is_exact_for_every_form_and_type_on_1_to_4_ranks),
+           suite_loop_tests("premul_sum", 300, 0, 2,
+                            premul_sum_through_the_arena_and_with_window_buffers_is_exact))

@@ -11,6 +11,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 /* 0 when st is want and the message starts "rank R: what: " and holds needle; else 1,
  * said on stderr. */
@@ -39,9 +40,7 @@ static int expect_aborted(int rank, const char *what, coll_status_t st) {
 /* Rule 6: a group and a window are pending when the rank aborts; the group's end and
  * every later call (bad arguments included) return COLL_ERR_ABORTED naming the rank and
  * the call; a second abort and destroy succeed. */
-static int rank_calls_after_abort(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_calls_after_abort(coll_comm_t *comm, int rank, int nranks) {
   static float x[64], y[64];
   void *win = NULL, *p = NULL;
   int peer = (rank + 1) % nranks, bad = 0;
@@ -118,16 +117,13 @@ static int rank_calls_after_abort(int rank, int nranks, void *arg) {
 }
 
 START_TEST(every_call_after_abort_returns_aborted_naming_the_rank_and_the_call) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 30000, rank_calls_after_abort, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, NULL, rank_calls_after_abort), 0);
 }
 END_TEST
 
 /* A failed (not aborted) communicator refuses work with its failure, but still answers
  * the queries and takes a new timeout. */
-static int rank_failed_comm(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_failed_comm(coll_comm_t *comm, int rank, int nranks) {
   static float x[8];
   int bad =
       coll_all_reduce(x, x, rank == 0 ? 4 : 5, COLL_FLOAT32, COLL_SUM, comm) != COLL_ERR_MISMATCH;
@@ -149,16 +145,14 @@ static int rank_failed_comm(int rank, int nranks, void *arg) {
 
 START_TEST(a_failed_communicator_still_answers_queries_but_refuses_work) {
   ct_job_t job = {.port = mp_free_port(), .timeout_ms = 1500};
-  ck_assert_int_eq(mp_run(2, 30000, rank_failed_comm, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &job, rank_failed_comm), 0);
 }
 END_TEST
 
 /* A sample of each entry point's argument errors, on two ranks: each names the rank and
  * the call ("rank 1: coll_all_reduce: count ... overflows"), and none breaks the
  * communicator. */
-static int rank_argument_errors(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_argument_errors(coll_comm_t *comm, int rank, int nranks) {
   static float x[64], y[64];
   coll_request_t *req = NULL;
   void *p = NULL;
@@ -221,16 +215,13 @@ static int rank_argument_errors(int rank, int nranks, void *arg) {
 }
 
 START_TEST(argument_errors_on_a_live_communicator_name_the_rank_and_the_call) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(2, 30000, rank_argument_errors, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, NULL, rank_argument_errors), 0);
 }
 END_TEST
 
 /* coll_mem_free(comm, NULL) is free(NULL): only rank 0 calls it, and the next collective
  * still pairs up. */
-static int rank_free_null(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_free_null(coll_comm_t *comm, int rank, int nranks) {
   int bad = 0;
   if (rank == 0 && (coll_mem_free(comm, NULL) != COLL_OK || coll_last_error()[0] != '\0')) {
     fprintf(stderr, "rank 0: coll_mem_free(NULL): %s\n", coll_last_error());
@@ -245,7 +236,7 @@ static int rank_free_null(int rank, int nranks, void *arg) {
 
 START_TEST(freeing_null_registered_memory_does_nothing_and_is_not_collective) {
   ct_job_t job = {.port = mp_free_port(), .timeout_ms = 5000};
-  ck_assert_int_eq(mp_run(2, 30000, rank_free_null, &job), 0);
+  ck_assert_int_eq(ct_run(2, 30000, &job, rank_free_null), 0);
 }
 END_TEST
 
@@ -299,9 +290,8 @@ END_TEST
 
 /* COLL_AVG on integers (coll.h): the sum wraps as COLL_SUM's does, then the division
  * truncates toward zero, on every rank alike. */
-static int rank_integer_avg(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_integer_avg(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   int32_t i32[2] = {rank == 2 ? 2 : 1, rank == 2 ? -2 : -1};
   int8_t i8 = 100; /* 3 x 100 wraps to 44 in int8 */
   int bad = coll_all_reduce(i32, i32, 2, COLL_INT32, COLL_AVG, comm) != COLL_OK ||
@@ -316,30 +306,16 @@ static int rank_integer_avg(int rank, int nranks, void *arg) {
 }
 
 START_TEST(integer_averages_wrap_like_the_sum_and_truncate_toward_zero) {
-  ct_job_t job = {.port = mp_free_port()};
-  ck_assert_int_eq(mp_run(3, 30000, rank_integer_avg, &job), 0);
+  ck_assert_int_eq(ct_run(3, 30000, NULL, rank_integer_avg), 0);
 }
 END_TEST
 
-static Suite *coll_promises_suite(void) {
-  Suite *s = suite_create("coll promises");
-  TCase *tc = tcase_create("promises");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, every_call_after_abort_returns_aborted_naming_the_rank_and_the_call);
-  tcase_add_test(tc, a_failed_communicator_still_answers_queries_but_refuses_work);
-  tcase_add_test(tc, argument_errors_on_a_live_communicator_name_the_rank_and_the_call);
-  tcase_add_test(tc, freeing_null_registered_memory_does_nothing_and_is_not_collective);
-  tcase_add_test(tc, an_unknown_coll_algo_is_refused_listing_every_accepted_name);
-  tcase_add_test(tc, a_one_rank_communicator_checks_master_port_and_master_addr);
-  tcase_add_test(tc, integer_averages_wrap_like_the_sum_and_truncate_toward_zero);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(coll_promises_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("coll promises",
+           suite_tests("promises", 60,
+                       every_call_after_abort_returns_aborted_naming_the_rank_and_the_call,
+                       a_failed_communicator_still_answers_queries_but_refuses_work,
+                       argument_errors_on_a_live_communicator_name_the_rank_and_the_call,
+                       freeing_null_registered_memory_does_nothing_and_is_not_collective,
+                       an_unknown_coll_algo_is_refused_listing_every_accepted_name,
+                       a_one_rank_communicator_checks_master_port_and_master_addr,
+                       integer_averages_wrap_like_the_sum_and_truncate_toward_zero))

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "core/comm.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { SMALL_COUNT = 16, LONG_COUNT = 4 << 20, SMALL_CALLS = 40, LONG_CALLS = 3 };
 enum { CROWDED_LONG_COUNT = 1 << 20, CROWDED_LONG_CALLS = 8 };
@@ -52,9 +53,7 @@ static long long last_run_ns(coll_comm_t *comm, size_t count) {
  * streak needs GRACE_STREAK of them, and a rank descheduled past the grace starts it
  * again). A 16 MiB call takes far more than a tenth of the grace (100 us) on any host, so
  * after the first, no call of that size gets it; small ones still do afterwards. */
-static int rank_grace_by_size(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_grace_by_size(coll_comm_t *comm, int rank, int nranks) {
   float *buf = malloc((size_t)LONG_COUNT * sizeof *buf);
   if (buf == NULL) return 1;
   int bad = 0, small_graced = 0, small_after = 0;
@@ -131,16 +130,15 @@ END_TEST
 
 START_TEST(calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace) {
   ct_job_t job = {.port = mp_free_port(), .transport = "shm"};
-  ck_assert_int_eq(mp_run(2, 60000, rank_grace_by_size, &job), 0);
+  ck_assert_int_eq(ct_run(2, 60000, &job, rank_grace_by_size), 0);
 }
 END_TEST
 
 /* After a communicator's set-up and the calibration span (2 ms), the cheap clock reads
  * the counter (where it can), never steps back, and measures 20 ms sleeps as
  * coll_now_ns does, within 0.1 % (its calibration is good to about 0.02 %). */
-static int rank_cheap_clock(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_cheap_clock(coll_comm_t *comm, int rank, int nranks) {
+  (void)nranks;
   int bad = 0;
   ct_sleep_ms(3);
   int64_t prev = coll_cheap_now_ns();
@@ -177,25 +175,14 @@ static int rank_cheap_clock(int rank, int nranks, void *arg) {
 
 START_TEST(the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace) {
   ct_job_t job = {.port = mp_free_port(), .transport = "shm"};
-  ck_assert_int_eq(mp_run(2, 60000, rank_cheap_clock, &job), 0);
+  ck_assert_int_eq(ct_run(2, 60000, &job, rank_cheap_clock), 0);
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll queue");
-  TCase *tc = tcase_create("grace");
-  tcase_set_timeout(tc, 90);
-  tcase_add_test(tc,
-                 calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace);
-  tcase_add_test(tc, crowded_ranks_keep_the_grace_for_long_calls);
-  suite_add_tcase(s, tc);
-  TCase *clock = tcase_create("cheap clock");
-  tcase_set_timeout(clock, 60);
-  tcase_add_test(clock, the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace);
-  suite_add_tcase(s, clock);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN(
+    "coll queue",
+    suite_tests("grace", 90,
+                calls_of_a_size_that_ran_long_go_to_the_progress_thread_small_ones_keep_the_grace,
+                crowded_ranks_keep_the_grace_for_long_calls),
+    suite_tests("cheap clock", 60,
+                the_cheap_clock_is_calibrated_by_init_never_steps_back_and_keeps_pace))

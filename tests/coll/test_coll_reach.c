@@ -18,6 +18,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 #include "tp_util.h"
 
 /* The error must come within the deadline plus this (docs/architecture.md states 500 ms
@@ -88,10 +89,8 @@ static coll_status_t mismatched_call(const mismatch_job_t *m, int rank, coll_com
   }
 }
 
-static int rank_mismatch(int rank, int nranks, void *arg) {
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const mismatch_job_t *m = arg;
-  coll_comm_t *comm;
-  if (ct_init(&m->job, rank, nranks, &comm) != 0) return 1;
   float warm = 1;
   int bad = coll_all_reduce(&warm, &warm, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   int64_t start = coll_now_ms();
@@ -136,8 +135,8 @@ START_TEST(a_mismatch_of_any_kind_fails_the_call_on_every_rank) {
           .diff = diff,
           .odd = odd};
       shared_times();
-      ck_assert_msg(mp_run(n, 30000, rank_mismatch, &m) == 0, "%s mismatch over %s, %d ranks",
-                    diff_names[diff], transport, n);
+      ck_assert_msg(ct_run_arg(n, 30000, &m.job, rank_mismatch, &m) == 0,
+                    "%s mismatch over %s, %d ranks", diff_names[diff], transport, n);
       /* The first error to the last: the agreement's few hops (a loaded machine adds
        * scheduling delays, hence the allowance). */
       int64_t spread = spread_ms(n, -1);
@@ -154,10 +153,9 @@ END_TEST
  * and rank 2, which never called anything, sees the failure in its async error before it
  * would have called (the failure watcher); its next call refuses at once. The ranks that
  * waited name rank 2 as the one behind. */
-static int rank_away(int rank, int nranks, void *arg) {
+static int rank_away(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   int32_t v = 1;
   int bad = coll_all_reduce(&v, &v, 1, COLL_INT32, COLL_SUM, comm) != COLL_OK;
   if (rank == 2) {
@@ -196,7 +194,7 @@ static int rank_away(int rank, int nranks, void *arg) {
 
 START_TEST(a_failure_reaches_a_rank_that_is_not_in_a_collective) {
   ct_job_t job = {.port = mp_free_port(), .transport = _i ? "tcp" : "shm", .timeout_ms = 600};
-  ck_assert_int_eq(mp_run(3, 20000, rank_away, &job), 0);
+  ck_assert_int_eq(ct_run_arg(3, 20000, &job, rank_away, &job), 0);
 }
 END_TEST
 
@@ -204,10 +202,7 @@ END_TEST
  * whose connections to it break fail first, and the failure watcher stops the others
  * (which only wait for a live neighbour) within milliseconds, all naming the dead rank,
  * long before the 20 s deadline. */
-static int rank_killed(int rank, int nranks, void *arg) {
-  const ct_job_t *job = arg;
-  coll_comm_t *comm;
-  if (ct_init(job, rank, nranks, &comm) != 0) return 1;
+static int rank_killed(coll_comm_t *comm, int rank, int nranks) {
   static float v[1 << 16];
   int bad = coll_all_reduce(v, v, 1 << 16, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   if (rank == nranks - 1) {
@@ -232,7 +227,7 @@ START_TEST(a_killed_rank_stops_every_other_rank_within_milliseconds) {
   for (int n = 4; n <= 5; n++) {
     ct_job_t job = {.port = mp_free_port(), .transport = transport, .timeout_ms = LONG_TIMEOUT_MS};
     shared_times();
-    ck_assert_int_eq(mp_run(n, 15000, rank_killed, &job), 1); /* the victim */
+    ck_assert_int_eq(ct_run(n, 15000, &job, rank_killed), 1); /* the victim */
     int64_t spread = spread_ms(n, n - 1);
     fprintf(stderr, "killed rank, %s, %d ranks: the survivors' errors spread over %lld ms\n",
             transport, n, (long long)spread);
@@ -252,10 +247,8 @@ typedef struct {
 
 /* The victim stops itself between two all-reduces; every other rank's error comes
  * within [deadline, deadline + margin] of its call and names the victim as behind. */
-static int rank_stopped(int rank, int nranks, void *arg) {
+static int rank_stopped(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const stop_job_t *j = arg;
-  coll_comm_t *comm;
-  if (ct_init(&j->job, rank, nranks, &comm) != 0) return 1;
   float v[256] = {0};
   int bad = coll_all_reduce(v, v, 256, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK;
   /* The deadline under test, set after a warm-up that a loaded machine may make slow. */
@@ -311,7 +304,7 @@ START_TEST(a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind
                       .timeout_ms = 1000,
                       .victim = victim};
       shared_times();
-      int failed = mp_run(n, 20000, rank_stopped, &j);
+      int failed = ct_run_arg(n, 20000, &j.job, rank_stopped, &j);
       tp_store_stop(&store);
       ck_assert_msg(failed == 1, "%s, %d ranks, rank %d stopped: %d ranks failed", transport, n,
                     victim, failed);
@@ -320,22 +313,10 @@ START_TEST(a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll reach");
-  TCase *tc = tcase_create("mismatch");
-  tcase_set_timeout(tc, 600);
-  tcase_add_loop_test(tc, a_mismatch_of_any_kind_fails_the_call_on_every_rank, 0, 2 * DIFF_KINDS);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("propagation");
-  tcase_set_timeout(tc, 600);
-  tcase_add_loop_test(tc, a_failure_reaches_a_rank_that_is_not_in_a_collective, 0, 2);
-  tcase_add_loop_test(tc, a_killed_rank_stops_every_other_rank_within_milliseconds, 0, 2);
-  tcase_add_loop_test(tc, a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind, 0,
-                      2);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("coll reach",
+           suite_loop_tests("mismatch", 600, 0, 2 * DIFF_KINDS,
+                            a_mismatch_of_any_kind_fails_the_call_on_every_rank),
+           suite_loop_tests("propagation", 600, 0, 2,
+                            a_failure_reaches_a_rank_that_is_not_in_a_collective,
+                            a_killed_rank_stops_every_other_rank_within_milliseconds,
+                            a_stopped_rank_times_out_every_other_rank_on_time_and_is_named_behind))

@@ -13,6 +13,7 @@
 
 #include "algo/algo_internal.h"
 #include "sim/sim.h"
+#include "suite_run.h"
 
 static int32_t value(int rank, size_t i) { return (int32_t)(rank * 1000 + (int)(i % 997)); }
 
@@ -231,18 +232,8 @@ START_TEST(the_cost_model_picks_an_implemented_algorithm_for_every_collective) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll schedules");
-  TCase *tc = tcase_create("sim");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, every_new_schedule_computes_the_right_result_in_the_simulator);
-  tcase_add_test(tc, the_cost_model_picks_an_implemented_algorithm_for_every_collective);
-  tcase_add_test(
-      tc, all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN(
+    "coll schedules",
+    suite_tests("sim", 120, every_new_schedule_computes_the_right_result_in_the_simulator,
+                the_cost_model_picks_an_implemented_algorithm_for_every_collective,
+                all_to_allv_with_uneven_counts_and_gaps_computes_the_right_result_in_the_simulator))

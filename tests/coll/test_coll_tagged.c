@@ -16,6 +16,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -693,29 +694,20 @@ START_TEST(bad_arguments_are_refused_with_a_message_and_empty_messages_work) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll tagged");
-  TCase *tc = tcase_create("tagged");
-  tcase_set_timeout(tc, 150);
-  tcase_add_loop_test(tc, both_ranks_send_before_either_receives_without_deadlock, 0, 4);
-  tcase_add_loop_test(tc, tags_received_in_reverse_order_of_sending_match_by_tag, 0, 4);
-  tcase_add_loop_test(tc, messages_of_one_tag_arrive_in_the_order_sent, 0, 4);
-  tcase_add_loop_test(tc, receive_from_any_source_reports_each_sender, 0, 4);
-  tcase_add_loop_test(tc, many_messages_over_several_tags_and_any_source_all_arrive_intact, 0, 4);
-  tcase_add_loop_test(
-      tc, large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first, 0, 2);
-  tcase_add_loop_test(tc, collectives_issued_after_pending_tagged_calls_complete, 0, 4);
-  tcase_add_loop_test(tc, a_ring_of_tagged_calls_in_a_group_completes_at_group_end, 0, 4);
-  tcase_add_loop_test(tc, a_size_mismatch_fails_with_both_sizes_and_the_tag, 0, 2);
-  tcase_add_loop_test(tc, an_unmatched_receive_times_out_naming_peer_and_tag, 0, 2);
-  tcase_add_loop_test(tc, a_killed_peer_fails_the_pending_operations_naming_it, 0, 2);
-  tcase_add_test(tc, abort_fails_pending_tagged_operations);
-  tcase_add_loop_test(tc, messages_never_received_are_freed_at_destroy, 0, 2);
-  tcase_add_test(tc, bad_arguments_are_refused_with_a_message_and_empty_messages_work);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN(
+    "coll tagged",
+    suite_loop_tests("tagged", 150, 0, 4, both_ranks_send_before_either_receives_without_deadlock,
+                     tags_received_in_reverse_order_of_sending_match_by_tag,
+                     messages_of_one_tag_arrive_in_the_order_sent,
+                     receive_from_any_source_reports_each_sender,
+                     many_messages_over_several_tags_and_any_source_all_arrive_intact),
+    suite_loop_tests("tagged", 150, 0, 2,
+                     large_blocking_send_completes_while_the_receiver_waits_on_another_tag_first),
+    suite_loop_tests("tagged", 150, 0, 4, collectives_issued_after_pending_tagged_calls_complete,
+                     a_ring_of_tagged_calls_in_a_group_completes_at_group_end),
+    suite_loop_tests("tagged", 150, 0, 2, a_size_mismatch_fails_with_both_sizes_and_the_tag,
+                     an_unmatched_receive_times_out_naming_peer_and_tag,
+                     a_killed_peer_fails_the_pending_operations_naming_it),
+    suite_tests("tagged", 150, abort_fails_pending_tagged_operations),
+    suite_loop_tests("tagged", 150, 0, 2, messages_never_received_are_freed_at_destroy),
+    suite_tests("tagged", 150, bad_arguments_are_refused_with_a_message_and_empty_messages_work))

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 static const char *const transports[] = {"shm", "tcp"};
 
@@ -41,9 +42,7 @@ static int check_sum(const float *x, int rank, int nranks) {
   return 0;
 }
 
-static int rank_send_beside_collective(int rank, int nranks, void *arg) {
-  coll_comm_t *comm;
-  if (ct_init(arg, rank, nranks, &comm) != 0) return 1;
+static int rank_send_beside_collective(coll_comm_t *comm, int rank, int nranks) {
   int bad = 0;
   unsigned char *small = malloc(SMALL), *large = malloc(LARGE);
   if (rank == 0) {
@@ -94,19 +93,10 @@ static int rank_send_beside_collective(int rank, int nranks, void *arg) {
 
 START_TEST(a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it) {
   ct_job_t job = {.port = mp_free_port(), .transport = transports[_i % 2], .timeout_ms = 20000};
-  ck_assert_int_eq(mp_run(2 + _i / 2, 60000, rank_send_beside_collective, &job), 0);
+  ck_assert_int_eq(ct_run(2 + _i / 2, 60000, &job, rank_send_beside_collective), 0);
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("coll tagged threads");
-  TCase *tc = tcase_create("threads");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it, 0, 4);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("coll tagged threads",
+           suite_loop_tests("threads", 120, 0, 4,
+                            a_send_posted_beside_a_blocked_collective_lets_the_peer_join_it))

@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "coll_test_util.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { NIDS = 2, WAIT_MS = 20000 };
 
@@ -23,11 +24,14 @@ typedef struct {
   coll_unique_id_t id[NIDS];
 } board_t;
 
-static board_t *board_new(void) {
+/* mp_run of fn on n ranks sharing a fresh board (shared memory). */
+static int run_on_a_board(int n, mp_rank_fn fn) {
   board_t *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(b, MAP_FAILED);
   memset(b, 0, sizeof *b);
-  return b;
+  int failed = mp_run(n, 60000, fn, b);
+  munmap(b, sizeof *b);
+  return failed;
 }
 
 /* Rank `maker` makes id k and publishes it; everyone reads it (bounded wait). */
@@ -84,9 +88,7 @@ static int rank_one_id(int rank, int nranks, void *arg) {
 }
 
 START_TEST(ranks_meet_through_an_id_one_rank_made) {
-  board_t *b = board_new();
-  ck_assert_int_eq(mp_run(3, 60000, rank_one_id, b), 0);
-  munmap(b, sizeof *b);
+  ck_assert_int_eq(run_on_a_board(3, rank_one_id), 0);
 }
 END_TEST
 
@@ -110,9 +112,7 @@ static int rank_two_ids(int rank, int nranks, void *arg) {
 }
 
 START_TEST(two_ids_make_two_communicators_in_one_process) {
-  board_t *b = board_new();
-  ck_assert_int_eq(mp_run(2, 60000, rank_two_ids, b), 0);
-  munmap(b, sizeof *b);
+  ck_assert_int_eq(run_on_a_board(2, rank_two_ids), 0);
 }
 END_TEST
 
@@ -137,21 +137,6 @@ START_TEST(an_id_it_did_not_make_is_refused) {
 }
 END_TEST
 
-static Suite *unique_id_suite(void) {
-  Suite *s = suite_create("coll unique id");
-  TCase *tc = tcase_create("unique id");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, ranks_meet_through_an_id_one_rank_made);
-  tcase_add_test(tc, two_ids_make_two_communicators_in_one_process);
-  tcase_add_test(tc, an_id_it_did_not_make_is_refused);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(unique_id_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("coll unique id", suite_tests("unique id", 120, ranks_meet_through_an_id_one_rank_made,
+                                         two_ids_make_two_communicators_in_one_process,
+                                         an_id_it_did_not_make_is_refused))

@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "multiproc.h"
+#include "suite_run.h"
 
 enum { RUN_TIMEOUT_MS = 30000, MAX_RANKS = 16 };
 
@@ -479,36 +480,6 @@ START_TEST(help_documents_options_and_every_rank_variable) {
 }
 END_TEST
 
-static Suite *collrun_suite(void) {
-  Suite *s = suite_create("collrun");
-  TCase *env = tcase_create("environment");
-  tcase_add_test(env, each_rank_gets_a_distinct_rank_and_the_torchrun_environment);
-  tcase_add_test(env, ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused);
-  suite_add_tcase(s, env);
-  TCase *nodes = tcase_create("nodes");
-  tcase_add_test(nodes, two_nodes_on_one_host_make_one_job_with_global_ranks);
-  tcase_add_test(nodes, a_rank_failing_on_one_node_stops_the_ranks_of_every_node);
-  suite_add_tcase(s, nodes);
-  TCase *fail = tcase_create("failures");
-  tcase_add_test(fail, a_rank_exiting_3_stops_the_job_and_is_named_with_its_code);
-  tcase_add_test(fail, a_rank_killed_by_sigkill_is_named_and_collrun_exits_137);
-  tcase_add_test(fail, ranks_ignoring_sigterm_get_sigkill_after_the_grace_period);
-  tcase_add_test(fail, sigterm_to_collrun_ends_every_rank_and_what_they_started);
-  tcase_add_test(fail, sigint_to_collrun_is_forwarded_and_collrun_exits_130);
-  tcase_add_test(fail, timeout_stops_the_job_with_exit_124);
-  suite_add_tcase(s, fail);
-  TCase *out = tcase_create("output");
-  tcase_add_test(out, output_lines_carry_their_rank_prefix_and_stay_whole);
-  tcase_add_test(out, no_prefix_leaves_lines_as_the_ranks_wrote_them);
-  suite_add_tcase(s, out);
-  TCase *cli = tcase_create("command_line");
-  tcase_add_test(cli, bad_command_lines_exit_with_a_message);
-  tcase_add_test(cli, a_busy_master_port_is_a_clear_launch_error);
-  tcase_add_test(cli, help_documents_options_and_every_rank_variable);
-  suite_add_tcase(s, cli);
-  return s;
-}
-
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s COLLRUN RANK_HELPER STORE_HELPER\n", argv[0]);
@@ -520,9 +491,21 @@ int main(int argc, char **argv) {
   /* The environment tests expect what collrun sets by default. */
   unsetenv("OMP_NUM_THREADS");
   unsetenv("COLL_JOB_TOKEN");
-  SRunner *runner = srunner_create(collrun_suite());
-  srunner_run_all(runner, CK_ENV); /* CK_VERBOSITY=verbose lists each test */
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return suite_main(
+      "collrun",
+      suite_tests("environment", 0, each_rank_gets_a_distinct_rank_and_the_torchrun_environment,
+                  ranks_meet_in_the_store_collrun_hosts_and_a_wrong_token_is_refused),
+      suite_tests("nodes", 0, two_nodes_on_one_host_make_one_job_with_global_ranks,
+                  a_rank_failing_on_one_node_stops_the_ranks_of_every_node),
+      suite_tests("failures", 0, a_rank_exiting_3_stops_the_job_and_is_named_with_its_code,
+                  a_rank_killed_by_sigkill_is_named_and_collrun_exits_137,
+                  ranks_ignoring_sigterm_get_sigkill_after_the_grace_period,
+                  sigterm_to_collrun_ends_every_rank_and_what_they_started,
+                  sigint_to_collrun_is_forwarded_and_collrun_exits_130,
+                  timeout_stops_the_job_with_exit_124),
+      suite_tests("output", 0, output_lines_carry_their_rank_prefix_and_stay_whole,
+                  no_prefix_leaves_lines_as_the_ranks_wrote_them),
+      suite_tests("command_line", 0, bad_command_lines_exit_with_a_message,
+                  a_busy_master_port_is_a_clear_launch_error,
+                  help_documents_options_and_every_rank_variable));
 }

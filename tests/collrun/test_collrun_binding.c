@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "suite_run.h"
 
 enum { RUN_TIMEOUT_MS = 30000, MAX_RANKS = 16 };
 
@@ -215,22 +216,6 @@ START_TEST(help_documents_the_binding) {
 }
 END_TEST
 
-static Suite *binding_suite(void) {
-  Suite *s = suite_create("collrun_binding");
-  TCase *tc = tcase_create("binding");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, by_default_each_rank_runs_on_its_own_cpu);
-  tcase_add_test(tc, bind_core_spelled_out_binds_as_the_default_does);
-  tcase_add_test(tc, bind_none_leaves_every_rank_the_launchers_mask);
-  tcase_add_test(tc, collrun_bind_none_in_the_environment_turns_binding_off);
-  tcase_add_test(tc, more_ranks_than_cpus_share_them_in_contiguous_slices);
-  tcase_add_test(tc, a_narrower_parent_mask_is_respected);
-  tcase_add_test(tc, a_bad_bind_value_is_a_usage_error);
-  tcase_add_test(tc, help_documents_the_binding);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s COLLRUN RANK_HELPER\n", argv[0]);
@@ -239,10 +224,13 @@ int main(int argc, char **argv) {
   collrun = argv[1];
   rank_helper = argv[2];
   unsetenv("COLLRUN_BIND"); /* tests that want it set it in their own (forked) process */
-  SRunner *runner = srunner_create(binding_suite());
-  srunner_set_fork_status(runner, CK_FORK); /* a test's affinity and environment stay its own */
-  srunner_run_all(runner, CK_ENV);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  setenv("CK_FORK", "yes", 1); /* a test's affinity and environment stay its own */
+  return suite_main("collrun_binding",
+                    suite_tests("binding", 60, by_default_each_rank_runs_on_its_own_cpu,
+                                bind_core_spelled_out_binds_as_the_default_does,
+                                bind_none_leaves_every_rank_the_launchers_mask,
+                                collrun_bind_none_in_the_environment_turns_binding_off,
+                                more_ranks_than_cpus_share_them_in_contiguous_slices,
+                                a_narrower_parent_mask_is_respected,
+                                a_bad_bind_value_is_a_usage_error, help_documents_the_binding));
 }

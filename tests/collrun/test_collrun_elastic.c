@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "suite_run.h"
 
 enum { RUN_TIMEOUT_MS = 30000 };
 
@@ -108,19 +109,12 @@ int main(int argc, char **argv) {
   }
   collrun = argv[1];
   rank_helper = argv[2];
-  Suite *s = suite_create("collrun elastic");
-  TCase *tc = tcase_create("elastic");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, an_elastic_job_goes_on_without_a_killed_rank_and_exits_0);
-  tcase_add_test(tc, replace_starts_the_dead_rank_again_with_its_environment_and_join_set);
-  tcase_add_test(tc, replacements_stop_when_the_count_given_is_used_up);
-  tcase_add_test(tc, an_elastic_job_where_no_rank_finishes_fails_with_the_last_code);
-  tcase_add_test(tc, a_failure_after_a_rank_finished_fails_the_elastic_job);
-  tcase_add_test(tc, replace_and_its_delay_are_checked_and_documented);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return suite_main(
+      "collrun elastic",
+      suite_tests("elastic", 60, an_elastic_job_goes_on_without_a_killed_rank_and_exits_0,
+                  replace_starts_the_dead_rank_again_with_its_environment_and_join_set,
+                  replacements_stop_when_the_count_given_is_used_up,
+                  an_elastic_job_where_no_rank_finishes_fails_with_the_last_code,
+                  a_failure_after_a_rank_finished_fails_the_elastic_job,
+                  replace_and_its_delay_are_checked_and_documented));
 }

@@ -7,19 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int gpu_device_count(void) {
-  pid_t pid = fork();
-  if (pid < 0) return 0;
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
 coll_comm_t *gpu_comm_open(int rank, int nranks, uint16_t port, int ndev) {
   cudaError_t err = ndev > 0 ? cudaSetDevice(rank % ndev) : cudaSuccess;
   if (err != cudaSuccess) {

@@ -1,19 +1,13 @@
 /* Shared by the GPU test programs (plain executables, no Check: they must build and run
- * on a GPU machine without it): device detection that leaves the parent process free of
- * CUDA (ranks are forked, and a forked child cannot use a CUDA context of its parent),
- * communicator setup for forked ranks, exit codes. */
+ * on a GPU machine without it): device detection (gpu_devices.h), communicator setup for
+ * forked ranks, exit codes. */
 #ifndef TESTS_GPU_GPU_COMMON_H
 #define TESTS_GPU_GPU_COMMON_H
 
 #include <stdint.h>
 
 #include "coll.h"
-
-/* meson's exit code for a skipped test. */
-#define GPU_SKIP 77
-
-/* CUDA devices visible, counted in a child process (the caller stays CUDA-free). */
-int gpu_device_count(void);
+#include "gpu_devices.h"
 /* Communicator of `rank` of `nranks` on the store at 127.0.0.1:port (rank 0 hosts it),
  * with this rank's GPU (rank % ndev) made current first (none when ndev is 0: host
  * buffers only). NULL after printing why. */

@@ -12,22 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu_devices.h"
 #include "multiproc.h"
 #include "nccl.h"
+#include "nccl_check.h"
 
-enum { COUNT = 100003, SKIP = 77 };
+enum { COUNT = 100003 };
 
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-#define NCCL_OK(call) \
-  CHECK((r_ = (call)) == ncclSuccess, "%s (%s)", ncclGetErrorString(r_), ncclGetLastError(NULL))
 #define CUDA_OK(call) CHECK((e_ = (call)) == cudaSuccess, "%s", cudaGetErrorString(e_))
 
 typedef struct {
@@ -57,18 +48,17 @@ static float immediate_scale(int r, int round) {
 
 static int rank_main(int rank, int n, void *arg) {
   args_t *a = arg;
-  ncclResult_t r_;
   cudaError_t e_;
   ncclUniqueId id;
   if (rank == 0) {
-    NCCL_OK(ncclGetUniqueId(&id));
+    CHECK_NCCL(ncclGetUniqueId(&id));
     for (int i = 1; i < n; i++) CHECK(write(a->fds[1], &id, sizeof id) == sizeof id, "write");
   } else {
     CHECK(read(a->fds[0], &id, sizeof id) == sizeof id, "read");
   }
   CUDA_OK(cudaSetDevice(rank % a->ndev));
   ncclComm_t comm;
-  NCCL_OK(ncclCommInitRank(&comm, n, id, rank));
+  CHECK_NCCL(ncclCommInitRank(&comm, n, id, rank));
   size_t in = (size_t)n * COUNT;
   float *h = malloc(in * sizeof *h), *dsend = NULL, *drecv = NULL, *dscalar = NULL;
   CHECK(h != NULL, "out of memory");
@@ -82,33 +72,33 @@ static int rank_main(int rank, int n, void *arg) {
   float value = device_scale(rank, 0), imm = immediate_scale(rank, 0);
   CUDA_OK(cudaMemcpy(dscalar, &value, sizeof value, cudaMemcpyHostToDevice));
   ncclRedOp_t dev_op, imm_op;
-  NCCL_OK(ncclRedOpCreatePreMulSum(&dev_op, dscalar, ncclFloat32, ncclScalarDevice, comm));
-  NCCL_OK(ncclRedOpCreatePreMulSum(&imm_op, &imm, ncclFloat32, ncclScalarHostImmediate, comm));
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&dev_op, dscalar, ncclFloat32, ncclScalarDevice, comm));
+  CHECK_NCCL(ncclRedOpCreatePreMulSum(&imm_op, &imm, ncclFloat32, ncclScalarHostImmediate, comm));
   imm = 1000; /* copied at creation: never seen */
   /* Rounds 0 and 1: the device scalar rewritten on the stream just before the call. */
   for (int round = 0; round < 3; round++) {
     value = device_scale(rank, round);
     CUDA_OK(cudaMemcpyAsync(dscalar, &value, sizeof value, cudaMemcpyHostToDevice, s));
-    if (round == 2) NCCL_OK(ncclGroupStart()); /* read at ncclGroupEnd */
-    NCCL_OK(ncclAllReduce(dsend, drecv, COUNT, ncclFloat32, dev_op, comm, s));
-    if (round == 2) NCCL_OK(ncclGroupEnd());
+    if (round == 2) CHECK_NCCL(ncclGroupStart()); /* read at ncclGroupEnd */
+    CHECK_NCCL(ncclAllReduce(dsend, drecv, COUNT, ncclFloat32, dev_op, comm, s));
+    if (round == 2) CHECK_NCCL(ncclGroupEnd());
     CUDA_OK(cudaMemcpyAsync(h, drecv, COUNT * sizeof *h, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     if (check(rank, n, "device-scalar all-reduce", h, COUNT, 0, device_scale, round)) return 1;
   }
-  NCCL_OK(ncclReduceScatter(dsend, drecv, COUNT, ncclFloat32, dev_op, comm, s));
+  CHECK_NCCL(ncclReduceScatter(dsend, drecv, COUNT, ncclFloat32, dev_op, comm, s));
   CUDA_OK(cudaMemcpyAsync(h, drecv, COUNT * sizeof *h, cudaMemcpyDeviceToHost, s));
   CUDA_OK(cudaStreamSynchronize(s));
   if (check(rank, n, "device-scalar reduce-scatter", h, COUNT, (size_t)rank * COUNT, device_scale,
             2))
     return 1;
-  NCCL_OK(ncclAllReduce(dsend, drecv, COUNT, ncclFloat32, imm_op, comm, s));
+  CHECK_NCCL(ncclAllReduce(dsend, drecv, COUNT, ncclFloat32, imm_op, comm, s));
   CUDA_OK(cudaMemcpyAsync(h, drecv, COUNT * sizeof *h, cudaMemcpyDeviceToHost, s));
   CUDA_OK(cudaStreamSynchronize(s));
   if (check(rank, n, "host-immediate all-reduce", h, COUNT, 0, immediate_scale, 0)) return 1;
-  NCCL_OK(ncclRedOpDestroy(dev_op, comm));
-  NCCL_OK(ncclRedOpDestroy(imm_op, comm));
-  NCCL_OK(ncclCommDestroy(comm));
+  CHECK_NCCL(ncclRedOpDestroy(dev_op, comm));
+  CHECK_NCCL(ncclRedOpDestroy(imm_op, comm));
+  CHECK_NCCL(ncclCommDestroy(comm));
   CUDA_OK(cudaStreamDestroy(s));
   cudaFree(dsend);
   cudaFree(drecv);
@@ -117,25 +107,11 @@ static int rank_main(int rank, int n, void *arg) {
   return 0;
 }
 
-/* Counted in a child: a forked rank cannot use a CUDA context of its parent. */
-static int device_count(void) {
-  pid_t pid = fork();
-  if (pid < 0) return 0;
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
 int main(int argc, char **argv) {
-  args_t a = {.ndev = device_count()};
+  args_t a = {.ndev = gpu_device_count()};
   if (a.ndev == 0) {
     printf("skipped: no CUDA device\n");
-    return SKIP;
+    return GPU_SKIP;
   }
   int n = argc > 1 ? atoi(argv[1]) : 2;
   if (n < 1 || pipe(a.fds) != 0) return 1;

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elements.h"
 #include "mem/memops.h"
+#include "suite_run.h"
 
 static const size_t dtype_sizes[COLL_DTYPE_COUNT] = {
     [COLL_INT8] = 1,    [COLL_UINT8] = 1,   [COLL_INT32] = 4,      [COLL_UINT32] = 4,
@@ -64,51 +66,6 @@ static double ref_float(double x, double y, coll_op_t op) {
   }
 }
 
-/* Element i of a buffer as (unsigned bits, signed value) or as a double. */
-static void load_int(const void *p, size_t i, coll_dtype_t t, uint64_t *u, int64_t *s) {
-  switch (t) {
-    case COLL_INT8:
-      *s = ((const int8_t *)p)[i];
-      break;
-    case COLL_UINT8:
-      *s = ((const uint8_t *)p)[i];
-      break;
-    case COLL_INT32:
-      *s = ((const int32_t *)p)[i];
-      break;
-    case COLL_UINT32:
-      *s = ((const uint32_t *)p)[i];
-      break;
-    case COLL_INT64:
-      *s = ((const int64_t *)p)[i];
-      break;
-    case COLL_UINT64:
-      *s = (int64_t)((const uint64_t *)p)[i];
-      break;
-    default:
-      *s = 0;
-  }
-  *u = (uint64_t)*s;
-}
-
-static double load_float(const void *p, size_t i, coll_dtype_t t) {
-  switch (t) {
-    case COLL_FLOAT16:
-      return mem_half_to_float(((const uint16_t *)p)[i]);
-    case COLL_BFLOAT16:
-      return mem_bf16_to_float(((const uint16_t *)p)[i]);
-    case COLL_FLOAT32:
-      return ((const float *)p)[i];
-    case COLL_FLOAT64:
-      return ((const double *)p)[i];
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      return mem_fp8_to_float(((const uint8_t *)p)[i], t);
-    default:
-      return 0;
-  }
-}
-
 static int is_float(coll_dtype_t t) { return t >= COLL_FLOAT16; }
 
 static int is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
@@ -123,36 +80,14 @@ static void expected(const void *a, const void *b, size_t i, coll_dtype_t t, col
   if (!is_float(t)) {
     uint64_t ux, uy;
     int64_t sx, sy;
-    load_int(a, i, t, &ux, &sx);
-    load_int(b, i, t, &uy, &sy);
+    elem_get_int(a, i, t, &ux, &sx);
+    elem_get_int(b, i, t, &uy, &sy);
     uint64_t r = ref_int(ux, uy, sx, sy, t == COLL_INT8 || t == COLL_INT32 || t == COLL_INT64, op);
     memcpy(out, &r, dtype_sizes[t]); /* little-endian: the low bytes */
     return;
   }
-  double r = ref_float(load_float(a, i, t), load_float(b, i, t), op);
-  uint16_t h;
-  float f;
-  switch (t) {
-    case COLL_FLOAT16:
-      h = mem_float_to_half((float)r);
-      memcpy(out, &h, 2);
-      break;
-    case COLL_BFLOAT16:
-      h = mem_float_to_bf16((float)r);
-      memcpy(out, &h, 2);
-      break;
-    case COLL_FLOAT32:
-      f = (float)r;
-      memcpy(out, &f, 4);
-      break;
-    case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2:
-      *(uint8_t *)out = mem_double_to_fp8(r, t);
-      break;
-    default:
-      memcpy(out, &r, 8);
-      break;
-  }
+  double r = ref_float(elem_get(a, i, t), elem_get(b, i, t), op);
+  elem_put(out, 0, t, r);
 }
 
 /* Fill with values that exercise each type: small and large integers, negative numbers,
@@ -165,27 +100,12 @@ static void fill(void *p, size_t n, coll_dtype_t t, uint64_t seed) {
     if (i % 97 == 5) v = INFINITY;
     if (i % 89 == 7) v = -0.0;
     if (i % 83 == 3) v = NAN;
-    switch (t) {
-      case COLL_FLOAT16:
-        ((uint16_t *)p)[i] = mem_float_to_half((float)v);
-        break;
-      case COLL_BFLOAT16:
-        ((uint16_t *)p)[i] = mem_float_to_bf16((float)v);
-        break;
-      case COLL_FLOAT32:
-        ((float *)p)[i] = (float)v;
-        break;
-      case COLL_FLOAT64:
-        ((double *)p)[i] = v;
-        break;
-      case COLL_FLOAT8E4M3:
-      case COLL_FLOAT8E5M2: /* +-100 in e4m3 (max 448) often sums beyond it: saturation */
-        ((uint8_t *)p)[i] = mem_double_to_fp8(v * (i % 5 == 1 ? 4.0 : 1.0), t);
-        break;
-      default:
-        memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
-        break;
-    }
+    /* fp8: +-100 in e4m3 (max 448) often sums beyond it: saturation. */
+    if (t == COLL_FLOAT8E4M3 || t == COLL_FLOAT8E5M2) v *= i % 5 == 1 ? 4.0 : 1.0;
+    if (is_float(t))
+      elem_put(p, i, t, v);
+    else
+      memcpy((char *)p + i * dtype_sizes[t], &r, dtype_sizes[t]);
   }
 }
 
@@ -194,7 +114,7 @@ static int same_element(const void *got, const void *want, coll_dtype_t t) {
   size_t sz = dtype_sizes[t];
   if (memcmp(got, want, sz) == 0) return 1;
   if (!is_float(t)) return 0;
-  return isnan(load_float(got, 0, t)) && isnan(load_float(want, 0, t));
+  return isnan(elem_get(got, 0, t)) && isnan(elem_get(want, 0, t));
 }
 
 static const size_t lengths[] = {0, 1, 3, 16, 17, 255, 256, 257, 1000, 4099};
@@ -597,55 +517,45 @@ START_TEST(array_conversions_give_the_same_bits_at_odd_addresses) {
     memcpy(&f[i], &bits, 4);
   }
   memcpy(odd, h, n * 2);
-  mem_half_to_float_n(fw, h, n);
-  mem_half_to_float_n(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float at an odd address");
-  mem_half_to_float_n_portable(fw, h, n);
-  mem_half_to_float_n_portable(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "half to float (portable) at an odd address");
-  mem_bf16_to_float_n(fw, h, n);
-  mem_bf16_to_float_n(fg, odd, n);
-  ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "bf16 to float at an odd address");
-  mem_float_to_half_n(hw, f, n);
-  mem_float_to_half_n(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half at an odd address");
-  mem_float_to_half_n_portable(hw, f, n);
-  mem_float_to_half_n_portable(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to half (portable) at an odd address");
-  mem_float_to_bf16_n(hw, f, n);
-  mem_float_to_bf16_n(odd, f, n);
-  ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "float to bf16 at an odd address");
+  /* Each conversion on aligned arrays, then with its 16-bit side at the odd address. */
+  static const struct {
+    const char *what;
+    void (*to_float)(float *restrict, const void *restrict, size_t);
+    void (*from_float)(void *restrict, const float *restrict, size_t);
+  } conversions[] = {
+      {"half to float", mem_half_to_float_n, NULL},
+      {"half to float (portable)", mem_half_to_float_n_portable, NULL},
+      {"bf16 to float", mem_bf16_to_float_n, NULL},
+      {"float to half", NULL, mem_float_to_half_n},
+      {"float to half (portable)", NULL, mem_float_to_half_n_portable},
+      {"float to bf16", NULL, mem_float_to_bf16_n},
+  };
+  for (size_t k = 0; k < sizeof conversions / sizeof conversions[0]; k++) {
+    if (conversions[k].to_float != NULL) {
+      conversions[k].to_float(fw, h, n);
+      conversions[k].to_float(fg, odd, n);
+      ck_assert_msg(memcmp(fg, fw, n * 4) == 0, "%s at an odd address", conversions[k].what);
+    } else {
+      conversions[k].from_float(hw, f, n);
+      conversions[k].from_float(odd, f, n);
+      ck_assert_msg(memcmp(odd, hw, n * 2) == 0, "%s at an odd address", conversions[k].what);
+    }
+  }
   free(h), free(hw), free(f), free(fw), free(fg), free(odd_buf);
 }
 END_TEST
 
-static Suite *mem_suite(void) {
-  Suite *s = suite_create("mem");
-  TCase *tc = tcase_create("host");
-  tcase_set_timeout(tc, 60);
-  tcase_add_loop_test(tc, reduction_matches_reference_for_every_dtype_and_op, 0,
-                      COLL_DTYPE_COUNT * COLL_OP_COUNT);
-  tcase_add_loop_test(tc, reductions_give_the_same_bits_at_every_misalignment, 0,
-                      COLL_DTYPE_COUNT * COLL_OP_COUNT);
-  tcase_add_test(tc, reduce_table_rejects_unknown_dtype_and_op);
-  tcase_add_test(tc, integer_sum_and_product_wrap_around);
-  tcase_add_test(tc, float_min_max_propagate_nan_from_either_side);
-  tcase_add_test(tc, finish_avg_divides_every_type);
-  tcase_add_test(tc, scale_multiplies_every_type_in_its_arithmetic);
-  tcase_add_loop_test(tc, finish_avg_gives_the_same_bits_at_every_misalignment, 0,
-                      COLL_DTYPE_COUNT);
-  tcase_add_test(tc, half_conversions_round_trip_every_encoding);
-  tcase_add_test(tc, half_conversions_round_to_nearest_even);
-  tcase_add_test(tc, array_conversions_match_the_portable_code_bit_for_bit);
-  tcase_add_test(tc, array_conversions_give_the_same_bits_at_odd_addresses);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(mem_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("mem",
+           suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT *COLL_OP_COUNT,
+                            reduction_matches_reference_for_every_dtype_and_op,
+                            reductions_give_the_same_bits_at_every_misalignment),
+           suite_tests("host", 60, reduce_table_rejects_unknown_dtype_and_op,
+                       integer_sum_and_product_wrap_around,
+                       float_min_max_propagate_nan_from_either_side, finish_avg_divides_every_type,
+                       scale_multiplies_every_type_in_its_arithmetic),
+           suite_loop_tests("host", 60, 0, COLL_DTYPE_COUNT,
+                            finish_avg_gives_the_same_bits_at_every_misalignment),
+           suite_tests("host", 60, half_conversions_round_trip_every_encoding,
+                       half_conversions_round_to_nearest_even,
+                       array_conversions_match_the_portable_code_bit_for_bit,
+                       array_conversions_give_the_same_bits_at_odd_addresses))

@@ -15,6 +15,8 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "nccl_check.h"
+#include "suite_run.h"
 
 /* The device API's host functions: NVIDIA declares them in nccl_device.h, which is not
  * part of this library's header; the types crossing the ABI are spelled out here (sizes
@@ -42,35 +44,6 @@ ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevCo
 test_team_t ncclTeamWorld(ncclComm_t comm);
 test_team_t ncclTeamLsa(ncclComm_t comm);
 int ncclTeamRankToWorld(ncclComm_t comm, test_team_t team, int rank);
-
-#define CHECK_NCCL(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                          \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-
-/* The call returns `want` and the last error contains `text`. */
-#define CHECK_REFUSED(call, want, comm, text)                                                  \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    const char *m_ = ncclGetLastError(comm);                                                   \
-    CHECK(r_ == (want) && strstr(m_, text) != NULL, "%s returned %d (%s), want %d and \"%s\"", \
-          #call, (int)r_, m_, (int)(want), text);                                              \
-  } while (0)
 
 /* The id travels from rank 0 to the others through a pipe (one 128-byte write each). */
 typedef struct {
@@ -440,24 +413,13 @@ static int rank_local_calls(int rank, int nranks, ncclComm_t comm) {
 START_TEST(windows_refused_rma_device_api_parameters_encryption) { run_ranks(2, rank_local_calls); }
 END_TEST
 
-static Suite *nccl_232_suite(void) {
-  Suite *s = suite_create("nccl 2.28-2.32");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, simulate_end_gives_the_cost_models_time_and_runs_nothing, 2, 4);
-  tcase_add_test(tc, a_peers_revoke_stops_a_waiting_call_and_later_ones_are_refused);
-  tcase_add_test(tc, grow_ids_suspend_and_memory_statistics);
-  tcase_add_loop_test(tc, config_collectives_fp8_and_in_place_gather_scatter, 1, 5);
-  tcase_add_test(tc, configs_of_older_and_newer_sizes);
-  tcase_add_test(tc, windows_refused_rma_device_api_parameters_encryption);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(nccl_232_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("nccl 2.28-2.32",
+           suite_loop_tests("processes", 120, 2, 4,
+                            simulate_end_gives_the_cost_models_time_and_runs_nothing),
+           suite_tests("processes", 120,
+                       a_peers_revoke_stops_a_waiting_call_and_later_ones_are_refused,
+                       grow_ids_suspend_and_memory_statistics),
+           suite_loop_tests("processes", 120, 1, 5,
+                            config_collectives_fp8_and_in_place_gather_scatter),
+           suite_tests("processes", 120, configs_of_older_and_newer_sizes,
+                       windows_refused_rma_device_api_parameters_encryption))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "suite_run.h"
 
 #ifndef LIBNCCL_VERSION_CODE
 #error "LIBNCCL_VERSION_CODE (our nccl.h's NCCL_VERSION_CODE) comes from meson"
@@ -177,17 +178,6 @@ START_TEST(configs_of_older_and_newer_ncclx_are_read_up_to_their_size) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("nccl abi");
-  TCase *tc = tcase_create("abi");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, sizes_and_values_are_nccls);
-  tcase_add_test(tc, config_fields_lie_where_nccl_puts_them);
-  tcase_add_test(tc, configs_of_older_and_newer_ncclx_are_read_up_to_their_size);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("nccl abi", suite_tests("abi", 60, sizes_and_values_are_nccls,
+                                   config_fields_lie_where_nccl_puts_them,
+                                   configs_of_older_and_newer_ncclx_are_read_up_to_their_size))

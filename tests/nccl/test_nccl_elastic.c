@@ -18,35 +18,8 @@
 
 #include "multiproc.h"
 #include "nccl.h"
-
-#define CHECK_NCCL(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                          \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
-
-/* The call returns `want` and the last error contains `text`. */
-#define CHECK_REFUSED(call, want, comm, text)                                                  \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    const char *m_ = ncclGetLastError(comm);                                                   \
-    CHECK(r_ == (want) && strstr(m_, text) != NULL, "%s returned %d (%s), want %d and \"%s\"", \
-          #call, (int)r_, m_, (int)(want), text);                                              \
-  } while (0)
+#include "nccl_check.h"
+#include "suite_run.h"
 
 typedef struct job job_t;
 struct job {
@@ -362,18 +335,10 @@ START_TEST(bad_shrink_and_grow_arguments_are_refused) {
 }
 END_TEST
 
-int main(void) {
-  Suite *s = suite_create("nccl elastic");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks);
-  tcase_add_loop_test(tc, survivors_leave_out_a_killed_or_stuck_rank_and_go_on, 0, 4);
-  tcase_add_loop_test(tc, a_new_process_joins_through_grow, 0, 3);
-  tcase_add_test(tc, bad_shrink_and_grow_arguments_are_refused);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("nccl elastic",
+           suite_tests("processes", 120,
+                       a_revoke_fails_the_peers_pending_calls_and_the_revoked_comm_shrinks),
+           suite_loop_tests("processes", 120, 0, 4,
+                            survivors_leave_out_a_killed_or_stuck_rank_and_go_on),
+           suite_loop_tests("processes", 120, 0, 3, a_new_process_joins_through_grow),
+           suite_tests("processes", 120, bad_shrink_and_grow_arguments_are_refused))

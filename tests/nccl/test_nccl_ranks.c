@@ -14,6 +14,8 @@
 
 #include "multiproc.h"
 #include "nccl.h"
+#include "nccl_check.h"
+#include "suite_run.h"
 
 /* Built against our nccl.h and NVIDIA's (tests/nccl/meson.build). NVIDIA's 2.28.9 header
  * has no ncclTimeout; the library returns 8 for a passed deadline whichever header a
@@ -28,26 +30,6 @@ enum { MAX_RANKS = 4 };
 typedef struct {
   int fds[2];
 } id_pipe_t;
-
-#define CHECK_NCCL(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess) {                                                            \
-      fprintf(stderr, "rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                          \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
 
 static int share_id(id_pipe_t *p, int rank, int nranks, ncclUniqueId *id) {
   if (rank == 0) {
@@ -563,21 +545,8 @@ START_TEST(a_killed_peer_is_a_remote_error_or_timeout_not_a_hang) {
 }
 END_TEST
 
-static Suite *nccl_suite(void) {
-  Suite *s = suite_create("nccl ranks");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, every_call_matches_the_reference_at_1_to_4_ranks, 1, MAX_RANKS + 1);
-  tcase_add_test(tc, nonblocking_init_reports_in_progress_then_success);
-  tcase_add_test(tc, a_killed_peer_is_a_remote_error_or_timeout_not_a_hang);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(nccl_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("nccl ranks",
+           suite_loop_tests("processes", 120, 1, MAX_RANKS + 1,
+                            every_call_matches_the_reference_at_1_to_4_ranks),
+           suite_tests("processes", 120, nonblocking_init_reports_in_progress_then_success,
+                       a_killed_peer_is_a_remote_error_or_timeout_not_a_hang))

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nccl.h"
+#include "suite_run.h"
 
 enum { MAX_RANKS = 4, COUNT = 1000 };
 
@@ -132,22 +133,9 @@ START_TEST(init_all_refuses_bad_arguments) {
 }
 END_TEST
 
-static Suite *threads_suite(void) {
-  Suite *s = suite_create("nccl threads");
-  TCase *tc = tcase_create("one process");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, comm_init_all_makes_a_working_clique, 1, MAX_RANKS + 1);
-  tcase_add_loop_test(tc, grouped_inits_from_one_thread_complete_together, 1, MAX_RANKS + 1);
-  tcase_add_loop_test(tc, device_scalars_are_read_when_the_group_ends, 1, MAX_RANKS + 1);
-  tcase_add_test(tc, init_all_refuses_bad_arguments);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(threads_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("nccl threads",
+           suite_loop_tests("one process", 120, 1, MAX_RANKS + 1,
+                            comm_init_all_makes_a_working_clique,
+                            grouped_inits_from_one_thread_complete_together,
+                            device_scalars_are_read_when_the_group_ends),
+           suite_tests("one process", 120, init_all_refuses_bad_arguments))

@@ -12,6 +12,7 @@
 #include "coll_test_util.h"
 #include "common/clock.h"
 #include "rdma_util.h"
+#include "suite_run.h"
 
 static const char *const one_host[] = {"hostA", "hostA", "hostA"};
 /* Ranks 0 and 1 share a host (shm between them), rank 2 is alone. */
@@ -58,7 +59,7 @@ static int forced_comm_rank(int rank, int nranks, void *p) {
 
 START_TEST(forcing_ib_without_a_device_fails_init_with_a_clear_message) {
   arg_t arg = {.have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(2, forced_comm_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(2, forced_comm_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -86,7 +87,7 @@ START_TEST(forcing_ib_in_a_transport_set_names_the_missing_device) {
   arg_t arg = {
       .job = {.prefix = "host/forced/", .hosts = one_host, .forced = "ib", .timeout_ms = 10000},
       .have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(3, forced_set_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(3, forced_set_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -119,7 +120,7 @@ static int auto_rank(int rank, int nranks, void *p) {
 START_TEST(different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within) {
   arg_t arg = {.job = {.prefix = "host/auto/", .hosts = two_hosts, .timeout_ms = 10000},
                .have_port = rdma_have_port()};
-  ck_assert_int_eq(rdma_run_ranks(3, auto_rank, &arg.job, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(3, auto_rank, &arg.job, &arg, 30000), 0);
 }
 END_TEST
 
@@ -165,23 +166,10 @@ START_TEST(coll_info_prints_build_features_and_transports) {
 }
 END_TEST
 
-static Suite *host_suite(void) {
-  Suite *s = suite_create("rdma_host");
-  TCase *tc = tcase_create("no device");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, forcing_ib_without_a_device_fails_init_with_a_clear_message);
-  tcase_add_test(tc, forcing_ib_in_a_transport_set_names_the_missing_device);
-  tcase_add_test(tc, different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within);
-  tcase_add_test(tc, coll_info_ib_lists_devices_or_says_there_is_none);
-  tcase_add_test(tc, coll_info_prints_build_features_and_transports);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(host_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("rdma_host",
+           suite_tests("no device", 120,
+                       forcing_ib_without_a_device_fails_init_with_a_clear_message,
+                       forcing_ib_in_a_transport_set_names_the_missing_device,
+                       different_hosts_use_ib_when_both_have_a_port_else_tcp_and_shm_within,
+                       coll_info_ib_lists_devices_or_says_there_is_none,
+                       coll_info_prints_build_features_and_transports))

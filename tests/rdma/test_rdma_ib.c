@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "mem/memops.h"
 #include "rdma_util.h"
+#include "suite_run.h"
 #include "transport/ib/ib_device.h"
 
 #define MIB (1024u * 1024u)
@@ -30,8 +31,8 @@ static arg_t ib_arg(const char *prefix) {
   return (arg_t){.job = {.prefix = prefix, .hosts = one_host, .forced = "ib", .timeout_ms = 30000}};
 }
 
-static int run(int n, mp_rank_fn fn, arg_t *arg, int timeout_ms) {
-  return rdma_run_ranks(n, fn, &arg->job, arg, timeout_ms);
+static int run(int n, tp_body_fn body, arg_t *arg, int timeout_ms) {
+  return tp_run_connected(n, body, &arg->job, arg, timeout_ms);
 }
 
 /* ---- transport level ---- */
@@ -40,47 +41,12 @@ static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 4 * MIB + 5};
 #define NSIZES (sizeof copy_sizes / sizeof copy_sizes[0])
 
 /* Every size to the next rank, all posted at once, then 300 small messages (far more
- * chunks than the 16 slots of credit: the credits must come back). */
-static int ring_copy_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  RANK_CHECK(strcmp(transport_set_conn(t.set, next)->ops->name, "ib") == 0, "not ib");
-  void *out[NSIZES], *in[NSIZES];
-  for (size_t i = 0; i < NSIZES; i++) {
-    out[i] = malloc(copy_sizes[i] + 1);
-    in[i] = malloc(copy_sizes[i] + 1);
-    tp_fill(out[i], copy_sizes[i], rank, (int)i);
-    memset(in[i], 0xee, copy_sizes[i] + 1);
-    transport_recv_t r = {.dst = in[i], .len = copy_sizes[i]};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
-    RANK_CHECK(tp_send(&t, next, out[i], copy_sizes[i]) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (size_t i = 0; i < NSIZES; i++) {
-    size_t bad = tp_check(in[i], copy_sizes[i], prev, (int)i);
-    RANK_CHECK(bad == SIZE_MAX, "size %zu: byte %zu differs", copy_sizes[i], bad);
-    RANK_CHECK(((unsigned char *)in[i])[copy_sizes[i]] == 0xee, "size %zu: wrote past the end",
-               copy_sizes[i]);
-    free(out[i]);
-    free(in[i]);
-  }
-  enum { BURST = 300 };
-  static unsigned char small_out[BURST][40], small_in[BURST][40];
-  for (int k = 0; k < BURST; k++) {
-    size_t len = (size_t)(k % 40);
-    tp_fill(small_out[k], len, rank, 100 + k);
-    transport_recv_t r = {.dst = small_in[k], .len = len};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post small recv");
-    RANK_CHECK(tp_send(&t, next, small_out[k], len) == COLL_OK, "post small send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain burst");
-  for (int k = 0; k < BURST; k++)
-    RANK_CHECK(tp_check(small_in[k], (size_t)(k % 40), prev, 100 + k) == SIZE_MAX,
-               "small message %d differs", k);
-  tp_close(&t);
-  return 0;
+ * chunks than the 16 slots of credit: the credits must come back): tp_ring_copy. */
+static int ring_copy_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank, n = t->nranks;
+  RANK_CHECK(strcmp(transport_set_conn(t->set, (rank + 1) % n)->ops->name, "ib") == 0, "not ib");
+  return tp_ring_copy(t, copy_sizes, NSIZES, 60000);
 }
 
 /* Loop index: 2..5 ranks (messages from 256 KiB go zero-copy), then 3 ranks with
@@ -97,11 +63,9 @@ END_TEST
 /* Large and small messages mixed, all sent before any receive is posted: a large one
  * waits for its receiver's answer (so not every send completes early), then all arrive,
  * the large ones written straight into the destinations. */
-static int zcopy_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+static int zcopy_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   enum { COUNT = 12 };
   size_t lens[COUNT];
   unsigned char *out[COUNT], *in[COUNT];
@@ -112,30 +76,30 @@ static int zcopy_rank(int rank, int n, void *p) {
     in[k] = malloc(lens[k] + 1);
     tp_fill(out[k], lens[k], rank, k);
     memset(in[k], 0xee, lens[k] + 1);
-    RANK_CHECK(tp_send(&t, partner, out[k], lens[k]) == COLL_OK, "post send");
+    RANK_CHECK(tp_send(t, partner, out[k], lens[k]) == COLL_OK, "post send");
   }
   for (int i = 0; i < 30; i++) {
     uint64_t sd = 0;
-    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
+    RANK_CHECK(transport_progress(transport_set_conn(t->set, partner), &sd, NULL) == COLL_OK,
                "progress");
     RANK_CHECK(sd <= 1, "%llu sends completed before the receives were posted",
                (unsigned long long)sd);
-    transport_set_wait(t.set, 2);
+    transport_set_wait(t->set, 2);
   }
   /* Neither rank posts a receive before both have checked the above. */
   char key[64];
   snprintf(key, sizeof key, "zcopy/checked/%d", rank);
-  RANK_CHECK(store_set(t.store, key, "1", 1, 10000) == COLL_OK, "store set");
+  RANK_CHECK(store_set(t->store, key, "1", 1, 10000) == COLL_OK, "store set");
   snprintf(key, sizeof key, "zcopy/checked/%d", partner);
   void *v = NULL;
   size_t vlen = 0;
-  RANK_CHECK(store_get(t.store, key, &v, &vlen, 30000) == COLL_OK, "store get");
+  RANK_CHECK(store_get(t->store, key, &v, &vlen, 30000) == COLL_OK, "store get");
   free(v);
   for (int k = 0; k < COUNT; k++) {
     transport_recv_t r = {.dst = in[k], .len = lens[k]};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_recv(t, partner, &r) == COLL_OK, "post recv");
   }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
+  RANK_CHECK(tp_drain(t, 60000) == COLL_OK, "drain");
   for (int k = 0; k < COUNT; k++) {
     size_t bad = tp_check(in[k], lens[k], partner, k);
     RANK_CHECK(bad == SIZE_MAX, "message %d (%zu bytes): byte %zu differs", k, lens[k], bad);
@@ -143,7 +107,6 @@ static int zcopy_rank(int rank, int n, void *p) {
     free(out[k]);
     free(in[k]);
   }
-  tp_close(&t);
   return 0;
 }
 
@@ -156,45 +119,11 @@ END_TEST
 static const size_t reduce_counts[] = {0, 1, 7, 16 * 1024, 256 * 1024 + 3};
 #define NCOUNTS (sizeof reduce_counts / sizeof reduce_counts[0])
 
-/* dst = mine + incoming (float sum) for every count, and once in place (dst == operand). */
-static int ring_reduce_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
-  float *mine[NCOUNTS + 1], *out[NCOUNTS + 1], *dst[NCOUNTS + 1];
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
-    mine[i] = malloc(count * sizeof(float) + 4);
-    out[i] = malloc(count * sizeof(float) + 4);
-    dst[i] = i < NCOUNTS ? malloc(count * sizeof(float) + 4) : mine[i];
-    for (size_t k = 0; k < count; k++) {
-      mine[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
-      out[i][k] = (float)(rank + 1) * 8.0f + (float)(k % 13);
-    }
-    transport_recv_t r = {.dst = dst[i],
-                          .operand = mine[i],
-                          .reduce = sum,
-                          .elem_size = sizeof(float),
-                          .len = count * sizeof(float)};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
-    RANK_CHECK(tp_send(&t, next, out[i], count * sizeof(float)) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    size_t count = reduce_counts[i < NCOUNTS ? i : NCOUNTS - 1];
-    for (size_t k = 0; k < count; k++) {
-      float want = (float)(rank + 1) * 8.0f + (float)(prev + 1) * 8.0f + 2.0f * (float)(k % 13);
-      RANK_CHECK(dst[i][k] == want, "count %zu element %zu: %g, want %g", count, k,
-                 (double)dst[i][k], (double)want);
-    }
-    if (dst[i] != mine[i]) free(dst[i]);
-    free(mine[i]);
-    free(out[i]);
-  }
-  tp_close(&t);
-  return 0;
+/* dst = mine + incoming (float sum) for every count, and once in place (dst == operand):
+ * tp_ring_reduce. */
+static int ring_reduce_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  return tp_ring_reduce(t, reduce_counts, NCOUNTS, 60000);
 }
 
 START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
@@ -205,35 +134,10 @@ END_TEST
 
 /* 200 sends posted and progressed before any receive: the sender must stop at its
  * credits, then finish once the receives are posted. */
-static int sends_first_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  enum { COUNT = 200, LEN = 4096 };
-  int partner = rank ^ 1;
-  unsigned char *out = malloc((size_t)COUNT * LEN), *in = malloc((size_t)COUNT * LEN);
-  for (int k = 0; k < COUNT; k++) {
-    tp_fill(out + (size_t)k * LEN, LEN, rank, k);
-    RANK_CHECK(tp_send(&t, partner, out + (size_t)k * LEN, LEN) == COLL_OK, "post send");
-  }
-  for (int i = 0; i < 50; i++) {
-    uint64_t sd = 0;
-    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
-               "progress");
-    RANK_CHECK(sd < COUNT, "all %d sends completed before any receive was posted", COUNT);
-    transport_set_wait(t.set, 2);
-  }
-  for (int k = 0; k < COUNT; k++) {
-    transport_recv_t r = {.dst = in + (size_t)k * LEN, .len = LEN};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
-  }
-  RANK_CHECK(tp_drain(&t, 60000) == COLL_OK, "drain");
-  for (int k = 0; k < COUNT; k++)
-    RANK_CHECK(tp_check(in + (size_t)k * LEN, LEN, partner, k) == SIZE_MAX, "message %d", k);
-  free(out);
-  free(in);
-  tp_close(&t);
-  return 0;
+static int sends_first_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  const tp_sends_first_t how = {.count = 200, .rounds = 50, .wait_ms = 2, .drain_ms = 60000};
+  return tp_sends_first(t, &how);
 }
 
 START_TEST(sends_beyond_the_credit_window_wait_for_their_receives) {
@@ -242,33 +146,11 @@ START_TEST(sends_beyond_the_credit_window_wait_for_their_receives) {
 }
 END_TEST
 
-/* Rank 0 sends 100 bytes where rank 1 expects 64. */
-static int mismatch_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  char buf[100] = {0};
-  if (rank == 0) {
-    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain send");
-    void *v = NULL;
-    size_t len = 0;
-    RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 20000) == COLL_OK, "wait");
-    free(v);
-  } else {
-    transport_recv_t r = {.dst = buf, .len = 64};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    coll_status_t st = tp_drain(&t, 20000);
-    store_set(t.store, "mismatch/checked", "1", 1, 1000);
-    RANK_CHECK(st == COLL_ERR_PROTOCOL, "got %s, want COLL_ERR_PROTOCOL", coll_status_name(st));
-    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL, "message '%s' lacks rank 0",
-               coll_last_error());
-    RANK_CHECK(strstr(coll_last_error(), "100") != NULL, "message '%s' lacks the length",
-               coll_last_error());
-    fprintf(stderr, "rank 1: %s\n", coll_last_error());
-  }
-  tp_close(&t);
-  return 0;
+/* Rank 0 sends 100 bytes where rank 1 expects 64 (tp_length_mismatch). */
+static int mismatch_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  static const tp_mismatch_t mismatch = {.send_len = 100, .recv_len = 64};
+  return tp_length_mismatch(t, &mismatch, 20000);
 }
 
 START_TEST(length_mismatch_is_a_protocol_error_naming_the_peer) {
@@ -282,40 +164,9 @@ END_TEST
  * liveness ping fails (retry exceeded: what RC hardware reports about a vanished QP), or
  * COLL_ERR_TIMEOUT at its deadline. Soft-RoCE in the guest (kernel 6.1) was seen to keep
  * retrying the ping to a destroyed QP without ever failing it, so both are accepted. */
-static int killed_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
-  size_t len = 4 * MIB;
-  char *buf = calloc(1, len);
-  if (rank == arg->victim) {
-    RANK_CHECK(tp_send(&t, 1 - rank, buf, len) == COLL_OK, "post send");
-    transport_conn_t *c = transport_set_conn(t.set, 1 - rank);
-    for (int i = 0; i < 3; i++) {
-      transport_progress(c, NULL, NULL);
-      transport_set_wait(t.set, 5);
-    }
-    kill(getpid(), SIGKILL);
-    return 1;
-  }
-  transport_recv_t r = {.dst = buf, .len = len};
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post second recv");
-  int64_t start = coll_now_ms();
-  coll_status_t st = tp_drain(&t, 6000);
-  int64_t took = coll_now_ms() - start;
-  RANK_CHECK(st == COLL_ERR_REMOTE || st == COLL_ERR_TIMEOUT, "got %s", coll_status_name(st));
-  char want[32];
-  snprintf(want, sizeof want, "peer rank %d", arg->victim);
-  RANK_CHECK(st != COLL_ERR_REMOTE || strstr(coll_last_error(), want) != NULL,
-             "message '%s' does not name %s", coll_last_error(), want);
-  RANK_CHECK(took < 8000, "took %lld ms", (long long)took);
-  fprintf(stderr, "rank %d: dead peer reported after %lld ms: %s\n", rank, (long long)took,
-          coll_last_error());
-  free(buf);
-  tp_close(&t);
-  return 0;
+static int killed_rank(tp_rank_t *t, void *p) {
+  const arg_t *arg = p;
+  return tp_killed_peer(t, arg->victim, 4 * MIB, 6000, 8000);
 }
 
 START_TEST(killed_peer_is_an_error_for_the_survivor_not_a_hang) {
@@ -329,21 +180,19 @@ END_TEST
 
 /* Rank 1 blocks in transport_set_wait (epoll on the completion channel) while rank 0
  * sleeps, then sends: rank 1 must wake for it and must not have burnt CPU meanwhile. */
-static int wait_rank(int rank, int n, void *p) {
-  arg_t *arg = p;
-  (void)n;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, 2, &t) == COLL_OK, "connect");
+static int wait_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   char buf[64] = "wake up";
   if (rank == 0) {
     struct timespec pause = {0, 400 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    RANK_CHECK(tp_send(&t, 1, buf, sizeof buf) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+    RANK_CHECK(tp_send(t, 1, buf, sizeof buf) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(t, 20000) == COLL_OK, "drain");
   } else {
     transport_recv_t r = {.dst = buf, .len = sizeof buf};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    transport_conn_t *c = transport_set_conn(t.set, 0);
+    RANK_CHECK(tp_recv(t, 0, &r) == COLL_OK, "post recv");
+    transport_conn_t *c = transport_set_conn(t->set, 0);
     struct timespec cpu0, cpu1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     int64_t start = coll_now_ms();
@@ -351,7 +200,7 @@ static int wait_rank(int rank, int n, void *p) {
     int waits = 0;
     while (rd == 0 && coll_now_ms() - start < 20000) {
       RANK_CHECK(transport_progress(c, NULL, &rd) == COLL_OK, "progress");
-      if (rd == 0) RANK_CHECK(transport_set_wait(t.set, 5000) == COLL_OK, "wait");
+      if (rd == 0) RANK_CHECK(transport_set_wait(t->set, 5000) == COLL_OK, "wait");
       waits++;
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
@@ -365,7 +214,6 @@ static int wait_rank(int rank, int n, void *p) {
     fprintf(stderr, "rank 1: woke after %lld ms, %.1f ms CPU, %d waits\n", (long long)took, cpu_ms,
             waits);
   }
-  tp_close(&t);
   return 0;
 }
 
@@ -418,37 +266,7 @@ typedef struct {
   int victim;
 } coll_arg_t;
 
-static int one_all_reduce(coll_comm_t *comm, int rank, int nranks, size_t count, coll_dtype_t dt,
-                          coll_op_t op, int in_place, uint32_t salt, const char *tag) {
-  size_t esz = coll_dtype_size(dt);
-  char *in = malloc(count * esz + 8), *out = malloc(count * esz + 8);
-  char what[200];
-  snprintf(what, sizeof what, "rank %d: %s %s count %zu %s %s", rank, tag,
-           in_place ? "in-place" : "out-of-place", count, coll_dtype_name(dt), coll_op_name(op));
-  int rc = 1;
-  if (in == NULL || out == NULL) goto out;
-  ct_fill(in, count, dt, op, rank, salt);
-  memset(out, 0xA5, count * esz);
-  coll_status_t st = in_place ? coll_all_reduce(in, in, count, dt, op, comm)
-                              : coll_all_reduce(in, out, count, dt, op, comm);
-  if (st != COLL_OK) {
-    fprintf(stderr, "%s: %s: %s\n", what, coll_status_name(st), coll_last_error());
-    goto out;
-  }
-  const char *res = in_place ? in : out;
-  if (ct_check_all_reduce(res, count, dt, op, nranks, salt, what) != 0) goto out;
-  if (ct_agree(comm, res, count * esz, what) != 0) goto out;
-  rc = 0;
-out:
-  free(in);
-  free(out);
-  return rc;
-}
-
-static int algorithms_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int algorithms_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {0, 1, 7, 1023, ODD};
   for (int a = 0; a < NALGOS; a++) {
@@ -456,11 +274,11 @@ static int algorithms_rank(int rank, int nranks, void *arg) {
     snprintf(tag, sizeof tag, "%s over ib", coll_algo_name(algos[a]));
     if (coll_comm_set_algo(comm, algos[a]) != COLL_OK) fails++;
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-      fails += one_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, (int)(k % 2),
-                              (uint32_t)k, tag);
-    fails += one_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
-    fails += one_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
-    fails += one_all_reduce(comm, rank, nranks, 4099, COLL_BFLOAT16, COLL_MAX, 0, 9, tag);
+      fails += ct_all_reduce(comm, rank, nranks, counts[k], COLL_FLOAT32, COLL_SUM, (int)(k % 2),
+                             (uint32_t)k, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 1023, COLL_INT64, COLL_SUM, 0, 7, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 77, COLL_FLOAT64, COLL_AVG, 1, 8, tag);
+    fails += ct_all_reduce(comm, rank, nranks, 4099, COLL_BFLOAT16, COLL_MAX, 0, 9, tag);
   }
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
@@ -470,35 +288,29 @@ static int algorithms_rank(int rank, int nranks, void *arg) {
 START_TEST(every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
   int n = 2 + _i;
-  ck_assert_msg(mp_run(n, 240000, algorithms_rank, &c) == 0, "%d ranks over ib failed", n);
+  ck_assert_msg(ct_run(n, 240000, &c.job, algorithms_rank) == 0, "%d ranks over ib failed", n);
 }
 END_TEST
 
-static int types_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int types_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   uint32_t salt = 1;
   for (int dt = 0; dt < COLL_DTYPE_COUNT && fails == 0; dt++)
     for (int op = 0; op < COLL_OP_COUNT && fails == 0; op++)
       if (ct_op_applies((coll_dtype_t)dt, (coll_op_t)op))
-        fails += one_all_reduce(comm, rank, nranks, (size_t)(dt * 97 + op * 13 + 1),
-                                (coll_dtype_t)dt, (coll_op_t)op, op % 2, salt++, "types x ops");
+        fails += ct_all_reduce(comm, rank, nranks, (size_t)(dt * 97 + op * 13 + 1),
+                               (coll_dtype_t)dt, (coll_op_t)op, op % 2, salt++, "types x ops");
   if (coll_comm_destroy(comm) != COLL_OK) fails++;
   return fails ? 1 : 0;
 }
 
 START_TEST(every_type_and_op_matches_the_reference_over_ib_on_3_ranks) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
-  ck_assert_int_eq(mp_run(3, 240000, types_rank, &c), 0);
+  ck_assert_int_eq(ct_run(3, 240000, &c.job, types_rank), 0);
 }
 END_TEST
 
-static int broadcast_rank(int rank, int nranks, void *arg) {
-  const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+static int broadcast_rank(coll_comm_t *comm, int rank, int nranks) {
   int fails = 0;
   static const size_t counts[] = {1, 1023, ODD};
   float *buf = malloc(ODD * sizeof(float));
@@ -526,17 +338,16 @@ static int broadcast_rank(int rank, int nranks, void *arg) {
 
 START_TEST(broadcast_from_every_root_over_ib) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 60000}};
-  ck_assert_int_eq(mp_run(3, 240000, broadcast_rank, &c), 0);
+  ck_assert_int_eq(ct_run(3, 240000, &c.job, broadcast_rank), 0);
 }
 END_TEST
 
 /* Rank 2 starts a large all-reduce and is SIGKILLed in the middle of it: the survivors
  * must return an error (a peer failed, or a timeout naming whom they wait for) within
  * the communicator's timeout, not hang. Rank 0 hosts the store, so the victim is not 0. */
-static int killed_allreduce_rank(int rank, int nranks, void *arg) {
+static int killed_allreduce_rank(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const coll_arg_t *c = arg;
-  coll_comm_t *comm;
-  if (ct_init(&c->job, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   size_t count = 4u << 20;
   float *buf = calloc(count, sizeof(float));
   if (buf == NULL) return 1;
@@ -565,36 +376,10 @@ static int killed_allreduce_rank(int rank, int nranks, void *arg) {
 START_TEST(a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors) {
   coll_arg_t c = {.job = {.port = mp_free_port(), .transport = "ib", .timeout_ms = 8000},
                   .victim = 2};
-  int failed = mp_run(3, 60000, killed_allreduce_rank, &c);
+  int failed = ct_run_arg(3, 60000, &c.job, killed_allreduce_rank, &c);
   ck_assert_int_le(failed, 1); /* the victim itself */
 }
 END_TEST
-
-static Suite *ib_suite(void) {
-  Suite *s = suite_create("rdma_ib");
-  TCase *tp = tcase_create("transport");
-  tcase_set_timeout(tp, 300);
-  tcase_add_loop_test(tp, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 5);
-  tcase_add_test(tp, ring_receive_with_reduction_computes_operand_plus_incoming);
-  tcase_add_test(tp, sends_beyond_the_credit_window_wait_for_their_receives);
-  tcase_add_test(tp, length_mismatch_is_a_protocol_error_naming_the_peer);
-  tcase_add_test(tp, killed_peer_is_an_error_for_the_survivor_not_a_hang);
-  tcase_add_test(tp, wait_sleeps_on_the_completion_channel_and_wakes_on_arrival);
-  tcase_add_test(tp, bad_device_port_or_gid_settings_are_errors_naming_them);
-  suite_add_tcase(s, tp);
-  TCase *zc = tcase_create("zcopy");
-  tcase_set_timeout(zc, 300);
-  tcase_add_test(zc, large_messages_sent_before_their_receives_arrive_zero_copy);
-  suite_add_tcase(s, zc);
-  TCase *co = tcase_create("collectives");
-  tcase_set_timeout(co, 300);
-  tcase_add_loop_test(co, every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks, 0, 4);
-  tcase_add_test(co, every_type_and_op_matches_the_reference_over_ib_on_3_ranks);
-  tcase_add_test(co, broadcast_from_every_root_over_ib);
-  tcase_add_test(co, a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors);
-  suite_add_tcase(s, co);
-  return s;
-}
 
 int main(void) {
   if (!rdma_have_port()) {
@@ -604,9 +389,19 @@ int main(void) {
         coll_last_error());
     return 77;
   }
-  SRunner *sr = srunner_create(ib_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return suite_main(
+      "rdma_ib",
+      suite_loop_tests("transport", 300, 0, 5, ring_of_2_to_5_ranks_delivers_every_size_intact),
+      suite_tests("transport", 300, ring_receive_with_reduction_computes_operand_plus_incoming,
+                  sends_beyond_the_credit_window_wait_for_their_receives,
+                  length_mismatch_is_a_protocol_error_naming_the_peer,
+                  killed_peer_is_an_error_for_the_survivor_not_a_hang,
+                  wait_sleeps_on_the_completion_channel_and_wakes_on_arrival,
+                  bad_device_port_or_gid_settings_are_errors_naming_them),
+      suite_tests("zcopy", 300, large_messages_sent_before_their_receives_arrive_zero_copy),
+      suite_loop_tests("collectives", 300, 0, 4,
+                       every_algorithm_matches_the_reference_over_ib_for_2_to_5_ranks),
+      suite_tests("collectives", 300, every_type_and_op_matches_the_reference_over_ib_on_3_ranks,
+                  broadcast_from_every_root_over_ib,
+                  a_rank_killed_mid_all_reduce_is_an_error_on_the_survivors));
 }

@@ -126,3 +126,16 @@ bool util_wait_clients(store_server_t *server, int expected, int timeout_ms) {
   }
   return true;
 }
+
+store_server_t *the_server;
+store_client_t *the_client;
+
+void util_open_store(void) {
+  the_server = util_start_server(NULL);
+  the_client = util_connect(the_server, NULL);
+}
+
+void util_close_store(void) {
+  store_client_close(the_client);
+  store_server_stop(the_server);
+}

@@ -14,6 +14,13 @@
 store_server_t *util_start_server(const store_server_options_t *opt);
 store_client_t *util_connect(store_server_t *server, const char *token);
 
+/* A checked fixture (suite_fixture_tests): the_server, started with the default options,
+ * and the_client connected to it, for each test; both closed after it. */
+extern store_server_t *the_server;
+extern store_client_t *the_client;
+void util_open_store(void);
+void util_close_store(void);
+
 /* A blocking socket connected to 127.0.0.1:port (receive timeout 5 s); fails the test. */
 int util_raw_connect(uint16_t port);
 void util_raw_send(int fd, const void *buf, size_t len);

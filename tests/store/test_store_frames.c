@@ -15,6 +15,7 @@
 #include "bootstrap/store_proto.h"
 #include "common/clock.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 /* A server plus one well-behaved client that stays connected through the test. */
 typedef struct {
@@ -306,30 +307,16 @@ START_TEST(garbage_from_many_clients_leaves_the_good_one_served) {
 }
 END_TEST
 
-static Suite *store_frames_suite(void) {
-  Suite *s = suite_create("store_frames");
-  TCase *tc = tcase_create("frames");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, bad_version_byte_drops_only_that_client);
-  tcase_add_test(tc, unknown_operation_drops_only_that_client);
-  tcase_add_test(tc, a_reply_explains_why_the_client_was_dropped);
-  tcase_add_test(tc, requests_before_hello_and_bad_headers_are_refused);
-  tcase_add_test(tc, oversized_key_is_refused_as_soon_as_its_length_arrives);
-  tcase_add_test(tc, oversized_value_length_is_refused_without_reading_the_value);
-  tcase_add_test(tc, truncated_frame_then_close_leaves_the_server_serving);
-  tcase_add_test(tc, half_sent_frame_then_silence_does_not_stall_others_and_times_out);
-  tcase_add_test(tc, client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout);
-  tcase_add_test(tc, client_that_connects_but_never_says_hello_is_dropped);
-  tcase_add_test(tc, client_vanishing_mid_frame_is_dropped_and_forgotten);
-  tcase_add_test(tc, garbage_from_many_clients_leaves_the_good_one_served);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(store_frames_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("store_frames",
+           suite_tests("frames", 30, bad_version_byte_drops_only_that_client,
+                       unknown_operation_drops_only_that_client,
+                       a_reply_explains_why_the_client_was_dropped,
+                       requests_before_hello_and_bad_headers_are_refused,
+                       oversized_key_is_refused_as_soon_as_its_length_arrives,
+                       oversized_value_length_is_refused_without_reading_the_value,
+                       truncated_frame_then_close_leaves_the_server_serving,
+                       half_sent_frame_then_silence_does_not_stall_others_and_times_out,
+                       client_that_never_reads_its_reply_is_dropped_after_the_frame_timeout,
+                       client_that_connects_but_never_says_hello_is_dropped,
+                       client_vanishing_mid_frame_is_dropped_and_forgotten,
+                       garbage_from_many_clients_leaves_the_good_one_served))

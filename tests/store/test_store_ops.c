@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "multiproc.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 static void sleep_ms(int ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -29,32 +30,24 @@ static void assert_value(store_client_t *c, const char *key, const void *want, s
 }
 
 START_TEST(set_then_get_returns_the_same_bytes) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   const uint8_t binary[] = {0, 1, 2, 0, 255, 'x', 0};
-  ck_assert_int_eq(store_set(c, "bin", binary, sizeof binary, 1000), COLL_OK);
-  ck_assert_int_eq(store_set(c, "empty", NULL, 0, 1000), COLL_OK);
-  ck_assert_int_eq(store_set(c, "text", "hello", 5, 1000), COLL_OK);
-  ck_assert_int_eq(store_set(c, "text", "bye", 3, 1000), COLL_OK); /* overwrite */
-  assert_value(c, "bin", binary, sizeof binary);
-  assert_value(c, "empty", NULL, 0);
-  assert_value(c, "text", "bye", 3);
-  store_client_close(c);
-  store_server_stop(server);
+  ck_assert_int_eq(store_set(the_client, "bin", binary, sizeof binary, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "empty", NULL, 0, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "text", "hello", 5, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "text", "bye", 3, 1000), COLL_OK); /* overwrite */
+  assert_value(the_client, "bin", binary, sizeof binary);
+  assert_value(the_client, "empty", NULL, 0);
+  assert_value(the_client, "text", "bye", 3);
 }
 END_TEST
 
 START_TEST(large_values_travel_intact) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   size_t len = 8u << 20;
   uint8_t *big = malloc(len);
   for (size_t i = 0; i < len; i++) big[i] = (uint8_t)(i * 131u + (i >> 13));
-  ck_assert_int_eq(store_set(c, "big", big, len, 10000), COLL_OK);
-  assert_value(c, "big", big, len);
+  ck_assert_int_eq(store_set(the_client, "big", big, len, 10000), COLL_OK);
+  assert_value(the_client, "big", big, len);
   free(big);
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
@@ -76,15 +69,13 @@ static void *set_later(void *p) {
 }
 
 START_TEST(get_waits_until_another_client_sets_the_key) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
-  setter_arg_t arg = {.port = store_server_port(server), .delay_ms = 200, .key = "rank/1/addr"};
+  setter_arg_t arg = {.port = store_server_port(the_server), .delay_ms = 200, .key = "rank/1/addr"};
   pthread_t t;
   pthread_create(&t, NULL, set_later, &arg);
   int64_t start = coll_now_ms();
   void *v = NULL;
   size_t len = 0;
-  coll_status_t st = store_get(c, "rank/1/addr", &v, &len, 5000);
+  coll_status_t st = store_get(the_client, "rank/1/addr", &v, &len, 5000);
   int64_t took = coll_now_ms() - start;
   pthread_join(t, NULL);
   ck_assert_msg(st == COLL_OK, "%s", coll_last_error());
@@ -92,18 +83,14 @@ START_TEST(get_waits_until_another_client_sets_the_key) {
   ck_assert_mem_eq(v, "late", 4);
   ck_assert_int_ge(took, 150);
   free(v);
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
 START_TEST(get_of_a_missing_key_times_out_naming_the_key_and_the_store) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   int64_t start = coll_now_ms();
   void *v = NULL;
   size_t len = 0;
-  coll_status_t st = store_get(c, "rank/5/addr", &v, &len, 400);
+  coll_status_t st = store_get(the_client, "rank/5/addr", &v, &len, 400);
   int64_t took = coll_now_ms() - start;
   ck_assert_int_eq(st, COLL_ERR_TIMEOUT);
   ck_assert_ptr_null(v);
@@ -112,86 +99,77 @@ START_TEST(get_of_a_missing_key_times_out_naming_the_key_and_the_store) {
   char want[128];
   snprintf(want, sizeof want,
            "waiting for store at 127.0.0.1:%u for key 'rank/5/addr': timed out after 400 ms",
-           (unsigned)store_server_port(server));
+           (unsigned)store_server_port(the_server));
   ck_assert_msg(strstr(coll_last_error(), want) != NULL, "message: %s", coll_last_error());
-  /* The connection stays usable after a timeout answered by the server. */
-  ck_assert_int_eq(store_set(c, "after", "1", 1, 1000), COLL_OK);
-  store_client_close(c);
-  store_server_stop(server);
+  /* The connection stays usable after a timeout answered by the the_server. */
+  ck_assert_int_eq(store_set(the_client, "after", "1", 1, 1000), COLL_OK);
 }
 END_TEST
 
 START_TEST(add_counts_from_zero_and_returns_the_new_value) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   int64_t v = 0;
-  ck_assert_int_eq(store_add(c, "n", 5, &v, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "n", 5, &v, 1000), COLL_OK);
   ck_assert_int_eq(v, 5);
-  ck_assert_int_eq(store_add(c, "n", -7, &v, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "n", -7, &v, 1000), COLL_OK);
   ck_assert_int_eq(v, -2);
-  assert_value(c, "n", "-2", 2); /* counters are decimal text */
-  ck_assert_int_eq(store_set(c, "word", "abc", 3, 1000), COLL_OK);
-  ck_assert_int_eq(store_add(c, "word", 1, &v, 1000), COLL_ERR_INVALID_ARGUMENT);
+  assert_value(the_client, "n", "-2", 2); /* counters are decimal text */
+  ck_assert_int_eq(store_set(the_client, "word", "abc", 3, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "word", 1, &v, 1000), COLL_ERR_INVALID_ARGUMENT);
   ck_assert_msg(strstr(coll_last_error(), "not an integer") != NULL, "%s", coll_last_error());
-  ck_assert_int_eq(store_set(c, "max", "9223372036854775807", 19, 1000), COLL_OK);
-  ck_assert_int_eq(store_add(c, "max", 1, &v, 1000), COLL_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(store_set(the_client, "max", "9223372036854775807", 19, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "max", 1, &v, 1000), COLL_ERR_INVALID_ARGUMENT);
   /* The connection is still good after refused requests. */
-  ck_assert_int_eq(store_add(c, "n", 2, &v, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "n", 2, &v, 1000), COLL_OK);
   ck_assert_int_eq(v, 0);
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
 START_TEST(compare_set_swaps_only_when_the_expected_value_matches) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   void *cur = NULL;
   size_t len = 0;
   /* Expected absent, key absent: set. */
-  ck_assert_int_eq(store_compare_set(c, "k", NULL, 0, "one", 3, &cur, &len, 1000), COLL_OK);
+  ck_assert_int_eq(store_compare_set(the_client, "k", NULL, 0, "one", 3, &cur, &len, 1000),
+                   COLL_OK);
   ck_assert_uint_eq(len, 3);
   ck_assert_mem_eq(cur, "one", 3);
   free(cur);
   /* Expected absent, key present: unchanged, current returned. */
-  ck_assert_int_eq(store_compare_set(c, "k", NULL, 0, "two", 3, &cur, &len, 1000), COLL_OK);
+  ck_assert_int_eq(store_compare_set(the_client, "k", NULL, 0, "two", 3, &cur, &len, 1000),
+                   COLL_OK);
   ck_assert_mem_eq(cur, "one", 3);
   free(cur);
   /* Wrong expectation: unchanged. */
-  ck_assert_int_eq(store_compare_set(c, "k", "xxx", 3, "two", 3, &cur, &len, 1000), COLL_OK);
+  ck_assert_int_eq(store_compare_set(the_client, "k", "xxx", 3, "two", 3, &cur, &len, 1000),
+                   COLL_OK);
   ck_assert_mem_eq(cur, "one", 3);
   free(cur);
   /* Right expectation: swapped. */
-  ck_assert_int_eq(store_compare_set(c, "k", "one", 3, "two", 3, &cur, &len, 1000), COLL_OK);
+  ck_assert_int_eq(store_compare_set(the_client, "k", "one", 3, "two", 3, &cur, &len, 1000),
+                   COLL_OK);
   ck_assert_mem_eq(cur, "two", 3);
   free(cur);
-  assert_value(c, "k", "two", 3);
+  assert_value(the_client, "k", "two", 3);
   /* Expected a value but the key is absent: nothing set, nothing returned. */
-  ck_assert_int_eq(store_compare_set(c, "nokey", "a", 1, "b", 1, &cur, &len, 1000), COLL_OK);
+  ck_assert_int_eq(store_compare_set(the_client, "nokey", "a", 1, "b", 1, &cur, &len, 1000),
+                   COLL_OK);
   ck_assert_ptr_null(cur);
   ck_assert_uint_eq(len, 0);
   bool exists = true;
   const char *keys[] = {"nokey"};
-  ck_assert_int_eq(store_check(c, keys, 1, &exists, 1000), COLL_OK);
+  ck_assert_int_eq(store_check(the_client, keys, 1, &exists, 1000), COLL_OK);
   ck_assert(!exists);
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
 START_TEST(wait_returns_once_every_key_exists) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
-  ck_assert_int_eq(store_set(c, "a", "1", 1, 1000), COLL_OK);
-  setter_arg_t arg = {.port = store_server_port(server), .delay_ms = 150, .key = "b"};
+  ck_assert_int_eq(store_set(the_client, "a", "1", 1, 1000), COLL_OK);
+  setter_arg_t arg = {.port = store_server_port(the_server), .delay_ms = 150, .key = "b"};
   pthread_t t;
   pthread_create(&t, NULL, set_later, &arg);
   const char *keys[] = {"a", "b"};
-  coll_status_t st = store_wait(c, keys, 2, 5000);
+  coll_status_t st = store_wait(the_client, keys, 2, 5000);
   pthread_join(t, NULL);
   ck_assert_msg(st == COLL_OK, "%s", coll_last_error());
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
@@ -220,78 +198,66 @@ static void *wait_for_many(void *p) {
 }
 
 START_TEST(wait_answers_only_once_all_keys_exist_at_the_same_time) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
-  waiter_t w = {.port = store_server_port(server)};
+  waiter_t w = {.port = store_server_port(the_server)};
   pthread_t t;
   pthread_create(&t, NULL, wait_for_many, &w);
-  ck_assert(util_wait_clients(server, 2, 3000));
+  ck_assert(util_wait_clients(the_server, 2, 3000));
   char key[16];
   for (int i = 199; i >= 0; i--) { /* backwards: the waiter's cursor key comes last */
     if (i == 50) continue;
     snprintf(key, sizeof key, "k%d", i);
-    ck_assert_int_eq(store_set(c, key, "x", 1, 1000), COLL_OK);
+    ck_assert_int_eq(store_set(the_client, key, "x", 1, 1000), COLL_OK);
   }
   bool deleted = false;
-  ck_assert_int_eq(store_delete(c, "k10", &deleted, 1000), COLL_OK);
+  ck_assert_int_eq(store_delete(the_client, "k10", &deleted, 1000), COLL_OK);
   ck_assert(deleted);
-  ck_assert_int_eq(store_set(c, "k50", "x", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "k50", "x", 1, 1000), COLL_OK);
   sleep_ms(150);
   ck_assert_msg(!atomic_load(&w.done), "wait returned while k10 was deleted");
-  ck_assert_int_eq(store_set(c, "k10", "x", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "k10", "x", 1, 1000), COLL_OK);
   pthread_join(t, NULL);
   ck_assert_msg(w.status == COLL_OK, "%s", coll_last_error());
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
 START_TEST(wait_times_out_naming_the_missing_key) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
-  ck_assert_int_eq(store_set(c, "a", "1", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "a", "1", 1, 1000), COLL_OK);
   const char *keys[] = {"a", "never"};
   int64_t start = coll_now_ms();
-  coll_status_t st = store_wait(c, keys, 2, 1000);
+  coll_status_t st = store_wait(the_client, keys, 2, 1000);
   int64_t took = coll_now_ms() - start;
   ck_assert_int_eq(st, COLL_ERR_TIMEOUT);
   ck_assert_int_ge(took, 750);
   ck_assert_int_le(took, 2000);
   ck_assert_msg(strstr(coll_last_error(), "keys 'a', 'never'") != NULL, "%s", coll_last_error());
   ck_assert_msg(strstr(coll_last_error(), "first 'never'") != NULL, "%s", coll_last_error());
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
 START_TEST(delete_num_keys_and_check_report_the_table) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
   int64_t n = -1;
-  ck_assert_int_eq(store_num_keys(c, &n, 1000), COLL_OK);
+  ck_assert_int_eq(store_num_keys(the_client, &n, 1000), COLL_OK);
   ck_assert_int_eq(n, 0);
-  ck_assert_int_eq(store_set(c, "x", "1", 1, 1000), COLL_OK);
-  ck_assert_int_eq(store_set(c, "y", "2", 1, 1000), COLL_OK);
-  ck_assert_int_eq(store_num_keys(c, &n, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "x", "1", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_set(the_client, "y", "2", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_num_keys(the_client, &n, 1000), COLL_OK);
   ck_assert_int_eq(n, 2);
   const char *both[] = {"x", "y"};
   const char *with_z[] = {"x", "z"};
   bool all = false;
-  ck_assert_int_eq(store_check(c, both, 2, &all, 1000), COLL_OK);
+  ck_assert_int_eq(store_check(the_client, both, 2, &all, 1000), COLL_OK);
   ck_assert(all);
-  ck_assert_int_eq(store_check(c, with_z, 2, &all, 1000), COLL_OK);
+  ck_assert_int_eq(store_check(the_client, with_z, 2, &all, 1000), COLL_OK);
   ck_assert(!all);
   bool deleted = false;
-  ck_assert_int_eq(store_delete(c, "x", &deleted, 1000), COLL_OK);
+  ck_assert_int_eq(store_delete(the_client, "x", &deleted, 1000), COLL_OK);
   ck_assert(deleted);
-  ck_assert_int_eq(store_delete(c, "x", &deleted, 1000), COLL_OK);
+  ck_assert_int_eq(store_delete(the_client, "x", &deleted, 1000), COLL_OK);
   ck_assert(!deleted);
-  ck_assert_int_eq(store_num_keys(c, &n, 1000), COLL_OK);
+  ck_assert_int_eq(store_num_keys(the_client, &n, 1000), COLL_OK);
   ck_assert_int_eq(n, 1);
-  ck_assert_int_eq(store_check(c, both, 2, &all, 1000), COLL_OK);
+  ck_assert_int_eq(store_check(the_client, both, 2, &all, 1000), COLL_OK);
   ck_assert(!all);
-  store_client_close(c);
-  store_server_stop(server);
 }
 END_TEST
 
@@ -510,37 +476,23 @@ START_TEST(rank_processes_exchange_addresses_through_the_store) {
 }
 END_TEST
 
-static Suite *store_ops_suite(void) {
-  Suite *s = suite_create("store_ops");
-  TCase *tc = tcase_create("ops");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, set_then_get_returns_the_same_bytes);
-  tcase_add_test(tc, large_values_travel_intact);
-  tcase_add_test(tc, get_waits_until_another_client_sets_the_key);
-  tcase_add_test(tc, get_of_a_missing_key_times_out_naming_the_key_and_the_store);
-  tcase_add_test(tc, add_counts_from_zero_and_returns_the_new_value);
-  tcase_add_test(tc, compare_set_swaps_only_when_the_expected_value_matches);
-  tcase_add_test(tc, wait_returns_once_every_key_exists);
-  tcase_add_test(tc, wait_answers_only_once_all_keys_exist_at_the_same_time);
-  tcase_add_test(tc, wait_times_out_naming_the_missing_key);
-  tcase_add_test(tc, delete_num_keys_and_check_report_the_table);
-  tcase_add_test(tc, wrong_or_missing_token_is_refused_with_a_clear_message);
-  tcase_add_test(tc, client_retries_until_a_late_server_starts);
-  tcase_add_test(tc, connecting_to_no_server_times_out_naming_the_address);
-  tcase_add_test(tc, limits_are_enforced_before_sending);
-  tcase_add_test(tc, a_stopped_server_turns_calls_into_errors_not_hangs);
-  tcase_add_test(tc, client_reconnects_when_the_server_comes_back_on_the_same_port);
-  tcase_add_test(tc, clients_beyond_max_clients_are_turned_away_and_time_out);
-  tcase_add_test(tc, stopping_the_server_fails_a_parked_get_at_once);
-  tcase_add_test(tc, rank_processes_exchange_addresses_through_the_store);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(store_ops_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("store_ops",
+           suite_fixture_tests("ops", 30, util_open_store, util_close_store,
+                               set_then_get_returns_the_same_bytes, large_values_travel_intact,
+                               get_waits_until_another_client_sets_the_key,
+                               get_of_a_missing_key_times_out_naming_the_key_and_the_store,
+                               add_counts_from_zero_and_returns_the_new_value,
+                               compare_set_swaps_only_when_the_expected_value_matches,
+                               wait_returns_once_every_key_exists,
+                               wait_answers_only_once_all_keys_exist_at_the_same_time,
+                               wait_times_out_naming_the_missing_key,
+                               delete_num_keys_and_check_report_the_table),
+           suite_tests("ops", 30, wrong_or_missing_token_is_refused_with_a_clear_message,
+                       client_retries_until_a_late_server_starts,
+                       connecting_to_no_server_times_out_naming_the_address,
+                       limits_are_enforced_before_sending,
+                       a_stopped_server_turns_calls_into_errors_not_hangs,
+                       client_reconnects_when_the_server_comes_back_on_the_same_port,
+                       clients_beyond_max_clients_are_turned_away_and_time_out,
+                       stopping_the_server_fails_a_parked_get_at_once,
+                       rank_processes_exchange_addresses_through_the_store))

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "multiproc.h"
 #include "store_test_util.h"
+#include "suite_run.h"
 
 enum {
   PROCS = 4,
@@ -88,28 +89,25 @@ static void *run_procs(void *p) {
 }
 
 START_TEST(thousand_clients_increment_one_counter_exactly) {
-  store_server_t *server = util_start_server(NULL);
-  store_client_t *c = util_connect(server, NULL);
-  runner_t runner = {.port = store_server_port(server)};
+  runner_t runner = {.port = store_server_port(the_server)};
   pthread_t t;
   pthread_create(&t, NULL, run_procs, &runner);
   /* Every connection is open at once before anyone increments. */
   const char *ready[] = {"ready"};
-  ck_assert_msg(store_wait(c, ready, 1, 30000) == COLL_OK, "%s", coll_last_error());
+  ck_assert_msg(store_wait(the_client, ready, 1, 30000) == COLL_OK, "%s", coll_last_error());
   int64_t v = 0;
   int64_t deadline = coll_now_ms() + 30000;
-  while (store_add(c, "ready", 0, &v, 1000) == COLL_OK && v < CLIENTS && coll_now_ms() < deadline)
+  while (store_add(the_client, "ready", 0, &v, 1000) == COLL_OK && v < CLIENTS &&
+         coll_now_ms() < deadline)
     usleep(5000);
   ck_assert_int_eq(v, CLIENTS);
-  ck_assert_int_eq(store_server_client_count(server), CLIENTS + 1);
-  ck_assert_int_eq(store_set(c, "go", "1", 1, 1000), COLL_OK);
+  ck_assert_int_eq(store_server_client_count(the_server), CLIENTS + 1);
+  ck_assert_int_eq(store_set(the_client, "go", "1", 1, 1000), COLL_OK);
   pthread_join(t, NULL);
   ck_assert_int_eq(runner.result, 0);
-  ck_assert_int_eq(store_add(c, "counter", 0, &v, 1000), COLL_OK);
+  ck_assert_int_eq(store_add(the_client, "counter", 0, &v, 1000), COLL_OK);
   ck_assert_int_eq(v, (int64_t)CLIENTS * ADDS_PER_CLIENT);
-  ck_assert(util_wait_clients(server, 1, 5000));
-  store_client_close(c);
-  store_server_stop(server);
+  ck_assert(util_wait_clients(the_server, 1, 5000));
 }
 END_TEST
 
@@ -225,22 +223,9 @@ START_TEST(parked_gets_time_out_on_the_server_at_their_own_deadlines) {
 }
 END_TEST
 
-static Suite *store_scale_suite(void) {
-  Suite *s = suite_create("store_scale");
-  TCase *tc = tcase_create("scale");
-  tcase_set_timeout(tc, 90);
-  tcase_add_test(tc, thousand_clients_increment_one_counter_exactly);
-  tcase_add_test(tc, thousand_parked_gets_are_answered_by_one_set);
-  tcase_add_test(tc, every_rank_waiting_for_every_rank_key_is_answered_quickly);
-  tcase_add_test(tc, parked_gets_time_out_on_the_server_at_their_own_deadlines);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(store_scale_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("store_scale",
+           suite_fixture_tests("scale", 90, util_open_store, util_close_store,
+                               thousand_clients_increment_one_counter_exactly),
+           suite_tests("scale", 90, thousand_parked_gets_are_answered_by_one_set,
+                       every_rank_waiting_for_every_rank_key_is_answered_quickly,
+                       parked_gets_time_out_on_the_server_at_their_own_deadlines))

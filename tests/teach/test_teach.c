@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "algo/algo_internal.h"
+#include "command.h"
+#include "suite_run.h"
 
 /* Elements divisible by every part count used below (lcm of 1..16), so the formulas are
  * exact. */
@@ -22,34 +24,6 @@ static const char *sim_path(void) {
   const char *p = getenv("COLL_SIM");
   ck_assert_msg(p != NULL && access(p, X_OK) == 0, "COLL_SIM must name the coll-sim binary");
   return p;
-}
-
-/* Run a shell command; its stdout (and stderr with 2>&1 in cmd) in a malloc'ed string. */
-static char *run(const char *cmd, int *status) {
-  FILE *p = popen(cmd, "r");
-  ck_assert_msg(p != NULL, "popen %s", cmd);
-  size_t cap = 1 << 16, len = 0;
-  char *out = malloc(cap);
-  ck_assert_ptr_nonnull(out);
-  size_t got;
-  while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-    len += got;
-    if (cap - len < 4096) {
-      cap *= 2;
-      out = realloc(out, cap);
-      ck_assert_ptr_nonnull(out);
-    }
-  }
-  out[len] = '\0';
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
-static int have_tool(const char *name) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-  return system(cmd) == 0;
 }
 
 /* The numbers of the first JSON array after "key": [ . */
@@ -133,7 +107,7 @@ START_TEST(allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s %s -n %d --bytes %zu --json", sim_path(), algo, n, EVEN_COUNT * 4);
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
   double got[16], want[16], sum = 0;
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
@@ -178,7 +152,7 @@ START_TEST(broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks) {
   snprintf(cmd, sizeof cmd, "%s %s -c broadcast -r %d -n %d --bytes %zu --json", sim_path(), algo,
            root, n, EVEN_COUNT * 4);
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
   double got[16], want[16];
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
@@ -229,7 +203,7 @@ START_TEST(gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2
   snprintf(cmd, sizeof cmd, "%s %s -c %s -r %d -n %d --bytes %zu --segment 4096 --json", sim_path(),
            algo, collective, root, n, count * 4);
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "%s exited %d: %s", cmd, st, out);
   double got[16];
   ck_assert_int_eq(json_array(out, "bytes_sent", got, 16), n);
@@ -242,7 +216,7 @@ START_TEST(gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2
   /* --explain agrees with the same formulas, steps included. */
   snprintf(cmd, sizeof cmd, "%s %s -c %s -r %d -n %d --bytes %zu --segment 4096 --explain",
            sim_path(), algo, collective, root, n, count * 4);
-  out = run(cmd, &st);
+  out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   ck_assert_msg(strstr(out, "every rank's counted bytes equal the formula") != NULL, "%s", out);
   long formula = -1, counted = -2;
@@ -258,7 +232,7 @@ START_TEST(gather_table_shows_the_root_receiving_every_block_at_its_rank) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s direct -c gather -n 3 -r 1 --bytes 16 -d int32", sim_path());
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   ck_assert_msg(strstr(out,
                        "rank 1 copies locally elements 4..7; receives elements 0..3 from "
@@ -273,7 +247,7 @@ START_TEST(link_matrix_rows_add_up_to_the_bytes_each_rank_sends) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s tree -n 7 --bytes 1000 --json", sim_path());
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   double sent[8], links[64];
   ck_assert_int_eq(json_array(out, "bytes_sent", sent, 8), 7);
@@ -304,7 +278,7 @@ START_TEST(ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s ring -n 4 --bytes 1K --explain", sim_path());
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   int n = 4;
   for (int step = 0; step < 2 * (n - 1); step++) {
@@ -367,7 +341,7 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1", sim_path(), cases[i].args);
     int st;
-    char *out = run(cmd, &st);
+    char *out = command_output(cmd, &st);
     ck_assert_msg(st == 2, "'%s' exited %d:\n%s", cases[i].args, st, out);
     ck_assert_msg(strstr(out, cases[i].says) != NULL, "'%s' said:\n%s", cases[i].args, out);
     free(out);
@@ -375,7 +349,7 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "%s --help", sim_path());
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   static const char *const documented[] = {
       "--nranks",    "--bytes", "--collective", "--root",      "--dtype",    "--segment",
@@ -388,7 +362,7 @@ START_TEST(bad_arguments_exit_2_with_a_message_naming_the_problem) {
 END_TEST
 
 START_TEST(json_output_parses_for_every_algorithm) {
-  if (!have_tool("python3")) {
+  if (!command_exists("python3")) {
     fprintf(stderr, "teach: python3 missing: JSON syntax check skipped\n");
     return;
   }
@@ -417,7 +391,7 @@ START_TEST(long_tables_and_big_pages_say_what_they_leave_out) {
   int st;
   /* 2 (n-1) = 30 steps, 10 shown: the first and last 5 and one line for the rest. */
   snprintf(cmd, sizeof cmd, "%s ring -n 16 --bytes 64K --max-steps 10", sim_path());
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_int_eq(st, 0);
   ck_assert_msg(strstr(out, "... steps 5..24 left out (20 steps") != NULL, "%s", out);
   ck_assert_msg(strstr(out, "\nstep 4\n") != NULL && strstr(out, "\nstep 25\n") != NULL &&
@@ -427,7 +401,7 @@ START_TEST(long_tables_and_big_pages_say_what_they_leave_out) {
   /* Over 64 ranks the page cannot show sets of ranks: a message and exit 1, no crash. */
   snprintf(cmd, sizeof cmd, "%s ring -n 70 --bytes 70K --no-table --html /dev/null 2>&1",
            sim_path());
-  out = run(cmd, &st);
+  out = command_output(cmd, &st);
   ck_assert_msg(st == 1 && strstr(out, "coll-sim: --html:") != NULL, "exit %d: %s", st, out);
   free(out);
 }
@@ -446,7 +420,7 @@ static void rm_tree(const char *dir) {
 }
 
 START_TEST(svg_pictures_are_well_formed_xml) {
-  if (!have_tool("xmllint")) {
+  if (!command_exists("xmllint")) {
     fprintf(stderr, "teach: xmllint missing (Debian libxml2-utils): SVG check skipped\n");
     return;
   }
@@ -468,7 +442,7 @@ START_TEST(svg_pictures_are_well_formed_xml) {
              "%s/p%zu.svg 2>&1",
              sim_path(), runs[i], dir, i, dir, i);
     int st;
-    char *out = run(cmd, &st);
+    char *out = command_output(cmd, &st);
     ck_assert_msg(st == 0, "'%s': %s", runs[i], out);
     free(out);
   }
@@ -476,7 +450,7 @@ START_TEST(svg_pictures_are_well_formed_xml) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "grep -c 'left out' %s/p5.svg", dir);
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0 && atoi(out) >= 1, "capped SVG does not say what it left out");
   free(out);
   rm_tree(dir);
@@ -492,7 +466,7 @@ static char *dump_dom(const char *dir, const char *page, const char *suffix) {
            "--no-first-run --user-data-dir=%s/profile --dump-dom 'file://%s/%s%s' 2>/dev/null",
            dir, dir, page, suffix);
   int st;
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "chromium exited %d", st);
   return out;
 }
@@ -510,7 +484,7 @@ static size_t occurrences(const char *s, const char *what) {
 }
 
 START_TEST(html_page_steps_forward_and_back_in_headless_chromium) {
-  if (!have_tool("chromium")) {
+  if (!command_exists("chromium")) {
     fprintf(stderr, "teach: chromium missing (Debian chromium): HTML check skipped\n");
     return;
   }
@@ -522,14 +496,14 @@ START_TEST(html_page_steps_forward_and_back_in_headless_chromium) {
   /* Self-contained: no external script or style, and no URL but the SVG namespace. */
   int st;
   snprintf(cmd, sizeof cmd, "grep -c -E '<script[^>]* src=|<link ' %s/ring.html", dir);
-  char *out = run(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(atoi(out) == 0, "page loads outside files");
   free(out);
   snprintf(cmd, sizeof cmd,
            "grep -o 'https\\?://[^\"]*' %s/ring.html | grep -v -c "
            "'^http://www.w3.org/2000/svg$'",
            dir);
-  out = run(cmd, &st);
+  out = command_output(cmd, &st);
   ck_assert_msg(atoi(out) == 0, "page refers to %s URLs besides the SVG namespace", out);
   free(out);
 
@@ -557,30 +531,20 @@ START_TEST(html_page_steps_forward_and_back_in_headless_chromium) {
 }
 END_TEST
 
-static Suite *teach_suite(void) {
-  Suite *s = suite_create("teach");
-  TCase *tc = tcase_create("coll-sim");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 32);
-  tcase_add_loop_test(tc, broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 24);
-  tcase_add_loop_test(
-      tc, gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks, 0, 40);
-  tcase_add_test(tc, gather_table_shows_the_root_receiving_every_block_at_its_rank);
-  tcase_add_test(tc, link_matrix_rows_add_up_to_the_bytes_each_rank_sends);
-  tcase_add_test(tc, ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i);
-  tcase_add_test(tc, bad_arguments_exit_2_with_a_message_naming_the_problem);
-  tcase_add_test(tc, json_output_parses_for_every_algorithm);
-  tcase_add_test(tc, long_tables_and_big_pages_say_what_they_leave_out);
-  tcase_add_test(tc, svg_pictures_are_well_formed_xml);
-  tcase_add_test(tc, html_page_steps_forward_and_back_in_headless_chromium);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(teach_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("teach",
+           suite_loop_tests("coll-sim", 120, 0, 32,
+                            allreduce_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_loop_tests("coll-sim", 120, 0, 24,
+                            broadcast_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_loop_tests(
+               "coll-sim", 120, 0, 40,
+               gather_scatter_and_all_to_allv_bytes_per_rank_equal_the_formula_for_2_to_9_ranks),
+           suite_tests("coll-sim", 120,
+                       gather_table_shows_the_root_receiving_every_block_at_its_rank,
+                       link_matrix_rows_add_up_to_the_bytes_each_rank_sends,
+                       ring_table_for_4_ranks_shows_rank_j_sending_chunk_j_minus_i_in_step_i,
+                       bad_arguments_exit_2_with_a_message_naming_the_problem,
+                       json_output_parses_for_every_algorithm,
+                       long_tables_and_big_pages_say_what_they_leave_out,
+                       svg_pictures_are_well_formed_xml,
+                       html_page_steps_forward_and_back_in_headless_chromium))

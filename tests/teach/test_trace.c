@@ -15,8 +15,10 @@
 
 #include "algo/schedule.h"
 #include "coll.h"
+#include "command.h"
 #include "multiproc.h"
 #include "sim/sim.h"
+#include "suite_run.h"
 
 enum { NRANKS = 4, MAX_OPS = 20000, LINE_MAX_LEN = 2048 };
 
@@ -386,26 +388,13 @@ START_TEST(a_real_run_records_the_simulators_step_table_for_every_algorithm) {
 }
 END_TEST
 
-static char *run_cmd(const char *cmd, int *status) {
-  FILE *p = popen(cmd, "r");
-  ck_assert_ptr_nonnull(p);
-  size_t cap = 1 << 16, len = 0, got;
-  char *out = malloc(cap);
-  ck_assert_ptr_nonnull(out);
-  while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) len += got;
-  out[len] = '\0';
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
 /* python3 and $TRACE_MERGE (set by meson) for the checks by tools/trace_merge.py. */
 static bool have_python(void) {
   if (getenv("TRACE_MERGE") == NULL) {
     printf("TRACE_MERGE not set: skipping the checks by tools/trace_merge.py\n");
     return false;
   }
-  if (system("command -v python3 >/dev/null 2>&1") == 0) return true;
+  if (command_exists("python3")) return true;
   printf("python3 not found: skipping the checks by tools/trace_merge.py\n");
   return false;
 }
@@ -445,7 +434,7 @@ START_TEST(trace_files_are_trace_event_json_with_spans_for_every_rank) {
     snprintf(cmd, sizeof cmd, "python3 '%s' -o '%s/merged.json' '%s/t.json' 2>&1",
              getenv("TRACE_MERGE"), j.dir, j.dir);
     int st;
-    char *out = run_cmd(cmd, &st);
+    char *out = command_output(cmd, &st);
     ck_assert_msg(st == 0, "trace_merge: %s", out);
     for (int r = 0; r < NRANKS; r++) {
       char want[64];
@@ -461,7 +450,7 @@ START_TEST(trace_files_are_trace_event_json_with_spans_for_every_rank) {
     /* The step table of the first call, from the ranks' records: ring's first step. */
     snprintf(cmd, sizeof cmd, "python3 '%s' --steps 0 '%s/t.json' 2>&1", getenv("TRACE_MERGE"),
              j.dir);
-    out = run_cmd(cmd, &st);
+    out = command_output(cmd, &st);
     ck_assert_msg(st == 0 && strstr(out, "all_reduce of 70001 x float32, algo ring, 6 steps") &&
                       strstr(out,
                              "step 0\n  rank 0 sends elements 0..17500 to rank 1; receives "
@@ -473,7 +462,7 @@ START_TEST(trace_files_are_trace_event_json_with_spans_for_every_rank) {
              "head -c 400 '%s/t.rank0.json' > '%s/cut.rank0.json' && "
              "python3 '%s' --check '%s/cut.rank0.json' 2>&1",
              j.dir, j.dir, getenv("TRACE_MERGE"), j.dir);
-    out = run_cmd(cmd, &st);
+    out = command_output(cmd, &st);
     ck_assert_msg(st == 1 && strstr(out, "cut.rank0.json") != NULL, "cut file: %d %s", st, out);
     free(out);
   }
@@ -601,7 +590,7 @@ START_TEST(trace_merge_measures_collective_time_inside_spans) {
   snprintf(cmd, sizeof cmd, "python3 '%s' --overlap backward '%s/h.json' 2>&1",
            getenv("TRACE_MERGE"), j.dir);
   int st;
-  char *out = run_cmd(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0 && strcmp(out,
                                   "rank 0: 1 collectives, 2.00 ms, of which 1.00 ms (50%) "
                                   "during 1 'backward' spans\n") == 0,
@@ -641,7 +630,7 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
            "--hidden 128,64 --bucket-mb 0.01 2>&1",
            j.dir, collrun, train);
   int st;
-  char *out = run_cmd(cmd, &st);
+  char *out = command_output(cmd, &st);
   ck_assert_msg(st == 0, "train: %s", out);
   free(out);
   for (int r = 0; r < 2; r++) {
@@ -665,12 +654,12 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
   if (have_python()) {
     snprintf(cmd, sizeof cmd, "python3 '%s' --check '%s/t.json' 2>&1", getenv("TRACE_MERGE"),
              j.dir);
-    out = run_cmd(cmd, &st);
+    out = command_output(cmd, &st);
     ck_assert_msg(st == 0 && strstr(out, "rank 1: ") != NULL, "trace_merge: %s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "python3 '%s' --overlap backward '%s/t.json' 2>&1",
              getenv("TRACE_MERGE"), j.dir);
-    out = run_cmd(cmd, &st);
+    out = command_output(cmd, &st);
     ck_assert_msg(st == 0 && strstr(out, "during 4 'backward' spans\nrank 1: ") != NULL,
                   "overlap: %s", out);
     free(out);
@@ -679,26 +668,12 @@ START_TEST(a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans) 
 }
 END_TEST
 
-static Suite *trace_suite(void) {
-  Suite *s = suite_create("trace");
-  TCase *tc = tcase_create("real runs");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, a_real_run_records_the_simulators_step_table_for_every_algorithm, 0,
-                      NCASES);
-  tcase_add_test(tc, trace_files_are_trace_event_json_with_spans_for_every_rank);
-  tcase_add_test(tc, a_split_communicator_traces_into_files_of_its_own);
-  tcase_add_test(tc, trace_merge_measures_collective_time_inside_spans);
-  tcase_add_test(tc, without_coll_trace_nothing_is_written_and_spans_do_nothing);
-  tcase_add_test(tc, an_unwritable_trace_path_fails_init_with_its_name);
-  tcase_add_test(tc, a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(trace_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("trace",
+           suite_loop_tests("real runs", 120, 0, NCASES,
+                            a_real_run_records_the_simulators_step_table_for_every_algorithm),
+           suite_tests("real runs", 120, trace_files_are_trace_event_json_with_spans_for_every_rank,
+                       a_split_communicator_traces_into_files_of_its_own,
+                       trace_merge_measures_collective_time_inside_spans,
+                       without_coll_trace_nothing_is_written_and_spans_do_nothing,
+                       an_unwritable_trace_path_fails_init_with_its_name,
+                       a_trainer_run_shows_forward_backward_all_reduce_and_optimizer_spans))

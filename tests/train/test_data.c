@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "suite_run.h"
 #include "synth.h"
 #include "train.h"
 
@@ -273,27 +274,12 @@ START_TEST(checkpoint_round_trips_and_detects_corruption) {
 }
 END_TEST
 
-static Suite *data_suite(void) {
-  Suite *s = suite_create("train_data");
-  TCase *sampler = tcase_create("sampler");
-  tcase_add_test(sampler, sampler_shards_are_disjoint_equal_and_cover_the_data_set);
-  tcase_add_test(sampler, sampler_pads_by_wrapping_or_drops_the_remainder);
-  tcase_add_test(sampler, sampler_reshuffles_each_epoch_identically_on_every_rank);
-  suite_add_tcase(s, sampler);
-  TCase *files = tcase_create("files");
-  tcase_add_checked_fixture(files, data_setup, data_teardown);
-  tcase_add_test(files, idx_reader_loads_plain_and_gzip_data_sets);
-  tcase_add_test(files, idx_reader_rejects_truncated_corrupt_and_mismatched_files);
-  tcase_add_test(files, dataset_load_rejects_count_mismatch_bad_labels_and_missing_files);
-  tcase_add_test(files, checkpoint_round_trips_and_detects_corruption);
-  suite_add_tcase(s, files);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(data_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("train_data",
+           suite_tests("sampler", 0, sampler_shards_are_disjoint_equal_and_cover_the_data_set,
+                       sampler_pads_by_wrapping_or_drops_the_remainder,
+                       sampler_reshuffles_each_epoch_identically_on_every_rank),
+           suite_fixture_tests("files", 0, data_setup, data_teardown,
+                               idx_reader_loads_plain_and_gzip_data_sets,
+                               idx_reader_rejects_truncated_corrupt_and_mismatched_files,
+                               dataset_load_rejects_count_mismatch_bad_labels_and_missing_files,
+                               checkpoint_round_trips_and_detects_corruption))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "multiproc.h"
+#include "suite_run.h"
 #include "synth.h"
 #include "train.h"
 
@@ -35,25 +36,29 @@ typedef struct {
   uint16_t port;
 } job_t;
 
+/* Rank's communicator of nranks on the job's store (rank 0 hosts it); NULL after saying
+ * why. */
+static coll_comm_t *open_comm(const job_t *job, int rank, int nranks) {
+  coll_config_t cc = {.rank = rank,
+                      .size = nranks,
+                      .local_rank = rank,
+                      .master_port = job->port,
+                      .host_store = -1,
+                      .timeout_ms = 30000};
+  coll_comm_t *comm = NULL;
+  if (coll_comm_init_config(&cc, &comm) != COLL_OK) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
+    return NULL;
+  }
+  return comm;
+}
+
 static int rank_main(int rank, int nranks, void *arg) {
   const job_t *job = arg;
   coll_comm_t *comm = NULL;
   /* One rank runs alone, as tools/train does without a launcher. */
   unsetenv("WORLD_SIZE");
-  if (nranks > 1) {
-    coll_config_t cc = {0};
-    cc.rank = rank;
-    cc.size = nranks;
-    cc.local_rank = rank;
-    cc.master_port = job->port;
-    cc.host_store = -1;
-    cc.timeout_ms = 30000;
-    coll_status_t cs = coll_comm_init_config(&cc, &comm);
-    if (cs != COLL_OK) {
-      fprintf(stderr, "rank %d: init: %s\n", rank, coll_last_error());
-      return 10;
-    }
-  }
+  if (nranks > 1 && (comm = open_comm(job, rank, nranks)) == NULL) return 10;
   train_config_t cfg;
   train_config_defaults(&cfg);
   cfg.comm = comm;
@@ -219,16 +224,8 @@ END_TEST
 
 /* check_sync: equal hashes pass; rank 1 holding another hash fails on every rank. */
 static int check_sync_rank(int rank, int nranks, void *arg) {
-  const job_t *job = arg;
-  coll_config_t cc = {0};
-  cc.rank = rank;
-  cc.size = nranks;
-  cc.local_rank = rank;
-  cc.master_port = job->port;
-  cc.host_store = -1;
-  cc.timeout_ms = 30000;
-  coll_comm_t *comm;
-  if (coll_comm_init_config(&cc, &comm) != COLL_OK) return 10;
+  coll_comm_t *comm = open_comm(arg, rank, nranks);
+  if (comm == NULL) return 10;
   train_backend_t *be;
   train_model_t *m;
   train_ddp_t *ddp;
@@ -334,26 +331,12 @@ START_TEST(buckets_hold_whole_layers_in_reverse_order) {
 }
 END_TEST
 
-static Suite *ddp_suite(void) {
-  Suite *s = suite_create("train_ddp");
-  TCase *tc = tcase_create("ddp");
-  tcase_add_checked_fixture(tc, ddp_setup, ddp_teardown);
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, buckets_hold_whole_layers_in_reverse_order);
-  tcase_add_test(tc, four_ranks_of_16_match_one_rank_of_64_after_20_steps);
-  tcase_add_test(tc, evaluation_and_loss_on_four_shards_match_one_rank);
-  tcase_add_test(tc, two_ranks_accumulating_two_match_one_rank_of_64);
-  tcase_add_test(tc, resumed_single_rank_sgd_run_ends_with_the_same_parameters);
-  tcase_add_test(tc, resumed_two_rank_adam_run_ends_with_the_same_parameters);
-  tcase_add_test(tc, check_sync_fails_loudly_when_ranks_diverge);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(ddp_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("train_ddp",
+           suite_fixture_tests("ddp", 120, ddp_setup, ddp_teardown,
+                               buckets_hold_whole_layers_in_reverse_order,
+                               four_ranks_of_16_match_one_rank_of_64_after_20_steps,
+                               evaluation_and_loss_on_four_shards_match_one_rank,
+                               two_ranks_accumulating_two_match_one_rank_of_64,
+                               resumed_single_rank_sgd_run_ends_with_the_same_parameters,
+                               resumed_two_rank_adam_run_ends_with_the_same_parameters,
+                               check_sync_fails_loudly_when_ranks_diverge))

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model_grads.h"
+#include "suite_run.h"
 #include "train.h"
 
 static train_backend_t *be;
@@ -58,33 +59,22 @@ START_TEST(linear_gradients_match_finite_differences) {
   /* L is linear in every parameter and input, so central differences are exact up to
    * rounding; the step is large to keep float rounding of the perturbation small. */
   const float h = 0.25f;
-  for (size_t i = 0; i < OUT * IN; i++) {
-    float keep = w[i];
-    w[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    w[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    w[i] = keep;
-    assert_close(dw[i], (up - down) / (2 * h), 1e-5, 1e-4, "dW", i);
-  }
-  for (size_t i = 0; i < OUT; i++) {
-    float keep = b[i];
-    b[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    b[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    b[i] = keep;
-    assert_close(db[i], (up - down) / (2 * h), 1e-5, 1e-4, "db", i);
-  }
-  for (size_t i = 0; i < B * IN; i++) {
-    float keep = x[i];
-    x[i] = keep + h;
-    double up = linear_probe(&l, x, B, g);
-    x[i] = keep - h;
-    double down = linear_probe(&l, x, B, g);
-    x[i] = keep;
-    assert_close(dx[i], (up - down) / (2 * h), 1e-5, 1e-4, "dx", i);
-  }
+  struct {
+    float *param;
+    const float *grad;
+    size_t n;
+    const char *what;
+  } checks[] = {{w, dw, OUT * IN, "dW"}, {b, db, OUT, "db"}, {x, dx, B * IN, "dx"}};
+  for (size_t c = 0; c < sizeof checks / sizeof checks[0]; c++)
+    for (size_t i = 0; i < checks[c].n; i++) {
+      float *p = &checks[c].param[i], keep = *p;
+      *p = keep + h;
+      double up = linear_probe(&l, x, B, g);
+      *p = keep - h;
+      double down = linear_probe(&l, x, B, g);
+      *p = keep;
+      assert_close(checks[c].grad[i], (up - down) / (2 * h), 1e-5, 1e-4, checks[c].what, i);
+    }
 }
 END_TEST
 
@@ -396,31 +386,16 @@ START_TEST(cuda_device_fails_clearly_without_a_usable_gpu) {
 }
 END_TEST
 
-static Suite *layers_suite(void) {
-  Suite *s = suite_create("train_layers");
-  TCase *tc = tcase_create("layers");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, linear_gradients_match_finite_differences);
-  tcase_add_test(tc, linear_backward_accumulates_when_asked);
-  tcase_add_test(tc, relu_gradient_matches_finite_differences);
-  tcase_add_test(tc, softmax_cross_entropy_gradient_matches_finite_differences);
-  tcase_add_test(tc, softmax_cross_entropy_is_stable_for_huge_logits);
-  tcase_add_test(tc, model_gradients_match_finite_differences_through_all_layers);
-  tcase_add_test(tc, model_announces_gradients_in_reverse_layer_order);
-  tcase_add_test(tc, same_seed_gives_same_initialisation_within_pytorch_bounds);
-  tcase_add_test(tc, sgd_with_momentum_and_weight_decay_follows_pytorch);
-  tcase_add_test(tc, adam_steps_follow_pytorch);
-  tcase_add_test(tc, optimizer_step_in_pieces_is_bit_identical_to_one_step);
-  tcase_add_test(tc, cosine_schedule_falls_from_lr_to_zero);
-  tcase_add_test(tc, cuda_device_fails_clearly_without_a_usable_gpu);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(layers_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("train_layers",
+           suite_fixture_tests(
+               "layers", 0, setup, teardown, linear_gradients_match_finite_differences,
+               linear_backward_accumulates_when_asked, relu_gradient_matches_finite_differences,
+               softmax_cross_entropy_gradient_matches_finite_differences,
+               softmax_cross_entropy_is_stable_for_huge_logits,
+               model_gradients_match_finite_differences_through_all_layers,
+               model_announces_gradients_in_reverse_layer_order,
+               same_seed_gives_same_initialisation_within_pytorch_bounds,
+               sgd_with_momentum_and_weight_decay_follows_pytorch, adam_steps_follow_pytorch,
+               optimizer_step_in_pieces_is_bit_identical_to_one_step,
+               cosine_schedule_falls_from_lr_to_zero,
+               cuda_device_fails_clearly_without_a_usable_gpu))

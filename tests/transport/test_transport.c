@@ -12,8 +12,8 @@
 
 #include "common/clock.h"
 #include "mem/memops.h"
-#include "multiproc.h"
-#include "tp_util.h"
+#include "suite_run.h"
+#include "tp_cases.h"
 
 #define MIB (1024u * 1024u)
 #define STAGING_LIMIT (16u * MIB) /* per peer connection, the documented default bound */
@@ -27,128 +27,45 @@ typedef struct {
   int victim;         /* for the kill test */
   bool expect_direct; /* shm single-copy reductions must have happened */
   size_t max_staging; /* 0: the default bound per peer */
-  const struct mismatch_case *mismatch;
+  const tp_mismatch_t *mismatch;
 } test_arg_t;
 
-/* Run fn on n forked ranks against a fresh store server; returns mp_run's count. */
-static int run_ranks(int n, mp_rank_fn fn, test_arg_t *arg, int timeout_ms) {
-  tp_store_host_t store;
-  ck_assert(tp_store_start(&store));
-  arg->job.port = store.port;
-  int failed = mp_run(n, timeout_ms, fn, arg);
-  tp_store_stop(&store);
-  return failed;
+/* Run body on n forked ranks, connected, against a fresh store server; returns mp_run's
+ * count of failed ranks. */
+static int run_ranks(int n, tp_body_fn body, test_arg_t *arg, int timeout_ms) {
+  return tp_run_connected(n, body, &arg->job, arg, timeout_ms);
 }
-
-#define RANK_CHECK(cond, ...)                                                               \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      fprintf(stderr, "rank %d: ", rank);                                                   \
-      fprintf(stderr, __VA_ARGS__);                                                         \
-      fprintf(stderr, " (%s:%d; last error: %s)\n", __FILE__, __LINE__, coll_last_error()); \
-      return 1;                                                                             \
-    }                                                                                       \
-  } while (0)
 
 static const size_t copy_sizes[] = {0, 1, 7, 64 * 1024, MIB + 3, 40 * MIB};
 #define NSIZES (sizeof copy_sizes / sizeof copy_sizes[0])
 
 /* Each rank sends every size to the next rank and receives from the previous one, all
- * posted at once; then a burst of many small messages to test ordering and queueing. */
-static int ring_copy_body(tp_rank_t *tp, int rank, int n, size_t max_staging) {
-  tp_rank_t t = *tp;
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  void *out[NSIZES], *in[NSIZES];
-  for (size_t i = 0; i < NSIZES; i++) {
-    out[i] = malloc(copy_sizes[i] + 1);
-    in[i] = malloc(copy_sizes[i] + 1);
-    tp_fill(out[i], copy_sizes[i], rank, (int)i);
-    memset(in[i], 0xee, copy_sizes[i] + 1);
-    transport_recv_t r = {.dst = in[i], .len = copy_sizes[i]};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post recv");
-    RANK_CHECK(tp_send(&t, next, out[i], copy_sizes[i]) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
-  for (size_t i = 0; i < NSIZES; i++) {
-    size_t bad = tp_check(in[i], copy_sizes[i], prev, (int)i);
-    RANK_CHECK(bad == SIZE_MAX, "size %zu: byte %zu differs", copy_sizes[i], bad);
-    RANK_CHECK(((unsigned char *)in[i])[copy_sizes[i]] == 0xee, "size %zu: wrote past the end",
-               copy_sizes[i]);
-    free(out[i]);
-    free(in[i]);
-  }
-  enum { BURST = 300 };
-  static unsigned char small_out[BURST][40], small_in[BURST][40];
-  for (int k = 0; k < BURST; k++) {
-    size_t len = (size_t)(k % 40);
-    tp_fill(small_out[k], len, rank, 100 + k);
-    transport_recv_t r = {.dst = small_in[k], .len = len};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post small recv");
-    RANK_CHECK(tp_send(&t, next, small_out[k], len) == COLL_OK, "post small send");
-  }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain burst");
-  for (int k = 0; k < BURST; k++)
-    RANK_CHECK(tp_check(small_in[k], (size_t)(k % 40), prev, 100 + k) == SIZE_MAX,
-               "small message %d differs", k);
-  size_t staging = transport_set_staging_bytes(t.set);
+ * posted at once, then a burst of small messages (tp_ring_copy); the staging memory stays
+ * within the bound per peer (and within max_staging when given). */
+static int ring_copy_body(tp_rank_t *t, size_t max_staging) {
+  int rank = t->rank, n = t->nranks;
+  if (tp_ring_copy(t, copy_sizes, NSIZES, 20000) != 0) return 1;
+  size_t staging = transport_set_staging_bytes(t->set);
   RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes", staging);
   RANK_CHECK(max_staging == 0 || staging <= max_staging, "staging %zu bytes > %zu", staging,
              max_staging);
-  *tp = t;
   return 0;
 }
 
-static int ring_copy_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
-  tp_close(&t);
-  return rc;
+static int ring_copy_rank(tp_rank_t *t, void *p) {
+  const test_arg_t *arg = p;
+  return ring_copy_body(t, arg->max_staging);
 }
 
 static const size_t reduce_counts[] = {0, 1, 7, 16 * 1024, 256 * 1024 + 3, 10 * MIB};
 #define NCOUNTS (sizeof reduce_counts / sizeof reduce_counts[0])
 
-static float value_of(int rank, size_t i) { return (float)(rank + 1) * 8.0f + (float)(i % 13); }
-
-/* Ring with reduction: dst = mine + incoming, into a separate buffer for every count and
- * in place (dst == operand) once more for the largest. */
-static int ring_reduce_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  mem_reduce_fn sum = mem_host_reduce_fn(COLL_FLOAT32, COLL_SUM);
-  RANK_CHECK(sum != NULL, "no float32 sum");
-  float *mine[NCOUNTS + 1], *dst[NCOUNTS + 1], *sent[NCOUNTS + 1];
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    bool in_place = i == NCOUNTS;
-    size_t count = in_place ? reduce_counts[NCOUNTS - 1] : reduce_counts[i];
-    size_t bytes = count * sizeof(float);
-    mine[i] = malloc(bytes + 4);
-    for (size_t k = 0; k < count; k++) mine[i][k] = value_of(rank, k);
-    /* In place, the receive overwrites `mine`, so the send goes from a copy. */
-    dst[i] = in_place ? mine[i] : malloc(bytes + 4);
-    sent[i] = in_place ? malloc(bytes + 4) : mine[i];
-    if (in_place) memcpy(sent[i], mine[i], bytes);
-    transport_recv_t r = {
-        .dst = dst[i], .operand = mine[i], .reduce = sum, .elem_size = sizeof(float), .len = bytes};
-    RANK_CHECK(tp_recv(&t, prev, &r) == COLL_OK, "post reduce recv");
-    RANK_CHECK(tp_send(&t, next, sent[i], bytes) == COLL_OK, "post send");
-  }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
-  for (size_t i = 0; i <= NCOUNTS; i++) {
-    size_t count = i < NCOUNTS ? reduce_counts[i] : reduce_counts[NCOUNTS - 1];
-    for (size_t k = 0; k < count; k++) {
-      float want = value_of(rank, k) + value_of(prev, k);
-      RANK_CHECK(dst[i][k] == want, "count %zu%s: element %zu is %g, want %g", count,
-                 i < NCOUNTS ? "" : " in place", k, (double)dst[i][k], (double)want);
-    }
-    free(i == NCOUNTS ? sent[i] : dst[i]);
-    free(mine[i]);
-  }
-  size_t staging = transport_set_staging_bytes(t.set);
+/* Ring with reduction (tp_ring_reduce), then the staging memory within its bound. */
+static int ring_reduce_rank(tp_rank_t *t, void *p) {
+  const test_arg_t *arg = p;
+  int rank = t->rank, n = t->nranks;
+  if (tp_ring_reduce(t, reduce_counts, NCOUNTS, 20000) != 0) return 1;
+  size_t staging = transport_set_staging_bytes(t->set);
   RANK_CHECK(staging <= STAGING_LIMIT * (size_t)(n - 1), "staging %zu bytes over the limit",
              staging);
   /* Single-copy reductions go through a staging chunk: proof that the path was taken. */
@@ -156,15 +73,13 @@ static int ring_reduce_rank(int rank, int n, void *p) {
     size_t fifo_bytes = (size_t)(n - 1) * (4u * MIB);
     RANK_CHECK(staging > fifo_bytes, "staging %zu: single-copy path not used", staging);
   }
-  tp_close(&t);
   return 0;
 }
 
 /* Every rank exchanges three sizes with every other rank at the same time. */
-static int all_pairs_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+static int all_pairs_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank, n = t->nranks;
   static const size_t sizes[] = {1, 64 * 1024, MIB + 3};
   enum { NS = 3 };
   unsigned char *out[NS], *in[8][NS];
@@ -177,11 +92,11 @@ static int all_pairs_rank(int rank, int n, void *p) {
     for (int s = 0; s < NS; s++) {
       in[peer][s] = malloc(sizes[s]);
       transport_recv_t r = {.dst = in[peer][s], .len = sizes[s]};
-      RANK_CHECK(tp_recv(&t, peer, &r) == COLL_OK, "post recv");
-      RANK_CHECK(tp_send(&t, peer, out[s], sizes[s]) == COLL_OK, "post send");
+      RANK_CHECK(tp_recv(t, peer, &r) == COLL_OK, "post recv");
+      RANK_CHECK(tp_send(t, peer, out[s], sizes[s]) == COLL_OK, "post send");
     }
   }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  RANK_CHECK(tp_drain(t, 20000) == COLL_OK, "drain");
   for (int peer = 0; peer < n; peer++) {
     if (peer == rank) continue;
     for (int s = 0; s < NS; s++) {
@@ -191,51 +106,25 @@ static int all_pairs_rank(int rank, int n, void *p) {
     }
   }
   for (int s = 0; s < NS; s++) free(out[s]);
-  tp_close(&t);
   return 0;
 }
 
 /* Like halving-doubling with small segments: each rank posts hundreds of sends to its
- * partner before posting the matching receives; the queues must hold them all. */
-static int sends_first_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  enum { COUNT = 400, LEN = 4096 };
-  int partner = rank ^ 1;
-  unsigned char *out = malloc((size_t)COUNT * LEN), *in = malloc((size_t)COUNT * LEN);
-  for (int k = 0; k < COUNT; k++) {
-    tp_fill(out + (size_t)k * LEN, LEN, rank, k);
-    RANK_CHECK(tp_send(&t, partner, out + (size_t)k * LEN, LEN) == COLL_OK, "post send");
-  }
-  /* Progress the sends alone for a while (the FIFO fills up), then post the receives. */
-  for (int i = 0; i < 20; i++) {
-    uint64_t sd = 0;
-    RANK_CHECK(transport_progress(transport_set_conn(t.set, partner), &sd, NULL) == COLL_OK,
-               "progress");
-  }
-  for (int k = 0; k < COUNT; k++) {
-    transport_recv_t r = {.dst = in + (size_t)k * LEN, .len = LEN};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
-  }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
-  for (int k = 0; k < COUNT; k++)
-    RANK_CHECK(tp_check(in + (size_t)k * LEN, LEN, partner, k) == SIZE_MAX, "message %d", k);
-  free(out);
-  free(in);
-  tp_close(&t);
-  return 0;
+ * partner, progresses them alone for a while (the FIFO fills up), then posts the matching
+ * receives; the queues must hold them all. */
+static int sends_first_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  const tp_sends_first_t how = {.count = 400, .rounds = 20, .wait_ms = 0, .drain_ms = 20000};
+  return tp_sends_first(t, &how);
 }
 
 /* Small and large messages in a row, copies and reductions in turn, the receives posted
  * one at a time while the rest has arrived already: tcp's small messages share stream 0
  * and its reads take the following bytes ahead (tcp.c), which later receives, small or
  * large, must get in order. */
-static int mixed_sizes_rank(int rank, int n, void *p) {
-  (void)n;
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+static int mixed_sizes_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   static const size_t floats[] = {2, 4096, 4097, 1, 0, 16384, 3, 50001, 2, 4096, 5, 1};
   enum { NM = sizeof floats / sizeof floats[0] };
   int partner = rank ^ 1;
@@ -244,10 +133,10 @@ static int mixed_sizes_rank(int rank, int n, void *p) {
   for (int m = 0; m < NM; m++) {
     out[m] = malloc(floats[m] * sizeof(float) + 4);
     in[m] = malloc(floats[m] * sizeof(float) + 4);
-    for (size_t k = 0; k < floats[m]; k++) out[m][k] = value_of(rank, k + (size_t)m);
-    RANK_CHECK(tp_send(&t, partner, out[m], floats[m] * sizeof(float)) == COLL_OK, "post send");
+    for (size_t k = 0; k < floats[m]; k++) out[m][k] = tp_float_of(rank, k + (size_t)m);
+    RANK_CHECK(tp_send(t, partner, out[m], floats[m] * sizeof(float)) == COLL_OK, "post send");
   }
-  transport_conn_t *conn = transport_set_conn(t.set, partner);
+  transport_conn_t *conn = transport_set_conn(t->set, partner);
   for (int m = 0; m < NM; m++) {
     for (int i = 0; i < 50; i++) /* let the partner's messages pile up */
       RANK_CHECK(transport_progress(conn, NULL, NULL) == COLL_OK, "progress");
@@ -258,12 +147,12 @@ static int mixed_sizes_rank(int rank, int n, void *p) {
                              .reduce = sum,
                              .elem_size = sizeof(float),
                              .len = floats[m] * sizeof(float)};
-    RANK_CHECK(tp_recv(&t, partner, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_recv(t, partner, &r) == COLL_OK, "post recv");
   }
-  RANK_CHECK(tp_drain(&t, 20000) == COLL_OK, "drain");
+  RANK_CHECK(tp_drain(t, 20000) == COLL_OK, "drain");
   for (int m = 0; m < NM; m++) {
     for (size_t k = 0; k < floats[m]; k++) {
-      float theirs = value_of(partner, k + (size_t)m);
+      float theirs = tp_float_of(partner, k + (size_t)m);
       float want = m % 2 ? out[m][k] + theirs : theirs;
       RANK_CHECK(in[m][k] == want, "message %d (%zu floats, %s): element %zu is %g, want %g", m,
                  floats[m], m % 2 ? "reduced" : "copied", k, (double)in[m][k], (double)want);
@@ -271,131 +160,48 @@ static int mixed_sizes_rank(int rank, int n, void *p) {
     free(out[m]);
     free(in[m]);
   }
-  tp_close(&t);
   return 0;
 }
 
-/* Rank 0 sends send_len bytes where rank 1 expects recv_len: rank 1 must get
- * COLL_ERR_PROTOCOL naming rank 0 and the length sent, also when nothing follows the
- * message (tcp: a length on the other side of TCP_SMALL_BYTES puts it on another stream
- * than the receiver reads). With lead, one matching message goes first, so that the
- * mismatched one is not message 0 (whose first piece is on stream 0 at any length).
- * Rank 0 stays connected until rank 1 has checked. */
-typedef struct mismatch_case {
-  size_t send_len, recv_len;
-  bool lead;
-} mismatch_case_t;
-
-static const mismatch_case_t mismatch_cases[] = {
-    {100, 64, false},
-    {8, 64 * 1024, true},
-    {64 * 1024, 8, true},
-    {600 * 1024, 64 * 1024, true},
+/* Rank 0 sends send_len bytes where rank 1 expects recv_len (tp_length_mismatch), also
+ * when nothing follows the message (tcp: a length on the other side of TCP_SMALL_BYTES
+ * puts it on another stream than the receiver reads). With lead, one matching message
+ * goes first, so that the mismatched one is not message 0 (whose first piece is on
+ * stream 0 at any length). */
+static const tp_mismatch_t mismatch_cases[] = {
+    {100, 64, false, true},
+    {8, 64 * 1024, true, true},
+    {64 * 1024, 8, true, true},
+    {600 * 1024, 64 * 1024, true, true},
 };
 #define NMISMATCH (sizeof mismatch_cases / sizeof mismatch_cases[0])
 
-static int mismatch_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  const mismatch_case_t *mc = arg->mismatch;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  size_t cap = mc->send_len > mc->recv_len ? mc->send_len : mc->recv_len;
-  char *buf = calloc(1, cap);
-  RANK_CHECK(buf != NULL, "no memory");
-  if (mc->lead && rank == 0) {
-    RANK_CHECK(tp_send(&t, 1, buf, 8) == COLL_OK, "post lead send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain lead send");
-  } else if (mc->lead) {
-    transport_recv_t r = {.dst = buf, .len = 8};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post lead recv");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain lead recv");
-  }
-  if (rank == 0) {
-    RANK_CHECK(tp_send(&t, 1, buf, mc->send_len) == COLL_OK, "post send");
-    /* More than the socket buffers hold may stay unsent until rank 1 gives up and
-     * closes; then this send fails as a remote failure, which is fine here. */
-    coll_status_t st = tp_drain(&t, 10000);
-    RANK_CHECK(st == COLL_OK || st == COLL_ERR_REMOTE, "drain send: %s", coll_status_name(st));
-    void *v = NULL;
-    size_t len = 0;
-    RANK_CHECK(store_get(t.store, "mismatch/checked", &v, &len, 10000) == COLL_OK, "wait");
-    free(v);
-  } else {
-    transport_recv_t r = {.dst = buf, .len = mc->recv_len};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
-    coll_status_t st = tp_drain(&t, 10000);
-    store_set(t.store, "mismatch/checked", "1", 1, 1000);
-    RANK_CHECK(st == COLL_ERR_PROTOCOL,
-               "%zu bytes sent, %zu expected: got %s, want "
-               "COLL_ERR_PROTOCOL",
-               mc->send_len, mc->recv_len, coll_status_name(st));
-    RANK_CHECK(strstr(coll_last_error(), "peer rank 0") != NULL,
-               "message '%s' does not name rank 0", coll_last_error());
-    char sent[32];
-    snprintf(sent, sizeof sent, "%zu", mc->send_len);
-    RANK_CHECK(strstr(coll_last_error(), sent) != NULL, "message '%s' lacks the length %s",
-               coll_last_error(), sent);
-  }
-  free(buf);
-  tp_close(&t);
-  return 0;
+static int mismatch_rank(tp_rank_t *t, void *p) {
+  const test_arg_t *arg = p;
+  return tp_length_mismatch(t, arg->mismatch, 10000);
 }
 
-/* The victim starts sending 40 MiB and kills itself with SIGKILL once part of it moved;
- * the survivor, expecting two such messages (so that a fast first transfer cannot hide
- * the death), must get COLL_ERR_REMOTE (or a timeout) naming it, fast. */
-static int killed_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
-  size_t len = 40 * MIB;
-  char *buf = calloc(1, len);
-  if (rank == arg->victim) {
-    RANK_CHECK(tp_send(&t, 1 - rank, buf, len) == COLL_OK, "post send");
-    transport_conn_t *c = transport_set_conn(t.set, 1 - rank);
-    for (int i = 0; i < 3; i++) {
-      transport_progress(c, NULL, NULL);
-      transport_set_wait(t.set, 5);
-    }
-    kill(getpid(), SIGKILL);
-    return 1;
-  }
-  transport_recv_t r = {.dst = buf, .len = len};
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post recv");
-  RANK_CHECK(tp_recv(&t, arg->victim, &r) == COLL_OK, "post second recv");
-  int64_t start = coll_now_ms();
-  coll_status_t st = tp_drain(&t, 5000);
-  int64_t took = coll_now_ms() - start;
-  RANK_CHECK(st == COLL_ERR_REMOTE || st == COLL_ERR_TIMEOUT, "got %s", coll_status_name(st));
-  char want[32];
-  snprintf(want, sizeof want, "rank %d", arg->victim);
-  RANK_CHECK(st != COLL_ERR_REMOTE || strstr(coll_last_error(), want) != NULL,
-             "message '%s' does not name %s", coll_last_error(), want);
-  RANK_CHECK(took < 6000, "took %lld ms", (long long)took);
-  fprintf(stderr, "rank %d: dead peer reported after %lld ms: %s\n", rank, (long long)took,
-          coll_last_error());
-  free(buf);
-  tp_close(&t);
-  return 0;
+/* The victim starts sending 40 MiB and kills itself once part of it moved: the survivor
+ * must get COLL_ERR_REMOTE (or a timeout) naming it, fast (tp_killed_peer). */
+static int killed_rank(tp_rank_t *t, void *p) {
+  const test_arg_t *arg = p;
+  return tp_killed_peer(t, arg->victim, 40 * MIB, 5000, 6000);
 }
 
 /* Transport of every pair, and a ring over a set that mixes shm and tcp. */
-static int mixed_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+static int mixed_rank(tp_rank_t *t, void *p) {
+  const test_arg_t *arg = p;
+  int rank = t->rank, n = t->nranks;
   for (int peer = 0; peer < n; peer++) {
     if (peer == rank) {
-      RANK_CHECK(transport_set_conn(t.set, peer) == NULL, "self has a connection");
+      RANK_CHECK(transport_set_conn(t->set, peer) == NULL, "self has a connection");
       continue;
     }
     const char *want = strcmp(arg->job.hosts[peer], arg->job.hosts[rank]) == 0 ? "shm" : "tcp";
-    RANK_CHECK(strcmp(transport_set_conn(t.set, peer)->ops->name, want) == 0,
-               "peer %d uses %s, want %s", peer, transport_set_conn(t.set, peer)->ops->name, want);
+    RANK_CHECK(strcmp(transport_set_conn(t->set, peer)->ops->name, want) == 0,
+               "peer %d uses %s, want %s", peer, transport_set_conn(t->set, peer)->ops->name, want);
   }
-  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
-  tp_close(&t);
-  return rc;
+  return ring_copy_body(t, arg->max_staging);
 }
 
 static const char *transport_of(int i) { return i % 2 == 0 ? "shm" : "tcp"; }
@@ -405,18 +211,20 @@ static test_arg_t forced_arg(const char *forced, const char *prefix) {
       .job = {.prefix = prefix, .hosts = one_host, .forced = forced, .timeout_ms = 10000}};
 }
 
+/* run_ranks of body on n ranks of one host over transport_of(i), keys under prefix. */
+static int run_forced(int i, const char *prefix, int n, tp_body_fn body, int timeout_ms) {
+  test_arg_t arg = forced_arg(transport_of(i), prefix);
+  return run_ranks(n, body, &arg, timeout_ms);
+}
+
 /* Loop index i: transport i % 2, ranks 2 + i / 2 (2..5). */
 START_TEST(ring_of_2_to_5_ranks_delivers_every_size_intact) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/ring/");
-  int n = 2 + _i / 2;
-  ck_assert_int_eq(run_ranks(n, ring_copy_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/ring/", 2 + _i / 2, ring_copy_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(ring_receive_with_reduction_computes_operand_plus_incoming) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/reduce/");
-  int n = 2 + _i / 2;
-  ck_assert_int_eq(run_ranks(n, ring_reduce_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/reduce/", 2 + _i / 2, ring_reduce_rank, 60000), 0);
 }
 END_TEST
 
@@ -448,20 +256,17 @@ START_TEST(shm_fifos_shrink_to_fit_the_inbox_budget) {
 END_TEST
 
 START_TEST(all_pairs_exchange_at_once) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/pairs/");
-  ck_assert_int_eq(run_ranks(4, all_pairs_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/pairs/", 4, all_pairs_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(hundreds_of_sends_posted_before_their_receives_all_arrive) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/sends-first/");
-  ck_assert_int_eq(run_ranks(4, sends_first_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/sends-first/", 4, sends_first_rank, 60000), 0);
 }
 END_TEST
 
 START_TEST(small_and_large_messages_in_a_row_arrive_in_order) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/mixed/");
-  ck_assert_int_eq(run_ranks(2, mixed_sizes_rank, &arg, 60000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/mixed/", 2, mixed_sizes_rank, 60000), 0);
 }
 END_TEST
 
@@ -540,44 +345,41 @@ static coll_status_t wait_first_recv(tp_rank_t *t, transport_conn_t *c, int *wak
 
 /* transport_set_wait sleeps while nothing can move (no spinning) and returns soon after
  * a message arrives: rank 0 sends after 300 ms; rank 1 waits with long timeouts. */
-static int wait_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+static int wait_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   char msg[64] = "ring the bell", got[64] = {0};
   if (rank == 0) {
     sleep_ms(300);
-    RANK_CHECK(tp_send(&t, 1, msg, sizeof msg) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+    RANK_CHECK(tp_send(t, 1, msg, sizeof msg) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain");
     void *v = NULL;
     size_t len = 0;
-    RANK_CHECK(store_get(t.store, "wait/done", &v, &len, 10000) == COLL_OK, "wait for rank 1");
+    RANK_CHECK(store_get(t->store, "wait/done", &v, &len, 10000) == COLL_OK, "wait for rank 1");
     free(v);
   } else {
     /* Idle: after one possibly early return (a doorbell rung during setup), waits block. */
-    transport_set_wait(t.set, 0);
+    transport_set_wait(t->set, 0);
     int64_t start = coll_now_ms();
-    for (int i = 0; i < 2; i++) RANK_CHECK(transport_set_wait(t.set, 50) == COLL_OK, "idle wait");
+    for (int i = 0; i < 2; i++) RANK_CHECK(transport_set_wait(t->set, 50) == COLL_OK, "idle wait");
     int64_t idle = coll_now_ms() - start;
     RANK_CHECK(idle >= 80, "two idle 50 ms waits returned after %lld ms", (long long)idle);
     transport_recv_t r = {.dst = got, .len = sizeof got};
-    RANK_CHECK(tp_recv(&t, 0, &r) == COLL_OK, "post recv");
+    RANK_CHECK(tp_recv(t, 0, &r) == COLL_OK, "post recv");
     int wakeups;
     start = coll_now_ms();
-    RANK_CHECK(wait_first_recv(&t, transport_set_conn(t.set, 0), &wakeups) == COLL_OK, "wait");
+    RANK_CHECK(wait_first_recv(t, transport_set_conn(t->set, 0), &wakeups) == COLL_OK, "wait");
     int64_t took = coll_now_ms() - start;
-    store_set(t.store, "wait/done", "1", 1, 1000);
+    store_set(t->store, "wait/done", "1", 1, 1000);
     RANK_CHECK(strcmp(got, msg) == 0, "wrong message");
     RANK_CHECK(took < 2500, "message seen after %lld ms", (long long)took);
     RANK_CHECK(wakeups < 50, "%d wake-ups for one message: spinning", wakeups);
   }
-  tp_close(&t);
   return 0;
 }
 
 START_TEST(wait_sleeps_while_idle_and_wakes_when_a_message_arrives) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/wait/");
-  ck_assert_int_eq(run_ranks(2, wait_rank, &arg, 30000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/wait/", 2, wait_rank, 30000), 0);
 }
 END_TEST
 
@@ -587,58 +389,55 @@ END_TEST
  * (past tcp's read-ahead); rank 2 sends after 300 ms. Rank 0 waits for rank 2's alone
  * (progressing only that connection, as the executor does), then takes rank 1's. */
 #define EARLY_BYTES (64u * 1024u)
-static int early_rank(int rank, int n, void *p) {
-  test_arg_t *arg = p;
-  tp_rank_t t;
-  RANK_CHECK(tp_open(&arg->job, rank, n, &t) == COLL_OK, "connect");
+static int early_rank(tp_rank_t *t, void *p) {
+  (void)p;
+  int rank = t->rank;
   char small[64] = "first", got[64] = {0};
   unsigned char *big = calloc(1, EARLY_BYTES);
   RANK_CHECK(big != NULL, "no memory");
   void *v = NULL;
   size_t len = 0;
   if (rank == 1) {
-    RANK_CHECK(tp_send(&t, 0, small, sizeof small) == COLL_OK, "post first send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the first");
-    RANK_CHECK(store_get(t.store, "early/first", &v, &len, 10000) == COLL_OK, "wait for rank 0");
+    RANK_CHECK(tp_send(t, 0, small, sizeof small) == COLL_OK, "post first send");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain the first");
+    RANK_CHECK(store_get(t->store, "early/first", &v, &len, 10000) == COLL_OK, "wait for rank 0");
     free(v);
     for (size_t i = 0; i < EARLY_BYTES; i++) big[i] = (unsigned char)(i * 7 + 1);
-    RANK_CHECK(tp_send(&t, 0, big, EARLY_BYTES) == COLL_OK, "post the early send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the early send");
+    RANK_CHECK(tp_send(t, 0, big, EARLY_BYTES) == COLL_OK, "post the early send");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain the early send");
   } else if (rank == 2) {
     sleep_ms(300);
-    RANK_CHECK(tp_send(&t, 0, "from rank 2", 12) == COLL_OK, "post send");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+    RANK_CHECK(tp_send(t, 0, "from rank 2", 12) == COLL_OK, "post send");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain");
   } else {
     transport_recv_t r0 = {.dst = got, .len = sizeof got};
-    RANK_CHECK(tp_recv(&t, 1, &r0) == COLL_OK, "post first recv from rank 1");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain the first");
-    store_set(t.store, "early/first", "1", 1, 1000);
+    RANK_CHECK(tp_recv(t, 1, &r0) == COLL_OK, "post first recv from rank 1");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain the first");
+    store_set(t->store, "early/first", "1", 1, 1000);
     transport_recv_t r = {.dst = got, .len = 12};
-    RANK_CHECK(tp_recv(&t, 2, &r) == COLL_OK, "post recv from rank 2");
+    RANK_CHECK(tp_recv(t, 2, &r) == COLL_OK, "post recv from rank 2");
     int wakeups;
-    RANK_CHECK(wait_first_recv(&t, transport_set_conn(t.set, 2), &wakeups) == COLL_OK, "wait");
+    RANK_CHECK(wait_first_recv(t, transport_set_conn(t->set, 2), &wakeups) == COLL_OK, "wait");
     RANK_CHECK(strcmp(got, "from rank 2") == 0, "wrong message from rank 2: '%s'", got);
     RANK_CHECK(wakeups < 50, "%d wake-ups while rank 1's message waited: spinning", wakeups);
     transport_recv_t r1 = {.dst = big, .len = EARLY_BYTES};
-    RANK_CHECK(tp_recv(&t, 1, &r1) == COLL_OK, "post the early message's recv");
-    RANK_CHECK(tp_drain(&t, 10000) == COLL_OK, "drain");
+    RANK_CHECK(tp_recv(t, 1, &r1) == COLL_OK, "post the early message's recv");
+    RANK_CHECK(tp_drain(t, 10000) == COLL_OK, "drain");
     for (size_t i = 0; i < EARLY_BYTES; i++)
       RANK_CHECK(big[i] == (unsigned char)(i * 7 + 1), "early message byte %zu is %u", i, big[i]);
   }
   if (rank != 0) {
-    RANK_CHECK(store_get(t.store, "early/done", &v, &len, 10000) == COLL_OK, "wait for rank 0");
+    RANK_CHECK(store_get(t->store, "early/done", &v, &len, 10000) == COLL_OK, "wait for rank 0");
     free(v);
   } else {
-    store_set(t.store, "early/done", "1", 1, 1000);
+    store_set(t->store, "early/done", "1", 1, 1000);
   }
   free(big);
-  tp_close(&t);
   return 0;
 }
 
 START_TEST(an_early_message_does_not_wake_the_wait_for_another_peer) {
-  test_arg_t arg = forced_arg(transport_of(_i), "t/early/");
-  ck_assert_int_eq(run_ranks(3, early_rank, &arg, 30000), 0);
+  ck_assert_int_eq(run_forced(_i, "t/early/", 3, early_rank, 30000), 0);
 }
 END_TEST
 
@@ -654,7 +453,7 @@ static int ifname_rank(int rank, int n, void *p) {
     return 0;
   }
   RANK_CHECK(st == COLL_OK, "connect over lo");
-  int rc = ring_copy_body(&t, rank, n, arg->max_staging);
+  int rc = ring_copy_body(&t, arg->max_staging);
   tp_close(&t);
   return rc;
 }
@@ -662,42 +461,29 @@ static int ifname_rank(int rank, int n, void *p) {
 START_TEST(socket_ifname_selects_the_interface_or_names_the_bad_one) {
   test_arg_t arg = forced_arg("tcp", _i == 0 ? "t/if-lo/" : "t/if-bad/");
   setenv("COLL_SOCKET_IFNAME", _i == 0 ? "lo" : "no-such-if0", 1);
-  ck_assert_int_eq(run_ranks(2, ifname_rank, &arg, 30000), 0);
+  ck_assert_int_eq(tp_run_ranks(2, ifname_rank, &arg.job, &arg, 30000), 0);
   unsetenv("COLL_SOCKET_IFNAME");
 }
 END_TEST
 
-static Suite *transport_suite(void) {
-  Suite *s = suite_create("transport");
-  TCase *tc = tcase_create("exchange");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, ring_of_2_to_5_ranks_delivers_every_size_intact, 0, 8);
-  tcase_add_loop_test(tc, ring_receive_with_reduction_computes_operand_plus_incoming, 0, 8);
-  tcase_add_loop_test(tc, all_pairs_exchange_at_once, 0, 2);
-  tcase_add_loop_test(tc, hundreds_of_sends_posted_before_their_receives_all_arrive, 0, 2);
-  tcase_add_loop_test(tc, small_and_large_messages_in_a_row_arrive_in_order, 0, 2);
-  tcase_add_test(tc, shm_fifos_shrink_to_fit_the_inbox_budget);
-  tcase_add_loop_test(tc, wait_sleeps_while_idle_and_wakes_when_a_message_arrives, 0, 2);
-  tcase_add_loop_test(tc, an_early_message_does_not_wake_the_wait_for_another_peer, 0, 2);
-  tcase_add_loop_test(tc, shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender, 0, 3);
-  tcase_add_test(tc, hosts_pick_shm_within_and_tcp_across_in_one_set);
-  tcase_add_test(tc, different_hosts_default_to_tcp);
-  suite_add_tcase(s, tc);
-  TCase *te = tcase_create("errors");
-  tcase_set_timeout(te, 60);
-  tcase_add_loop_test(te, length_mismatch_is_a_protocol_error_naming_the_peer, 0,
-                      2 * (int)NMISMATCH);
-  tcase_add_loop_test(te, killed_peer_is_reported_to_the_survivor_within_the_deadline, 0, 2);
-  tcase_add_test(te, forcing_shm_across_hosts_fails_with_a_message);
-  tcase_add_loop_test(te, socket_ifname_selects_the_interface_or_names_the_bad_one, 0, 2);
-  suite_add_tcase(s, te);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(transport_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+SUITE_MAIN("transport",
+           suite_loop_tests("exchange", 120, 0, 8, ring_of_2_to_5_ranks_delivers_every_size_intact,
+                            ring_receive_with_reduction_computes_operand_plus_incoming),
+           suite_loop_tests("exchange", 120, 0, 2, all_pairs_exchange_at_once,
+                            hundreds_of_sends_posted_before_their_receives_all_arrive,
+                            small_and_large_messages_in_a_row_arrive_in_order),
+           suite_tests("exchange", 120, shm_fifos_shrink_to_fit_the_inbox_budget),
+           suite_loop_tests("exchange", 120, 0, 2,
+                            wait_sleeps_while_idle_and_wakes_when_a_message_arrives,
+                            an_early_message_does_not_wake_the_wait_for_another_peer),
+           suite_loop_tests("exchange", 120, 0, 3,
+                            shm_single_copy_path_delivers_reduces_and_reports_a_dead_sender),
+           suite_tests("exchange", 120, hosts_pick_shm_within_and_tcp_across_in_one_set,
+                       different_hosts_default_to_tcp),
+           suite_loop_tests("errors", 60, 0, 2 * (int)NMISMATCH,
+                            length_mismatch_is_a_protocol_error_naming_the_peer),
+           suite_loop_tests("errors", 60, 0, 2,
+                            killed_peer_is_reported_to_the_survivor_within_the_deadline),
+           suite_tests("errors", 60, forcing_shm_across_hosts_fails_with_a_message),
+           suite_loop_tests("errors", 60, 0, 2,
+                            socket_ifname_selects_the_interface_or_names_the_bad_one))

@@ -60,6 +60,15 @@ bool tp_store_start_token(tp_store_host_t *host, const char *token) {
   return true;
 }
 
+int tp_run_ranks(int n, mp_rank_fn fn, tp_job_t *job, void *arg, int timeout_ms) {
+  tp_store_host_t store;
+  if (!tp_store_start(&store)) return -1;
+  job->port = store.port;
+  int failed = mp_run(n, timeout_ms, fn, arg);
+  tp_store_stop(&store);
+  return failed;
+}
+
 void tp_store_stop(tp_store_host_t *host) {
   if (host->stop_fd >= 0) close(host->stop_fd);
   host->stop_fd = -1;

@@ -1,14 +1,18 @@
 /* Helpers shared by the transport tests and the pairwise benchmark: connect a rank's
- * transport set through a real store, drive progress until counters are reached, and
- * fill / check buffers with a pattern that differs per sender and message. */
+ * transport set through a real store, drive progress until counters are reached, fill /
+ * check buffers with a pattern that differs per sender and message, and the check of a
+ * rank's body. */
 #ifndef TESTS_TRANSPORT_TP_UTIL_H
 #define TESTS_TRANSPORT_TP_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bootstrap/store.h"
+#include "coll.h"
+#include "multiproc.h"
 #include "transport/transport.h"
 
 typedef struct {
@@ -44,6 +48,10 @@ bool tp_store_start_token(tp_store_host_t *host, const char *token);
 /* Stop it and wait for the helper to exit. */
 void tp_store_stop(tp_store_host_t *host);
 
+/* Run fn on n forked ranks against a fresh store server (job->port is set); returns
+ * mp_run's count of failed ranks, or -1 when no store could start. */
+int tp_run_ranks(int n, mp_rank_fn fn, tp_job_t *job, void *arg, int timeout_ms);
+
 /* Connect the store client and the transport set; COLL_OK or the connect status. */
 coll_status_t tp_open(const tp_job_t *job, int rank, int nranks, tp_rank_t *out);
 void tp_close(tp_rank_t *t);
@@ -59,5 +67,17 @@ coll_status_t tp_drain(tp_rank_t *t, int timeout_ms);
 void tp_fill(void *buf, size_t len, int sender, int tag);
 /* Index of the first byte that differs from tp_fill(sender, tag), or SIZE_MAX. */
 size_t tp_check(const void *buf, size_t len, int sender, int tag);
+
+/* In the body of a rank (an mp_rank_fn, `rank` in scope): on failure print the rank, the
+ * message, the place and libcoll's last error, and return 1. */
+#define RANK_CHECK(cond, ...)                                                               \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      fprintf(stderr, "rank %d: ", rank);                                                   \
+      fprintf(stderr, __VA_ARGS__);                                                         \
+      fprintf(stderr, " (%s:%d; last error: %s)\n", __FILE__, __LINE__, coll_last_error()); \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
 
 #endif

@@ -19,6 +19,7 @@
 #include "multiproc.h"
 #include "onehost/arena.h"
 #include "peer_failures.h"
+#include "suite_run.h"
 
 typedef struct {
   ct_job_t job;
@@ -26,7 +27,8 @@ typedef struct {
   int variant;
 } win_case_t;
 
-static int init(const win_case_t *c, int rank, int nranks, coll_comm_t **comm) {
+static int init(const void *arg, int rank, int nranks, coll_comm_t **comm) {
+  const win_case_t *c = arg;
   unsetenv("COLL_ARENA");
   unsetenv("COLL_ARENA_SLOT_BYTES");
   if (c->window != NULL)
@@ -44,10 +46,8 @@ static uint32_t zero_copy_calls(const coll_comm_t *comm) {
 /* Every type and op, counts around the slices and the reduction tile, in place at
  * offset 0 and out of place between two offsets of one window (odd salts), plus an
  * async call: results checked, agreed, and the zero-copy path counted. */
-static int rank_results(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+static int rank_results(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   enum { MAX_BYTES = 80000 * 8 };
   unsigned char *win = NULL;
   int bad = 0;
@@ -118,16 +118,15 @@ static int rank_results(int rank, int nranks, void *arg) {
 
 START_TEST(results_for_every_type_and_op_over_1_to_4_ranks) {
   win_case_t c = {.job = {.port = mp_free_port()}};
-  ck_assert_int_eq(mp_run(_i + 1, 90000, rank_results, &c), 0);
+  ck_assert_int_eq(ct_run_init(_i + 1, 90000, init, rank_results, &c), 0);
 }
 END_TEST
 
 /* A float32 sum and average through the window give the same bits as the arena on a
  * heap buffer (same order of reduction), on every rank. */
-static int rank_same_bits(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+static int rank_same_bits(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
+  (void)nranks;
   size_t count = 270000 + 3;
   float *w = NULL, *h = malloc(count * sizeof *h);
   int bad = coll_mem_alloc(comm, count * sizeof *w, (void **)&w) != COLL_OK || h == NULL ||
@@ -149,16 +148,14 @@ static int rank_same_bits(int rank, int nranks, void *arg) {
 
 START_TEST(the_same_bits_as_the_arena) {
   win_case_t c = {.job = {.port = mp_free_port()}};
-  ck_assert_int_eq(mp_run(3, 30000, rank_same_bits, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 30000, init, rank_same_bits, &c), 0);
 }
 END_TEST
 
 /* Plain memory where zero-copy cannot run (variant 0: COLL_WINDOW=0, 1: tcp forced),
  * and, with windows, buffers outside them or half in one: all correct, none zero-copy. */
-static int rank_plain(int rank, int nranks, void *arg) {
+static int rank_plain(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
   size_t count = 5000;
   float *w = NULL, *h = calloc(count, sizeof *h);
   int bad = coll_mem_alloc(comm, count * sizeof *w, (void **)&w) != COLL_OK || h == NULL;
@@ -192,14 +189,11 @@ START_TEST(plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows) 
   win_case_t c = {.job = {.port = mp_free_port(), .transport = _i == 1 ? "tcp" : NULL},
                   .window = _i == 0 ? "0" : NULL,
                   .variant = _i};
-  ck_assert_int_eq(mp_run(2, 30000, rank_plain, &c), 0);
+  ck_assert_int_eq(ct_run_init(2, 30000, init, rank_plain, &c), 0);
 }
 END_TEST
 
 /* The failure scenarios of peer_failures.h, over registered windows. */
-static int init_case(const void *c, int rank, int nranks, coll_comm_t **comm) {
-  return init(c, rank, nranks, comm);
-}
 
 static void *alloc_window(coll_comm_t *comm, size_t bytes) {
   void *p = NULL;
@@ -207,7 +201,7 @@ static void *alloc_window(coll_comm_t *comm, size_t bytes) {
 }
 
 static pf_case_t failure_case(const win_case_t *c) {
-  return (pf_case_t){.init = init_case,
+  return (pf_case_t){.init = init,
                      .suite_case = c,
                      .alloc = alloc_window,
                      .release = NULL, /* the communicator frees its windows */
@@ -234,10 +228,8 @@ START_TEST(a_late_rank_times_the_others_out_with_a_hang_report) {
 END_TEST
 
 /* Rank 1 uses another offset of the window: every rank fails with a mismatch. */
-static int rank_mismatch(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+static int rank_mismatch(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
   (void)nranks;
   float *x = NULL;
   if (coll_mem_alloc(comm, 8192 * sizeof *x, (void **)&x) != COLL_OK) return 1;
@@ -253,17 +245,16 @@ static int rank_mismatch(int rank, int nranks, void *arg) {
 
 START_TEST(different_offsets_are_a_mismatch) {
   win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
-  ck_assert_int_eq(mp_run(3, 20000, rank_mismatch, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 20000, init, rank_mismatch, &c), 0);
 }
 END_TEST
 
 /* Auto choice: rank 1 passes a heap buffer (a schedule over the transports at this size)
  * while the others pass their windows: the window ranks see rank 1's fingerprint and fail
  * at once naming both calls; rank 1 fails too when they leave, long before the deadline. */
-static int rank_cross_mismatch(int rank, int nranks, void *arg) {
+static int rank_cross_mismatch(coll_comm_t *comm, int rank, int nranks, void *arg) {
   const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+  (void)nranks;
   static float heap[1000];
   float *w = NULL;
   if (coll_mem_alloc(comm, sizeof heap, (void **)&w) != COLL_OK) return 1;
@@ -285,7 +276,7 @@ static int rank_cross_mismatch(int rank, int nranks, void *arg) {
 
 START_TEST(a_heap_buffer_against_windows_fails_at_once) {
   win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 20000}};
-  ck_assert_int_eq(mp_run(3, 30000, rank_cross_mismatch, &c), 0);
+  ck_assert_int_eq(ct_run_init(3, 30000, init, rank_cross_mismatch, &c), 0);
 }
 END_TEST
 
@@ -298,30 +289,21 @@ END_TEST
 
 /* COLL_TRACE records the zero-copy call with its phases (as local ops). */
 static int rank_trace(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  char path[256];
-  snprintf(path, sizeof path, "/tmp/window-trace-%d.json", (int)getppid());
-  setenv("COLL_TRACE", path, 1);
+  ct_trace_to("window-trace");
   coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+  if (init(arg, rank, nranks, &comm) != 0) return 1;
   float *x = NULL;
   int bad = coll_mem_alloc(comm, 100000 * sizeof *x, (void **)&x) != COLL_OK ||
             coll_all_reduce(x, x, 100000, COLL_FLOAT32, COLL_SUM, comm) != COLL_OK ||
             zero_copy_calls(comm) != 1;
   coll_comm_destroy(comm);
-  unsetenv("COLL_TRACE");
-  snprintf(path, sizeof path, "/tmp/window-trace-%d.rank%d.json", (int)getppid(), rank);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 1;
-  static char text[1 << 20];
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  text[len] = '\0';
-  fclose(f);
-  unlink(path);
+  char *text = ct_trace_take("window-trace", rank);
+  if (text == NULL) return 1;
   if (bad || strstr(text, "\"algo\":\"window\"") == NULL || strstr(text, "local_reduce") == NULL) {
     fprintf(stderr, "rank %d: the trace does not show the call:\n%.2000s\n", rank, text);
     bad = 1;
   }
+  free(text);
   return bad;
 }
 
@@ -332,10 +314,9 @@ START_TEST(the_trace_shows_the_zero_copy_call) {
 END_TEST
 
 /* Bad arguments: clear errors, nothing allocated; different sizes fail every rank. */
-static int rank_bad_args(int rank, int nranks, void *arg) {
-  const win_case_t *c = arg;
-  coll_comm_t *comm;
-  if (init(c, rank, nranks, &comm) != 0) return 1;
+static int rank_bad_args(coll_comm_t *comm, int rank, int nranks, void *arg) {
+  (void)arg;
+  (void)nranks;
   void *p = (void *)1, *q = NULL;
   int bad = 0;
   struct {
@@ -388,33 +369,18 @@ static int rank_bad_args(int rank, int nranks, void *arg) {
 
 START_TEST(bad_arguments_are_clear_errors) {
   win_case_t c = {.job = {.port = mp_free_port(), .timeout_ms = 5000}};
-  ck_assert_int_eq(mp_run(2, 20000, rank_bad_args, &c), 0);
+  ck_assert_int_eq(ct_run_init(2, 20000, init, rank_bad_args, &c), 0);
 }
 END_TEST
 
-static Suite *window_suite(void) {
-  Suite *s = suite_create("window");
-  TCase *tc = tcase_create("window");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, results_for_every_type_and_op_over_1_to_4_ranks, 0, 4);
-  tcase_add_test(tc, the_same_bits_as_the_arena);
-  tcase_add_loop_test(tc, plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows, 0,
-                      3);
-  tcase_add_test(tc, a_killed_rank_is_named_by_the_others_quickly);
-  tcase_add_test(tc, different_offsets_are_a_mismatch);
-  tcase_add_test(tc, bad_arguments_are_clear_errors);
-  tcase_add_test(tc, a_heap_buffer_against_windows_fails_at_once);
-  tcase_add_test(tc, an_aborted_rank_fails_the_others_at_once);
-  tcase_add_test(tc, a_late_rank_times_the_others_out_with_a_hang_report);
-  tcase_add_test(tc, the_trace_shows_the_zero_copy_call);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(void) {
-  SRunner *sr = srunner_create(window_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+SUITE_MAIN("window",
+           suite_loop_tests("window", 120, 0, 4, results_for_every_type_and_op_over_1_to_4_ranks),
+           suite_tests("window", 120, the_same_bits_as_the_arena),
+           suite_loop_tests("window", 120, 0, 3,
+                            plain_memory_where_zero_copy_cannot_run_and_buffers_outside_windows),
+           suite_tests("window", 120, a_killed_rank_is_named_by_the_others_quickly,
+                       different_offsets_are_a_mismatch, bad_arguments_are_clear_errors,
+                       a_heap_buffer_against_windows_fails_at_once,
+                       an_aborted_rank_fails_the_others_at_once,
+                       a_late_rank_times_the_others_out_with_a_hang_report,
+                       the_trace_shows_the_zero_copy_call))
