@@ -6,6 +6,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
+#include <climits>
 #include <exception>
 #include <string>
 
@@ -43,9 +44,12 @@ std::string coll_failure_text(int rank, const char *call, coll_status_t status) 
   return text;
 }
 
-CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout)
-    : comm_(comm),
+CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout,
+                       std::shared_ptr<void> store_keep, FailureFn on_failure)
+    : store_keep_(std::move(store_keep)),
+      comm_(comm),
       rank_(rank),
+      on_failure_(std::move(on_failure)),
       timeout_(timeout),
       completer_(std::make_unique<Completer>([this](JobList &ended) { complete(ended); })),
       thread_([this] { run(); }) {}
@@ -53,6 +57,7 @@ CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds ti
 CommWorker::~CommWorker() {
   shutdown();
   completer_.reset();  // the last completions, before the communicator goes
+  if (leave_alone_) coll_comm_abort(comm_);  // then its destroy takes no collective step
   coll_comm_destroy(comm_);
   comm_ = nullptr;
 }
@@ -67,6 +72,21 @@ void CommWorker::shutdown() {
 }
 
 void CommWorker::abort() { coll_comm_abort(comm_); }
+
+coll_status_t CommWorker::revoke() { return coll_comm_revoke(comm_); }
+
+coll_status_t CommWorker::async_error() const {
+  coll_status_t error = COLL_OK;
+  coll_status_t status = coll_comm_get_async_error(comm_, &error);
+  return status != COLL_OK ? status : error;
+}
+
+coll_status_t CommWorker::set_timeout(std::chrono::milliseconds timeout) {
+  const int64_t ms = timeout.count();
+  const int value = ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  return exclusive([value](coll_comm_t *comm) { return coll_comm_set_timeout(comm, value); },
+                   false);
+}
 
 coll_status_t CommWorker::exclusive(const std::function<coll_status_t(coll_comm_t *)> &fn,
                                     bool revoke) {
@@ -154,6 +174,7 @@ void end_job(coll_comm_t *comm, std::unique_ptr<Job> job, coll_status_t status, 
 void CommWorker::complete(JobList &ended) {
   for (std::unique_ptr<Job> &job : ended) {
     if (job->status != COLL_OK) {
+      if (on_failure_) on_failure_(job->status, job->error);  // abort hooks, before the Work
       job->work->complete_error(job->error);
       continue;
     }
