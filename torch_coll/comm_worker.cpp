@@ -56,8 +56,14 @@ CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds ti
 
 CommWorker::~CommWorker() {
   shutdown();
-  completer_.reset();  // the last completions, before the communicator goes
+  completer_.reset();                        // the last completions, before the communicator goes
   if (leave_alone_) coll_comm_abort(comm_);  // then its destroy takes no collective step
+  // The destroy barrier waits for every peer's destroy, and a peer whose communicator
+  // failed (it lost this rank while this one was already here) never comes: on a store
+  // that outlives the ranks (torch's, from 2.10) nothing else ends that wait. At most the
+  // shutdown grace, then, as for the calls.
+  const auto grace = timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace;
+  coll_comm_set_timeout(comm_, static_cast<int>(grace.count()));
   coll_comm_destroy(comm_);
   comm_ = nullptr;
 }
@@ -72,6 +78,51 @@ void CommWorker::shutdown() {
 }
 
 void CommWorker::abort() { coll_comm_abort(comm_); }
+
+bool CommWorker::owns_current_thread() {
+  return std::this_thread::get_id() == thread_.get_id() ||
+         (completer_ && completer_->owns_current_thread());
+}
+
+namespace {
+// The thread release_worker hands workers to: made at the first need, never joined (a
+// process may exit while it waits).
+class Releaser {
+ public:
+  Releaser() {
+    std::thread([this] { run(); }).detach();
+  }
+  void post(std::shared_ptr<CommWorker> worker) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(worker));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !queue_.empty(); });
+      std::shared_ptr<CommWorker> worker = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      worker.reset();  // joins the thread that posted it, once that one has finished
+      lock.lock();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<CommWorker>> queue_;
+};
+}  // namespace
+
+void release_worker(std::shared_ptr<CommWorker> worker) {
+  if (!worker || !worker->owns_current_thread()) return;  // released here, if the last
+  static Releaser *releaser = new Releaser();             // never destroyed
+  releaser->post(std::move(worker));
+}
 
 coll_status_t CommWorker::revoke() { return coll_comm_revoke(comm_); }
 

@@ -87,6 +87,8 @@ class CommWorker {
   // What the communicator's store needs kept (given at construction): a communicator made
   // from this one (a shrink's) keeps it too.
   const std::shared_ptr<void> &store_keep() const { return store_keep_; }
+  // Whether the calling thread is the worker's or one of its completers'.
+  bool owns_current_thread();
 
   // Runs fn on the communicator on this thread, with the drive lock held like every other
   // libcoll call (coll.h rule 4): the elastic calls (coll_comm_agree, coll_comm_shrink). With
@@ -145,6 +147,12 @@ class CommWorker {
   std::unique_ptr<Completer> completer_;
   std::thread thread_;
 };
+
+// Lets go of `worker`: destroyed here, unless this is one of its own threads (a completion
+// whose abort hook dropped the last reference to the group: PyTorch's flight recorder's
+// hook can), where its destructor would join this very thread; then on a thread kept for
+// that, once this one has left the worker's code.
+void release_worker(std::shared_ptr<CommWorker> worker);
 
 // "coll: rank 1: all_reduce failed: COLL_ERR_REMOTE (a peer failed ...): <coll_last_error()>",
 // read on the thread that made the failed libcoll call.

@@ -67,33 +67,59 @@ std::string GroupFailures::message() {
 }
 
 void GroupFailures::add_hook(int64_t id, std::function<void()> hook) {
-  auto held = std::make_shared<std::function<void()>>(std::move(hook));
-  std::lock_guard<std::mutex> lock(mutex_);
-  hooks_[id].swap(held);  // a hook replaced goes with `held`, after the lock
+  std::vector<std::function<void()>> dead;  // destroyed after the lock (they take the GIL)
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  pending_adds_.emplace_back(id, std::move(hook));
+  if (running_ == 0) apply_pending(dead);
 }
 
 void GroupFailures::remove_hook(int64_t id) {
-  std::shared_ptr<std::function<void()>> gone;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = hooks_.find(id);
-  if (it == hooks_.end()) return;
-  gone.swap(it->second);
-  hooks_.erase(it);
+  std::vector<std::function<void()>> dead;
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  pending_removals_.push_back(id);
+  if (running_ == 0) apply_pending(dead);
+}
+
+void GroupFailures::apply_pending(std::vector<std::function<void()>> &dead) {
+  for (int64_t id : pending_removals_) {
+    auto it = hooks_.find(id);
+    if (it == hooks_.end()) continue;
+    dead.push_back(std::move(it->second));
+    hooks_.erase(it);
+  }
+  pending_removals_.clear();
+  for (auto &added : pending_adds_) {
+    std::function<void()> &slot = hooks_[added.first];
+    if (slot) dead.push_back(std::move(slot));
+    slot = std::move(added.second);
+  }
+  pending_adds_.clear();
 }
 
 void GroupFailures::run_hooks() {
-  std::vector<std::shared_ptr<std::function<void()>>> hooks;
+  std::vector<int64_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto &entry : hooks_) hooks.push_back(entry.second);
+    std::lock_guard<std::mutex> lock(hooks_mutex_);
+    ++running_;
+    for (auto &entry : hooks_) ids.push_back(entry.first);
   }
-  for (auto &hook : hooks) {
+  for (int64_t id : ids) {
+    std::function<void()> *hook = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(hooks_mutex_);
+      auto it = hooks_.find(id);
+      if (it == hooks_.end()) continue;
+      hook = &it->second;  // the entry stays while running_ > 0
+    }
     try {
       (*hook)();
     } catch (...) {
       // A hook that fails must not keep the failure from its callers (nor the others).
     }
   }
+  std::vector<std::function<void()>> dead;
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  if (--running_ == 0) apply_pending(dead);
 }
 
 }  // namespace torch_coll

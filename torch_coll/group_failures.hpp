@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace torch_coll {
 
@@ -37,20 +38,29 @@ class GroupFailures {
   // The kind of a libcoll status (COLL_OK, COLL_ERR_ABORTED: kNone).
   static Kind kind_of(coll_status_t status);
 
+  // While hooks run (on the thread that saw the failure, or abort()'s), registering or
+  // removing one never waits: the change is made when they have run. A hook may remove
+  // itself or another (PyTorch's flight recorder removes its own when its last owner,
+  // which the hook may be, goes).
   void add_hook(int64_t id, std::function<void()> hook);
   void remove_hook(int64_t id);
 
  private:
-  void run_hooks();  // copied under the lock, called without it
+  void run_hooks();
+  // With hooks_mutex_ held and no hook running: the changes made meanwhile. What they
+  // replace or remove goes to `dead`, to be destroyed after the lock.
+  void apply_pending(std::vector<std::function<void()>> &dead);
 
-  std::mutex mutex_;
+  std::mutex mutex_;  // the failure's state
   uint64_t generation_ = 0;
   Kind kind_ = Kind::kNone;
   std::string message_;
   bool aborted_ = false;
-  // Behind pointers: copying or destroying a hook that wraps a Python callable takes the
-  // GIL, which must never be waited for with mutex_ held.
-  std::map<int64_t, std::shared_ptr<std::function<void()>>> hooks_;
+  std::mutex hooks_mutex_;  // guards the hooks, running_ and the pending changes
+  std::map<int64_t, std::function<void()>> hooks_;
+  int running_ = 0;  // run_hooks calls in progress: the map stays as it is meanwhile
+  std::vector<std::pair<int64_t, std::function<void()>>> pending_adds_;
+  std::vector<int64_t> pending_removals_;
 };
 
 }  // namespace torch_coll

@@ -173,13 +173,13 @@ void ProcessGroupColl::refuse_after_failure(const char *call) {
 ProcessGroupColl::~ProcessGroupColl() {
   if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
     PyThreadState *saved = PyEval_SaveThread();
-    worker_.reset();
-    parent_.reset();
+    release_worker(std::move(worker_));
+    release_worker(std::move(parent_));
     PyEval_RestoreThread(saved);
     return;
   }
-  worker_.reset();
-  parent_.reset();
+  release_worker(std::move(worker_));
+  release_worker(std::move(parent_));
 }
 
 c10::intrusive_ptr<BackendBase> ProcessGroupColl::create(

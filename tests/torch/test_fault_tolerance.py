@@ -323,10 +323,37 @@ def idle_store_load(c):
     c.barrier("ft_idle_done")
 
 
+def destroy_while_a_call_is_pending(c):
+    """A plain group (no reconfigure) on a store that outlives the ranks: rank 0 starts an
+    all_reduce the others never join, and every rank destroys its group. The others'
+    destroy must not wait for rank 0 (whose communicator failed when theirs went) longer
+    than the shutdown grace (5 s; gloo returns at once), and rank 0's pending Work fails."""
+    c.store = dist.FileStore(c.path, WORLD)
+    dist.init_process_group(c.name, world_size=WORLD, rank=c.rank, store=c.store,
+                            timeout=TIMEOUT)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    c.barrier("ft_destroy_ready")
+    work = None
+    if c.rank == 0:
+        work = dist.all_reduce(torch.ones(1 << 12), async_op=True)
+        time.sleep(0.2)
+    start = time.monotonic()
+    dist.destroy_process_group()
+    took = time.monotonic() - start
+    print("DESTROY rank %d on %s: destroy_process_group returned in %.2f s"
+          % (c.rank, c.name, took), flush=True)
+    if work is not None:
+        coll_harness.expect_raises(work.wait)
+    else:
+        assert took < 10, "destroy_process_group took %.1f s" % took
+    c.barrier("ft_destroy_done")
+
+
 CASES = [idle_store_load, reconfigure_basic, reconfigure_then_all_reduce, reconfigure_then_send_recv,
          shrink_exclude_last_rank, shrink_exclude_middle_rank, scale_down_up, single_to_all,
          identity, late_join, merge_split, after_abort, after_timeout, rejects_reused_uuid,
-         refuses_foreign_handles, shrink_group_both_flags]
+         refuses_foreign_handles, shrink_group_both_flags, destroy_while_a_call_is_pending]
 
 
 def cases_process(rank, folder, names):
@@ -363,6 +390,9 @@ def killed_process(rank, backend, victim, where):
     c.init(store)
     c.reconfigure(1, c.handles("kill_init"))
     c.assert_sum(sum(range(1, WORLD + 1)))
+    hooked = threading.Event()
+    if c.coll:  # a lost peer runs the abort hooks too
+        c.backend.register_abort_hook(7, hooked.set)
     if rank == victim:
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
@@ -374,6 +404,11 @@ def killed_process(rank, backend, victim, where):
         failed = time.monotonic() - start
         print("rank %d: failed after %.2f s: %s" % (rank, failed, str(e).splitlines()[0][:160]),
               flush=True)
+    if c.coll:
+        from torch._C._distributed_c10d import ErrorType
+        assert hooked.is_set(), "the abort hook did not run before the failure was raised"
+        assert c.backend.get_error() == ErrorType.REMOTE_ERROR, c.backend.get_error()
+        c.backend.unregister_abort_hook(7)
     survivors = [r for r in range(WORLD) if r != victim]
     c.reconfigure(2, c.handles("kill_survivors", survivors))
     took = time.monotonic() - start
@@ -456,7 +491,7 @@ def main():
                 print("  " + line)
         for _, out in results:
             for line in out.splitlines():
-                if line.startswith("STORE "):
+                if line.startswith(("STORE ", "DESTROY ")):
                     print("  " + line)
         if not names:
             bad += run_killed(folder)
