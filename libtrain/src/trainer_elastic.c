@@ -383,7 +383,7 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
   uint64_t hash = 0;
   if (st == TRAIN_OK) st = trainer_params_hash(r, &hash);
   if (st == TRAIN_OK && c->check_sync) st = check_sync(r, hash);
-  if (st == TRAIN_OK) st = trainer_save_checkpoint(r); /* rank 0, with --checkpoint */
+  if (st == TRAIN_OK) st = elastic_save_final(r); /* with --checkpoint: a live rank writes it */
   if (st == TRAIN_OK) {
     uint64_t steps = r->global_step - step0;
     printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,

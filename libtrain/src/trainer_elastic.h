@@ -49,4 +49,10 @@ double elastic_unix_s(void);
  * the sizes and that its command line agrees (shards, seed, bit-identical). */
 train_status_t elastic_state_share(trainer_run_t *r);
 
+/* ---- trainer_elastic_finish.c: the final checkpoint (--checkpoint FILE; nothing
+ * without it). Rank 0 writes it and every rank agrees that it did; when the writer died,
+ * the survivors shrink and the new rank 0 writes it. TRAIN_OK on every rank alive only
+ * when the file is written; an error on every rank when it could not be. */
+train_status_t elastic_save_final(trainer_run_t *r);
+
 #endif

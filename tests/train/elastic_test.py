@@ -5,8 +5,9 @@ every epoch used exactly once (--sample-log); --bit-identical ends with the exac
 parameters of a run that lost no rank (killed before or after its all-reduce, at 3 and 4
 ranks); a replacement joins, is handed the state and ends with the same parameters; the
 default mode's difference to the failure-free run is measured (checkpoints) and bounded;
-a rank SIGSTOPped past --elastic-timeout-ms is fenced and exits with status 3 (by hand:
-TRAIN_ELASTIC_TEST_FENCE=1).
+the final --checkpoint is written and loads when its writer, rank 0, dies after the last
+step (and an unwritable one fails the job); a rank SIGSTOPped past --elastic-timeout-ms is
+fenced and exits with status 3 (by hand: TRAIN_ELASTIC_TEST_FENCE=1).
 Usage: elastic_test.py TRAIN COLLRUN"""
 import os
 import re
@@ -49,22 +50,28 @@ def make_data():
         f.write(struct.pack(">II", 0x801, SAMPLES) + labels)
 
 
-def run(name, nranks, extra, die=None, replace=0, await_join=None):
-    env = dict(os.environ)
-    env.pop("TRAIN_TEST_DIE_AT", None)
-    env.pop("TRAIN_TEST_AWAIT_JOIN", None)
+def run_rc(nranks, extra, die=None, replace=0, await_join=None, die_at_end=None):
+    """collrun's exit status and its output (stdout and stderr)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAIN_TEST_")}
     if die:
         env["TRAIN_TEST_DIE_AT"] = die
     if await_join is not None:
         env["TRAIN_TEST_AWAIT_JOIN"] = str(await_join)
+    if die_at_end:
+        env["TRAIN_TEST_DIE_AT_END"] = die_at_end
     launcher = [COLLRUN, "-n", str(nranks), "--timeout", "50"]
     launcher += ["--replace", str(replace)] if replace else ["--elastic"]
     cmd = launcher + [TRAIN] + COMMON + extra
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=60, text=True)
-    if p.returncode != 0:
-        fail(f"{name}: exit {p.returncode}\n{p.stdout}")
-    return p.stdout
+    return p.returncode, p.stdout
+
+
+def run(name, nranks, extra, die=None, replace=0, await_join=None, die_at_end=None):
+    rc, out = run_rc(nranks, extra, die, replace, await_join, die_at_end)
+    if rc != 0:
+        fail(f"{name}: exit {rc}\n{out}")
+    return out
 
 
 def finals(name, out, want_ranks):
@@ -107,15 +114,61 @@ def check_sample_log(name, prefix, steps_expected):
     return len(files)
 
 
-def params(path):
-    """The parameters of a checkpoint (the floats before the state arrays and the CRC)."""
+def params_bytes(path):
+    """The parameters of a checkpoint as bytes (before the state arrays and the CRC)."""
     n, prev = 0, SIDE * SIDE
     for h in HIDDEN + (10,):
         n += prev * h + h
         prev = h
     data = open(path, "rb").read()
     start = len(data) - 4 - 2 * n * 4  # SGD: parameters, momentum, CRC-32
-    return struct.unpack(f"{n}f", data[start:start + n * 4])
+    return data[start:start + n * 4]
+
+
+def params(path):
+    raw = params_bytes(path)
+    return struct.unpack(f"{len(raw) // 4}f", raw)
+
+
+def fnv1a64(data):
+    """train's parameter hash (train_params_hash, libtrain/src/ddp.c)."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) % 2**64
+    return "%016x" % h
+
+
+def final_checkpoint_survives_its_writer(steps):
+    """(e) Rank 0, the checkpoint's writer, is killed after the last step was committed,
+    before it wrote --checkpoint FILE (and, second, after it wrote it, before the others
+    knew): the survivors write it; it holds the final parameters (their hash) and a plain
+    train --resume reads it. A checkpoint that cannot be written fails the job."""
+    for when in ("before", "after"):
+        name = f"rank 0 killed {when} the final checkpoint"
+        ck = os.path.join(TMP, f"ck-end-{when}")
+        out = run(name, 3, ["--checkpoint", ck], die_at_end=f"0:{when}")
+        h, step = finals(name, out, 2)
+        if step != steps or f"rank 0 dies {when} the final checkpoint" not in out:
+            fail(f"{name}: ended at step {step} (want {steps}) or rank 0 was not killed:\n{out}")
+        if not os.path.exists(ck):
+            fail(f"{name}: the survivors said done, but {ck} was not written:\n{out}")
+        if fnv1a64(params_bytes(ck)) != h:
+            fail(f"{name}: {ck} holds parameters hashing to {fnv1a64(params_bytes(ck))}, the "
+                 f"survivors ended with {h}")
+        p = subprocess.run([TRAIN, "--data", TMP, "--no-eval", "--hidden", ",".join(map(str, HIDDEN)),
+                            "--epochs", "4", "--checkpoint", ck, "--resume"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if not k.startswith("TRAIN_TEST_")})
+        if p.returncode != 0 or f"resumed from {ck}: epoch 5, step {steps}" not in p.stdout:
+            fail(f"{name}: train --resume could not read {ck} (exit {p.returncode}):\n{p.stdout}")
+        print(f"ok: {name}: the survivors wrote it (hash {h}) and it loads")
+    bad = os.path.join(TMP, "no-such-folder", "ck")
+    rc, out = run_rc(3, ["--checkpoint", bad])
+    if rc == 0 or "elastic: rank 1 of 3 done" in out or \
+            "could not write the final checkpoint" not in out:
+        fail(f"unwritable checkpoint: collrun exit {rc} (want a failure, no rank done, every "
+             f"rank saying why):\n{out}")
+    print(f"ok: an unwritable final checkpoint fails the job (collrun exit {rc})")
 
 
 def main():
@@ -182,6 +235,7 @@ def main():
         fail(f"default mode: parameters differ by {diff} (largest {scale})")
     print(f"ok: default mode: largest parameter difference after a kill {diff:.3g} "
           f"(largest parameter {scale:.3g}; bound 1e-3 of it)")
+    final_checkpoint_survives_its_writer(steps)
     # Timing-sensitive (a 1 s deadline on a loaded machine times out healthy ranks too):
     # by hand only, TRAIN_ELASTIC_TEST_FENCE=1.
     if os.environ.get("TRAIN_ELASTIC_TEST_FENCE") == "1":
