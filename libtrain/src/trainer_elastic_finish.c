@@ -6,7 +6,6 @@
  * "done" only after the agreement said the file is written, and when it could not be
  * written every rank fails, so collrun does not report success for a job whose promised
  * checkpoint is missing. */
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,40 +15,14 @@
 
 enum { MAX_TRIES = 10 };
 
-/* Test hook, read only from the environment: TRAIN_TEST_DIE_AT_END=RANK:before|after
- * makes the process started as RANK (not a replacement) raise SIGKILL after the last step
- * was committed, before it writes the final checkpoint (rank 0 does) or after the write,
- * before the agreement that confirms it. */
-static void maybe_die(const char *when) {
-  const char *v = getenv("TRAIN_TEST_DIE_AT_END");
-  if (v == NULL || trainer_elastic_joining()) return;
-  int rank = -1;
-  char phase[16] = "";
-  coll_launch_info_t launch;
-  if (sscanf(v, "%d:%15s", &rank, phase) != 2 || strcmp(phase, when) != 0 ||
-      coll_launch_info(&launch) != COLL_OK || !launch.found || launch.rank != rank)
-    return;
-  fprintf(stderr, "elastic: rank %d dies %s the final checkpoint (TRAIN_TEST_DIE_AT_END)\n", rank,
-          when);
-  fflush(stderr);
-  raise(SIGKILL);
-}
-
-static void list_failed(const coll_agreement_t *a, char *out, size_t size) {
-  size_t len = 0;
-  out[0] = '\0';
-  for (int i = 0; i < a->nfailed && i < COLL_AGREE_MAX_FAILED && len < size; i++)
-    len += (size_t)snprintf(out + len, size - len, "%s%d", i ? "," : "", a->failed[i]);
-}
-
 train_status_t elastic_save_final(trainer_run_t *r) {
   const char *path = r->cfg->checkpoint;
   if (path == NULL) return TRAIN_OK;
-  maybe_die("before");
+  elastic_test_die_at_end("before");
   for (int tries = 1; tries <= MAX_TRIES; tries++) {
     bool writer = r->rank == 0;
     train_status_t st = writer ? trainer_save_checkpoint(r) : TRAIN_OK;
-    if (tries == 1) maybe_die("after");
+    if (tries == 1) elastic_test_die_at_end("after");
     coll_agreement_t a = {.flag = st == TRAIN_OK};
     coll_status_t cs = coll_comm_agree(r->comm, &a);
     if (cs == COLL_ERR_FENCED)
@@ -72,7 +45,7 @@ train_status_t elastic_save_final(trainer_run_t *r) {
     }
     /* The writer (or another rank) died: go on without it; the new rank 0 writes. */
     char failed[256];
-    list_failed(&a, failed, sizeof failed);
+    elastic_list_failed(&a, failed, sizeof failed);
     train_status_t shrunk = elastic_shrink(r, &a);
     if (shrunk != TRAIN_OK) continue; /* agree again on the communicator we still have */
     if (r->rank == 0)

@@ -7,7 +7,9 @@ ranks); a replacement joins, is handed the state and ends with the same paramete
 default mode's difference to the failure-free run is measured (checkpoints) and bounded;
 the final --checkpoint is written and loads when its writer, rank 0, dies after the last
 step (and an unwritable one fails the job); a rank SIGSTOPped past --elastic-timeout-ms is
-fenced and exits with status 3 (by hand: TRAIN_ELASTIC_TEST_FENCE=1).
+fenced and exits with status 3 (by hand: TRAIN_ELASTIC_TEST_FENCE=1); the recovery line
+reaches collrun when printed; a step redone although no rank was lost says on which rank
+it failed and why.
 Usage: elastic_test.py TRAIN COLLRUN"""
 import os
 import re
@@ -236,11 +238,77 @@ def main():
     print(f"ok: default mode: largest parameter difference after a kill {diff:.3g} "
           f"(largest parameter {scale:.3g}; bound 1e-3 of it)")
     final_checkpoint_survives_its_writer(steps)
+    recovery_lines_arrive_at_once()
+    redo_without_a_loss_says_why()
     # Timing-sensitive (a 1 s deadline on a loaded machine times out healthy ranks too):
     # by hand only, TRAIN_ELASTIC_TEST_FENCE=1.
     if os.environ.get("TRAIN_ELASTIC_TEST_FENCE") == "1":
         stopped_rank_is_fenced()
     shutil.rmtree(TMP, ignore_errors=True)
+
+
+def run_timed(nranks, extra, env_extra, replace=0, replace_delay_ms=0):
+    """collrun's exit status and its output lines, each with the time it arrived."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAIN_TEST_")}
+    env.update(env_extra)
+    cmd = [COLLRUN, "-n", str(nranks), "--timeout", "50"]
+    cmd += ["--replace", str(replace), "--replace-delay-ms", str(replace_delay_ms)] if replace \
+        else ["--elastic"]
+    p = subprocess.Popen(cmd + [TRAIN] + COMMON + extra, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in p.stdout:
+            lines.append((time.time(), line.rstrip("\n")))
+        p.wait(timeout=60)
+    except BaseException:
+        p.kill()
+        raise
+    return p.returncode, lines
+
+
+def recovery_lines_arrive_at_once():
+    """(f) The recovery report reaches collrun when it is printed, not with the next
+    flush: rank 1 dies in step 10 and the survivors then wait (TRAIN_TEST_AWAIT_JOIN=11) for
+    a replacement started 3 s later; the line "step 10 committed ... at unix time T" must
+    arrive within 1.5 s of T, long before the replacement is in."""
+    rc, lines = run_timed(3, ["--bit-identical"], {"TRAIN_TEST_DIE_AT": "1:10",
+                                                   "TRAIN_TEST_AWAIT_JOIN": "11"},
+                          replace=1, replace_delay_ms=3000)
+    out = "\n".join(text for _, text in lines)
+    if rc != 0:
+        fail(f"prompt recovery line: exit {rc}\n{out}")
+    for arrived, text in lines:
+        m = re.search(r"step 10 committed on 2 ranks .* at unix time ([0-9.]+)", text)
+        if m:
+            late = arrived - float(m.group(1))
+            if late > 1.5:
+                fail(f"the recovery line arrived {late:.2f} s after it was printed:\n{out}")
+            print(f"ok: the recovery line reached collrun {late * 1e3:.0f} ms after it was printed")
+            return
+    fail(f"prompt recovery line: no 'step 10 committed on 2 ranks' line:\n{out}")
+
+
+def redo_without_a_loss_says_why():
+    """(g) A step that failed on a rank that did not die (TRAIN_TEST_FAIL_AT: rank 1's first
+    try of step 10 reports an error) is redone by all 3; the report names the rank whose
+    step failed and what failed, and the run still ends with the undisturbed run's
+    parameters (--bit-identical)."""
+    bit = ["--bit-identical"]
+    h0, _ = finals("bit-identical, no kill", run("bit-identical, no kill", 3, bit), 3)
+    rc, lines = run_timed(3, bit, {"TRAIN_TEST_FAIL_AT": "1:10"})
+    out = "\n".join(text for _, text in lines)
+    if rc != 0:
+        fail(f"redo without a loss: exit {rc}\n{out}")
+    h, _ = finals("redo without a loss", out, 3)
+    if h != h0:
+        fail(f"redo without a loss: hash {h}, undisturbed {h0}")
+    summary = re.search(r"\[0\] elastic: step 10 committed on 3 ranks .*\(rank\(s\) none lost;.*"
+                        r"redone: the step failed on rank 1\b", out)
+    reason = re.search(r"\[1\] elastic: rank 1: step 10 failed here: .*TRAIN_TEST_FAIL_AT", out)
+    if not summary or not reason:
+        fail(f"redo without a loss: rank 0 must name rank 1 and rank 1 say what failed:\n{out}")
+    print("ok: a step redone without a loss names the rank it failed on and why")
 
 
 def stopped_rank_is_fenced():
