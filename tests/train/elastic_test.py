@@ -226,7 +226,8 @@ def main():
           f"join call to its first committed step {first.group(1)} ms; hash {h}")
 
     # Default mode: a kill changes which rank sums which shards, so the parameters differ
-    # in the last bits; measure by how much.
+    # in the last bits after these 32 steps (1.5e-7); over hundreds of steps SGD carries the
+    # difference much further (bench/elastic/elastic_drift.py, docs/elastic.md).
     ck0, ck1 = os.path.join(TMP, "ck0"), os.path.join(TMP, "ck1")
     finals("default, no kill", run("default, no kill", 3, ["--checkpoint", ck0]), 3)
     finals("default, kill", run("default, kill", 3, ["--checkpoint", ck1], "1:10"), 2)
