@@ -218,13 +218,6 @@ static train_status_t commit(elastic_t *e) {
   return TRAIN_OK;
 }
 
-static void list_failed(const coll_agreement_t *a, char *out, size_t size) {
-  size_t len = 0;
-  out[0] = '\0';
-  for (int i = 0; i < a->nfailed && i < COLL_AGREE_MAX_FAILED && len < size; i++)
-    len += (size_t)snprintf(out + len, size - len, "%s%d", i ? "," : "", a->failed[i]);
-}
-
 /* Replacements wait: take them in and hand them the state (the step is committed). A
  * failure here is left to the next step's agreement, which sees who is missing. */
 static void take_in(elastic_t *e, int joiners) {
@@ -246,6 +239,24 @@ static void take_in(elastic_t *e, int joiners) {
         "(grow %.1f, state %.1f)\n",
         joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0, t_grow - t0,
         t_end - t_grow);
+  fflush(stdout); /* collrun relays a pipe: the report must not wait for the next flush */
+}
+
+/* The agreement said the step failed but lost nobody: a rank's call returned an error (a
+ * timeout, a revoke, a peer's error) while every rank lived. Each rank it failed on says
+ * what failed at once; `redone` gets the note for rank 0's report. */
+static void tell_redo(elastic_t *e, const coll_agreement_t *a, bool mine_failed, const char *why,
+                      char *redone, size_t size) {
+  trainer_run_t *r = e->r;
+  if (mine_failed) {
+    printf("elastic: rank %d: step %llu failed here: %s; no rank was lost, the %d ranks redo it\n",
+           r->rank, (unsigned long long)r->global_step, why, r->world);
+    fflush(stdout);
+  }
+  char ranks[160];
+  int n = elastic_list_flagged(a->flag, r->world, ranks, sizeof ranks);
+  snprintf(redone, size, "; redone: the step failed on rank%s %s (see %s 'failed here' line%s)",
+           n == 1 ? "" : "s", n > 0 ? ranks : "?", n == 1 ? "its" : "their", n == 1 ? "" : "s");
 }
 
 /* Run step `global_step` until it is committed on every rank alive. */
@@ -254,16 +265,18 @@ static train_status_t run_step(elastic_t *e) {
   position_step(e);
   double t_fail = -1.0, t_agree = 0.0, t_shrink = 0.0;
   train_status_t st = compute_step(e);
-  char failed[256] = "";
+  if (st == TRAIN_OK) st = elastic_test_fail(r->global_step);
+  char failed[256] = "", redone[256] = "", why[512] = "";
   for (int tries = 1;; tries++) {
     if (tries > MAX_TRIES)
       return train_error(TRAIN_ERR_COMM, "step %llu: not committed after %d tries: %s",
                          (unsigned long long)r->global_step, MAX_TRIES, train_last_error());
     if (st != TRAIN_OK) {
       if (t_fail < 0) t_fail = elastic_now_ms();
+      snprintf(why, sizeof why, "%s", train_last_error());
       coll_comm_revoke(r->comm); /* peers waiting for this rank learn at once */
     }
-    coll_agreement_t a = {.flag = st == TRAIN_OK};
+    coll_agreement_t a = {.flag = elastic_step_flag(r->rank, st == TRAIN_OK)};
     double t0 = elastic_now_ms();
     coll_status_t cs = coll_comm_agree(r->comm, &a);
     t_agree += elastic_now_ms() - t0;
@@ -278,15 +291,15 @@ static train_status_t run_step(elastic_t *e) {
       nanosleep(&pause, NULL);
       continue;
     }
-    if (a.flag == 1 && a.nfailed == 0) {
+    if (elastic_step_ok(a.flag) && a.nfailed == 0) {
       st = commit(e);
       if (st != TRAIN_OK) return st;
       if (t_fail >= 0 && rank0_prints(e))
         printf(
             "elastic: step %llu committed on %d ranks %.1f ms after the failure was seen "
-            "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f\n",
+            "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f%s\n",
             (unsigned long long)r->global_step - 1, r->world, elastic_now_ms() - t_fail,
-            failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s());
+            failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s(), redone);
       if (e->joined && e->join_t0_ms > 0) {
         printf(
             "elastic: replacement (rank %d of %d) committed its first step, %llu, %.1f ms "
@@ -295,11 +308,15 @@ static train_status_t run_step(elastic_t *e) {
             elastic_now_ms() - e->join_t0_ms);
         e->join_t0_ms = 0;
       }
+      fflush(stdout);
       if (a.joiners > 0) take_in(e, a.joiners);
       return TRAIN_OK;
     }
     if (t_fail < 0) t_fail = t0; /* first seen by the agreement (a peer died after the reduce) */
-    if (a.nfailed > 0) list_failed(&a, failed, sizeof failed);
+    if (a.nfailed > 0)
+      elastic_list_failed(&a, failed, sizeof failed);
+    else
+      tell_redo(e, &a, st != TRAIN_OK, why, redone, sizeof redone);
     t0 = elastic_now_ms();
     st = elastic_shrink(r, &a);
     t_shrink += elastic_now_ms() - t0;
@@ -362,6 +379,7 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
           "its hashes, %.1f ms after the join call\n",
           r->rank, r->world, (unsigned long long)r->global_step, (unsigned long long)r->epoch + 1,
           elastic_now_ms() - e.join_t0_ms);
+      fflush(stdout);
     }
   }
   const train_config_t *c = r->cfg;
@@ -383,7 +401,7 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
   uint64_t hash = 0;
   if (st == TRAIN_OK) st = trainer_params_hash(r, &hash);
   if (st == TRAIN_OK && c->check_sync) st = check_sync(r, hash);
-  if (st == TRAIN_OK) st = trainer_save_checkpoint(r); /* rank 0, with --checkpoint */
+  if (st == TRAIN_OK) st = elastic_save_final(r); /* with --checkpoint: a live rank writes it */
   if (st == TRAIN_OK) {
     uint64_t steps = r->global_step - step0;
     printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,
