@@ -168,6 +168,59 @@ COLL_API const char *coll_algo_name(coll_algo_t algo);
 typedef struct coll_comm coll_comm_t;
 typedef struct coll_request coll_request_t;
 
+/* ---- The store: libcoll's own, or one the caller provides ----
+ * Ranks meet, publish their addresses, learn of each other's failures and agree on who
+ * survived through a key-value store that outlives them. By default that is libcoll's own
+ * TCP store at MASTER_ADDR:MASTER_PORT, hosted by a launcher (collrun) or by rank 0. A
+ * program that already has a store (PyTorch's c10d store, which torchrun's agent hosts
+ * outside every rank) hands it in through this table and libcoll keeps everything there;
+ * libcoll's own store is one implementation of the same table (docs/architecture.md,
+ * "The store").
+ * Every function returns COLL_OK or an error status within timeout_ms (always > 0):
+ * COLL_ERR_TIMEOUT when the time passed first, COLL_ERR_ABORTED after interrupt, any
+ * other error when the store failed (libcoll writes the message, naming the call and the
+ * key). Values are bytes; a counter (add) is stored as its decimal text. A handle is used
+ * by one thread at a time; libcoll makes more with clone and releases those. */
+#define COLL_STORE_OPS_VERSION 1
+typedef struct coll_store_ops {
+  int version; /* COLL_STORE_OPS_VERSION */
+  coll_status_t (*set)(void *store, const char *key, const void *value, size_t len,
+                       int timeout_ms);
+  /* Wait until key exists, then return its value in a buffer from malloc (libcoll frees
+   * it) and its length. */
+  coll_status_t (*get)(void *store, const char *key, void **value, size_t *len, int timeout_ms);
+  /* Add delta to the counter at key (absent: 0); *new_value its value after. */
+  coll_status_t (*add)(void *store, const char *key, int64_t delta, int64_t *new_value,
+                       int timeout_ms);
+  /* If key's value equals expected (expected NULL: if key is absent), set it to desired.
+   * *current: the value stored now, from malloc (NULL when the key is still absent). */
+  coll_status_t (*compare_set)(void *store, const char *key, const void *expected,
+                               size_t expected_len, const void *desired, size_t desired_len,
+                               void **current, size_t *current_len, int timeout_ms);
+  /* Whether every key exists, without waiting (*all_exist 1 or 0). */
+  coll_status_t (*check)(void *store, const char *const *keys, size_t nkeys, int *all_exist,
+                         int timeout_ms);
+  /* Delete key; *deleted (may be NULL) 1 when it existed. */
+  coll_status_t (*delete_key)(void *store, const char *key, int *deleted, int timeout_ms);
+  /* Another handle on the same store for another thread (a new connection). */
+  coll_status_t (*clone)(void *store, int timeout_ms, void **copy);
+  /* Release a handle that clone made. */
+  void (*release)(void *store);
+  /* Optional (NULL: the store has none). set_owned: set key, and the store deletes it when
+   * this handle's connection closes (its process died): how libcoll tells a dead rank from
+   * a slow one at no cost. Without it, each rank renews a lease on the store every
+   * COLL_LEASE_MS and a rank whose lease stops moving for COLL_LEASE_DEAD_MS is dead. */
+  coll_status_t (*set_owned)(void *store, const char *key, const void *value, size_t len,
+                             int timeout_ms);
+  /* Optional: from another thread, make the call in progress on this handle and every
+   * later one return COLL_ERR_ABORTED. Without it libcoll's own calls use short waits. */
+  void (*interrupt)(void *store);
+  /* Optional: a name for messages ("TCPStore at 10.0.0.1:29500"). */
+  const char *(*describe)(void *store);
+  /* Optional: wait until every key exists (NULL: libcoll gets them one after another). */
+  coll_status_t (*wait)(void *store, const char *const *keys, size_t nkeys, int timeout_ms);
+} coll_store_ops_t;
+
 /* Explicit configuration. Zero-initialise, then set what you need:
  *   coll_config_t cfg = {0}; cfg.rank = r; cfg.size = n; cfg.master_addr = "127.0.0.1"; ... */
 typedef struct {
@@ -181,6 +234,11 @@ typedef struct {
   int host_store; /* 1: this rank hosts the store; 0: never; -1: rank 0 hosts it
                      unless COLL_STORE_HOSTED=1 says a launcher already does */
   int timeout_ms; /* per-operation deadline; 0: COLL_TIMEOUT_MS or the default */
+  /* The caller's store (both set, or both NULL: libcoll's own at master_addr:master_port).
+   * libcoll clones the handle for its own use and never releases the one given here;
+   * master_addr, master_port, token and host_store are then not used. */
+  const coll_store_ops_t *store_ops;
+  void *store;
 } coll_config_t;
 
 /* Create a communicator from the launcher's environment: RANK/WORLD_SIZE/LOCAL_RANK

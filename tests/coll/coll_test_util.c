@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caller_store.h"
 #include "elements.h"
 #include "launcher_env.h"
 #include "mem/memops.h"
@@ -33,7 +34,16 @@ int ct_init(const ct_job_t *job, int rank, int nranks, coll_comm_t **comm) {
   cfg.master_port = job->port;
   cfg.host_store = job->store_elsewhere ? 0 : -1;
   cfg.timeout_ms = job->timeout_ms > 0 ? job->timeout_ms : 30000;
+  void *store = NULL;
+  if (job->caller_store) {
+    store = caller_store_open(job->port, cfg.timeout_ms);
+    if (store == NULL) return 1;
+    cfg.store_ops = &caller_store_ops;
+    cfg.store = store;
+  }
   coll_status_t st = coll_comm_init_config(&cfg, comm);
+  /* The rank process keeps its handle (the library cloned it) until it exits: it must
+   * outlive the communicator and those made from it. */
   if (st != COLL_OK) {
     fprintf(stderr, "rank %d: init failed: %s: %s\n", rank, coll_status_name(st),
             coll_last_error());

@@ -16,6 +16,8 @@ typedef struct {
   int timeout_ms;        /* 0: 30 s */
   const char *chunk;     /* COLL_CHUNK_SIZE value (bytes per pipelined segment), NULL: default */
   bool store_elsewhere;  /* the test (as a launcher would) hosts the store, not rank 0 */
+  bool caller_store;     /* reach that store as the caller's (caller_store.h: leases, no
+                          * owned keys), not as libcoll's own; needs store_elsewhere */
 } ct_job_t;
 
 /* In a Check test: call returns COLL_ERR_INVALID_ARGUMENT and its message holds needle

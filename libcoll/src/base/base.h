@@ -44,9 +44,8 @@ typedef struct coll_base {
   char key_prefix[BASE_KEY_PREFIX_MAX];
   store_server_t *server; /* when this rank hosts the store */
   store_client_t *store;
-  char store_addr[256]; /* how the store was reached (split, the failure watcher) */
-  int store_port;
-  char token[128];
+  store_place_t store_place; /* where the store is: its other clients (the failure watcher,
+                              * membership) and the communicators made from this one */
 
   /* Waiting: spin this long before blocking, of which this long without yielding. */
   int64_t spin_ns;
@@ -158,19 +157,32 @@ coll_status_t failure_conclude(coll_base_t *base, coll_status_t st, int dead_pee
 void failure_linger(coll_base_t *base);
 
 /* ---- liveness.c: whether a rank's process is still there ---- */
-/* Looks in a row that must miss a rank's liveness key before it counts as dead. */
+/* Looks in a row that must miss a rank's owned liveness key before it counts as dead. */
 enum { LIVENESS_MISSES_DEAD = 2 };
-/* Set "<prefix>alive/<rank>" owned by connection c (the store drops it with c). */
+/* What a looker remembers of one rank between its looks (zero-initialise). */
+typedef struct {
+  int rank;
+  bool started;
+  int misses;       /* owned keys: looks in a row that found no key */
+  int64_t lease;    /* leases: the counter when it last moved */
+  int64_t moved_ns; /* leases: when that was */
+} liveness_tracker_t;
+/* The lease period and how long a lease may stand still before its rank is dead
+ * (COLL_LEASE_MS, COLL_LEASE_DEAD_MS; a bad value is an error). Either may be NULL. */
+coll_status_t liveness_lease_ms(int *period_ms, int *dead_ms);
+/* This rank alive under prefix through connection c: its owned key, or its lease's first
+ * renewal on a store without owned keys (store_client_owns_keys). */
 coll_status_t liveness_register(store_client_t *c, const char *prefix, int rank, int ms);
-/* Whether rank's liveness key under prefix is there (*alive), by connection c within ms. */
-coll_status_t liveness_look(store_client_t *c, const char *prefix, int rank, int ms, bool *alive);
+/* Renew this rank's lease (nothing to do on a store with owned keys). */
+coll_status_t liveness_renew(store_client_t *c, const char *prefix, int rank, int ms);
+/* Look at rank's liveness once, within ms; *dead when, with what t remembers of earlier
+ * looks, the rules say its process is gone. */
+coll_status_t liveness_observe(store_client_t *c, const char *prefix, int rank, int ms,
+                               liveness_tracker_t *t, bool *dead);
 /* The same for a peer of this communicator, on its store, within the failure path's bound
  * (base_failure_store_ms): 1 alive (or outside it, or no store), 0 dead, -1 the store
  * did not answer (coll_last_error() says why). */
-int liveness_peer_alive(coll_base_t *base, int peer);
-/* Count one look at a rank's key (missing or not) in *misses: true once it was missing
- * LIVENESS_MISSES_DEAD looks in a row, i.e. the rank is dead. */
-bool liveness_missed(int *misses, bool missing);
+int liveness_peer_alive(coll_base_t *base, int peer, liveness_tracker_t *t);
 
 /* ---- failure_watch.c ---- */
 /* Open the watcher's store connection and register this rank as alive

@@ -6,7 +6,10 @@
  * most 10 ms); later calls refuse at once, and coll_comm_get_async_error reports it.
  * So a failure seen by two ranks reaches all of them in milliseconds on one host, not
  * when each one's own deadline passes. It has its own store connection (a client serves
- * one thread) and is stopped by interrupting that connection. */
+ * one thread) and is stopped by interrupting that connection. It also keeps this rank's
+ * liveness (liveness.c): on libcoll's own store a key its connection owns, on a store
+ * without owned keys a lease it renews before every get, whose wait then lasts one lease
+ * period (such a store may not be able to interrupt a get: stopping takes up to one). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,8 @@ struct failure_watch {
   coll_base_t *base;
   store_key_t key; /* the communicator's first failure */
   int park_ms; /* PARK_MS; COLL_TEST_WATCH_PARK_MS makes it short for a test */
+  int lease_ms; /* a store without owned keys: the lease period (its gets last that long);
+                 * 0: owned keys */
 };
 
 static void pause_unless_stopped(struct failure_watch *w, int ms) {
@@ -57,11 +62,15 @@ static void *watch_main(void *arg) {
   coll_log_set_rank(w->base->rank);
   bool reregister = false;
   while (!atomic_load(&w->stop)) {
-    /* After a broken connection the client reconnects, and the server dropped the key. */
+    /* After a broken connection the client reconnects, and the server dropped the key;
+     * on a store of leases, renew this rank's every slice. */
     if (reregister && register_alive(w) == COLL_OK) reregister = false;
+    if (w->lease_ms > 0)
+      liveness_renew(w->client, w->base->key_prefix, w->base->rank, w->base->timeout_ms);
     void *value = NULL;
     size_t len = 0;
-    coll_status_t st = store_get(w->client, w->key.text, &value, &len, w->park_ms);
+    coll_status_t st = store_get(w->client, w->key.text, &value, &len,
+                                 w->lease_ms > 0 ? w->lease_ms : w->park_ms);
     if (atomic_load(&w->stop)) {
       free(value);
       break;
@@ -74,7 +83,7 @@ static void *watch_main(void *arg) {
     /* Nothing yet (the get timed out) or the store is away: ask again. A get that timed
      * out may have left the connection to be replaced by the next call, and the server
      * drops the key with the old one: register again every time (once a minute). */
-    reregister = true;
+    reregister = w->lease_ms == 0;
     if (st != COLL_ERR_TIMEOUT) pause_unless_stopped(w, RETRY_MS);
   }
   coll_error_clear();
@@ -90,10 +99,11 @@ coll_status_t failure_watch_open(coll_base_t *base) {
   const char *park = getenv("COLL_TEST_WATCH_PARK_MS");
   w->park_ms = park != NULL && atoi(park) > 0 ? atoi(park) : PARK_MS;
   w->key = key_failure(base->key_prefix);
-  coll_status_t st =
-      store_client_connect(base->store_addr, (uint16_t)base->store_port,
-                           base->token[0] ? base->token : NULL, base->timeout_ms, &w->client);
+  coll_status_t st = store_place_open(&base->store_place, base->timeout_ms, &w->client);
+  if (st == COLL_OK && !store_client_owns_keys(w->client))
+    st = liveness_lease_ms(&w->lease_ms, NULL);
   if (st != COLL_OK) {
+    store_client_close(w->client);
     free(w);
     return coll_error_prefix(st, "rank %d: the failure watcher's store connection: ", base->rank);
   }

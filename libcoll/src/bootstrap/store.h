@@ -1,6 +1,7 @@
-/* The TCP rendezvous store (like PyTorch's TCPStore): a key-value server hosted by rank 0
- * or the launcher at MASTER_ADDR:MASTER_PORT, and the client every rank uses to meet.
- * The wire format is described in docs/store-protocol.md. */
+/* The rendezvous store. libcoll's own (like PyTorch's TCPStore): a key-value server hosted
+ * by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT (wire format: docs/store-protocol.md);
+ * and the client every rank uses to meet, on that store or on one the caller provides
+ * through the store interface (coll.h, coll_store_ops_t). */
 #ifndef COLL_BOOTSTRAP_STORE_H
 #define COLL_BOOTSTRAP_STORE_H
 
@@ -37,20 +38,54 @@ int store_server_client_count(store_server_t *server);
 void store_server_stop(store_server_t *server);
 
 /* ---- client ---- */
+/* A handle on a store through the store interface (coll.h, coll_store_ops_t): libcoll's
+ * own TCP store (store_tcp.c) or one the caller provides; store.c dispatches. */
 typedef struct store_client store_client_t;
 
-/* Connect to host:port, retrying until timeout_ms passes (<= 0: 30 s) (the server may start after
- * the client). The token (NULL or "" for none) is sent in a hello frame; a server that wants
- * another one refuses with COLL_ERR_REFUSED. */
+/* Connect to libcoll's TCP store at host:port, retrying until timeout_ms passes (<= 0:
+ * 30 s) (the server may start after the client). The token (NULL or "" for none) is sent
+ * in a hello frame; a server that wants another one refuses with COLL_ERR_REFUSED. */
 coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
                                    int timeout_ms, store_client_t **client);
+/* A client on the caller's store: a clone of `store` (the caller keeps its own handle).
+ * The table is checked (version, the functions it must have). */
+coll_status_t store_client_from_caller(const coll_store_ops_t *ops, void *store, int timeout_ms,
+                                       store_client_t **client);
+/* Another client on the same store (a new connection), for another thread. */
+coll_status_t store_client_clone(const store_client_t *client, int timeout_ms,
+                                 store_client_t **copy);
+/* Whether the store deletes a client's owned keys when it goes (store_set_owned works);
+ * false: liveness needs leases (base/liveness.c). */
+bool store_client_owns_keys(const store_client_t *client);
+/* Whether this is libcoll's own TCP store; then *host, *port and *token (may be NULL)
+ * say where it is (for an id a joiner connects with). */
+bool store_client_tcp_place(const store_client_t *client, const char **host, uint16_t *port,
+                            const char **token);
+/* Where a store is, enough to open more clients on it: libcoll's own at host:port with
+ * its token, or the caller's (its table and the handle it gave, which must outlive every
+ * communicator made on it; libcoll never releases it). */
+typedef struct {
+  const coll_store_ops_t *ops; /* NULL: libcoll's own store */
+  void *handle;
+  char host[256];
+  int port; /* libcoll's own: 1..65535; 0: nowhere (a communicator of one rank without one) */
+  char token[128];
+} store_place_t;
+/* Whether the place names a store. */
+static inline bool store_place_known(const store_place_t *place) {
+  return place->ops != NULL || place->port > 0;
+}
+/* A new client on the store at place (a connection, or a clone of the caller's handle). */
+coll_status_t store_place_open(const store_place_t *place, int timeout_ms,
+                               store_client_t **client);
 /* Close the connection and free. NULL is allowed. */
 void store_client_close(store_client_t *client);
 /* From another thread: end the call in progress (it fails) and every later one
- * (COLL_ERR_ABORTED), so that a thread parked in a long get can be stopped. The client
+ * (COLL_ERR_ABORTED), so that a thread parked in a long get can be stopped. On a
+ * caller's store without an interrupt function only later calls are stopped. The client
  * must still be closed by its own thread afterwards. */
 void store_client_interrupt(store_client_t *client);
-/* "127.0.0.1:29500" — for messages. */
+/* "127.0.0.1:29500", or the caller's store's name — for messages. */
 const char *store_client_address(const store_client_t *client);
 
 /* Every call below has a deadline of timeout_ms (<= 0: wait forever is NOT allowed; it is
@@ -60,7 +95,8 @@ const char *store_client_address(const store_client_t *client);
 coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
                         int timeout_ms);
 /* The same, and the key belongs to this connection: the server deletes it when the
- * connection closes (this process exits or dies, or the client reconnects). */
+ * connection closes (this process exits or dies, or the client reconnects).
+ * COLL_ERR_UNSUPPORTED on a store without owned keys (store_client_owns_keys). */
 coll_status_t store_set_owned(store_client_t *client, const char *key, const void *value,
                               size_t len, int timeout_ms);
 /* Wait until the key exists, then return a malloc'ed copy of its value (caller frees). */
@@ -80,6 +116,7 @@ coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t
                          int timeout_ms);
 /* Delete the key; *deleted says whether it existed (may be NULL). */
 coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted, int timeout_ms);
+/* How many keys the store holds (libcoll's own store only: COLL_ERR_UNSUPPORTED else). */
 coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms);
 /* Non-blocking existence test of all keys. */
 coll_status_t store_check(store_client_t *client, const char *const *keys, size_t nkeys,

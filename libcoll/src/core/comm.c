@@ -62,14 +62,19 @@ static coll_status_t validate_config(const coll_config_t *cfg) {
   if (cfg->local_rank < -1)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: local_rank %d must be >= -1", cfg->local_rank);
+  if ((cfg->store_ops == NULL) != (cfg->store == NULL))
+    return coll_error(COLL_ERR_INVALID_ARGUMENT,
+                      "coll_comm_init_config: store_ops and store go together (both given: the "
+                      "caller's store; both NULL: libcoll's own)");
+  if (cfg->store_ops != NULL) return COLL_OK; /* master_* and host_store are not used */
   /* Checked for every size, though one rank opens no store: a configuration that works
    * alone works the same once the job grows. */
   if (cfg->master_port < 1 || cfg->master_port > 65535)
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: master_port %d is outside 1..65535",
                       cfg->master_port);
-  /* NULL means 127.0.0.1; an address is kept (for split's children) in store_addr. */
-  size_t addr_cap = sizeof((coll_comm_t *)NULL)->base.store_addr;
+  /* NULL means 127.0.0.1; an address is kept (for split's children) in the store's place. */
+  size_t addr_cap = sizeof((coll_comm_t *)NULL)->base.store_place.host;
   if (cfg->master_addr != NULL && cfg->master_addr[0] == '\0')
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "coll_comm_init_config: master_addr is empty (NULL means 127.0.0.1)");
@@ -169,6 +174,11 @@ static coll_status_t choose_spin(coll_comm_t *comm) {
 }
 
 static coll_status_t connect_store(coll_comm_t *comm, const coll_config_t *cfg, const char *token) {
+  if (comm->base.store_place.ops != NULL) { /* the caller's: nothing to host */
+    coll_status_t st =
+        store_place_open(&comm->base.store_place, comm->base.timeout_ms, &comm->base.store);
+    return st == COLL_OK ? st : coll_error_prefix(st, "rank %d: ", cfg->rank);
+  }
   int64_t hosted = 0;
   coll_status_t st = coll_env_int("COLL_STORE_HOSTED", 0, 1, 0, &hosted);
   if (st != COLL_OK) return st;
@@ -232,10 +242,7 @@ static coll_status_t create(const coll_config_t *config, const char *prefix, sto
            prefix ? prefix : "coll/single/");
   comm->prefix_preset = prefix != NULL;
   /* Kept for coll_comm_split: children reach the same store. */
-  snprintf(comm->base.store_addr, sizeof comm->base.store_addr, "%s",
-           config->master_addr ? config->master_addr : "127.0.0.1");
-  comm->base.store_port = config->master_port;
-  snprintf(comm->base.token, sizeof comm->base.token, "%s", token ? token : "");
+  comm_store_place(config, token, &comm->base.store_place);
   pthread_mutex_init(&comm->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -286,15 +293,38 @@ coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_
   return create(config, prefix, NULL, NULL, out);
 }
 
+void comm_store_place(const coll_config_t *config, const char *token, store_place_t *place) {
+  memset(place, 0, sizeof *place);
+  if (config->store_ops != NULL) {
+    place->ops = config->store_ops;
+    place->handle = config->store;
+    return;
+  }
+  snprintf(place->host, sizeof place->host, "%s",
+           config->master_addr ? config->master_addr : "127.0.0.1");
+  place->port = config->master_port;
+  snprintf(place->token, sizeof place->token, "%s", token ? token : "");
+}
+
+void comm_config_on(const store_place_t *place, coll_config_t *config) {
+  if (place->ops != NULL) {
+    config->store_ops = place->ops;
+    config->store = place->handle;
+    return;
+  }
+  config->master_addr = place->host;
+  config->master_port = place->port;
+  config->token = place->token[0] ? place->token : NULL;
+  config->host_store = 0;
+}
+
 coll_status_t comm_create_member(const member_plan_t *plan, coll_comm_t **out) {
   coll_config_t cfg = {.rank = plan->rank,
                        .size = plan->size,
                        .local_rank = -1,
-                       .master_addr = plan->store_addr,
-                       .master_port = plan->store_port,
-                       .token = plan->token[0] ? plan->token : NULL,
                        .host_store = 0,
                        .timeout_ms = plan->timeout_ms};
+  comm_config_on(&plan->store_place, &cfg);
   coll_status_t st = create(&cfg, plan->prefix, NULL, &plan->watch, out);
   if (st != COLL_OK) return st;
   membership_init(&(*out)->members, plan->root);

@@ -138,6 +138,10 @@ struct coll_comm {
 coll_status_t comm_check(const coll_comm_t *comm, const char *what);
 /* Create a communicator; prefix (NULL: agreed through the store) names its keys. */
 coll_status_t comm_create(const coll_config_t *config, const char *prefix, coll_comm_t **out);
+/* Where config's store is (token: config's or COLL_JOB_TOKEN's), and the reverse: the
+ * store fields of a child's config (split, shrink, grow) on the parent's place. */
+void comm_store_place(const coll_config_t *config, const char *token, store_place_t *place);
+void comm_config_on(const store_place_t *place, coll_config_t *config);
 /* The new communicator a shrink, grow or join planned (membership/), in the plan's
  * lineage; its rendezvous watches the members' liveness in the parent. */
 coll_status_t comm_create_member(const member_plan_t *plan, coll_comm_t **out);

@@ -90,14 +90,9 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
                       "rank %d: coll_comm_split: splits nested too deep (key prefix over %d "
                       "bytes)",
                       comm->base.rank, BASE_KEY_PREFIX_MAX - 1);
-  coll_config_t cfg = {.rank = me,
-                       .size = size,
-                       .local_rank = -1,
-                       .master_addr = comm->base.store_addr,
-                       .master_port = comm->base.store_port,
-                       .token = comm->base.token[0] ? comm->base.token : NULL,
-                       .host_store = 0,
-                       .timeout_ms = comm->base.timeout_ms};
+  coll_config_t cfg = {
+      .rank = me, .size = size, .local_rank = -1, .host_store = 0, .timeout_ms = comm->base.timeout_ms};
+  comm_config_on(&comm->base.store_place, &cfg);
   st = comm_create(&cfg, prefix, newcomm);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_split (color %d): ", color);
   return COLL_OK;

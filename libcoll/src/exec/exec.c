@@ -433,21 +433,22 @@ static coll_status_t stopped_by_peer(exec_run_t *run, coll_status_t failed) {
 
 /* A transport that cannot see its peer die (ib: a queue pair to a dead process just goes
  * quiet) would wait for the deadline. So after every LIVENESS_MS without progress, look
- * up the awaited peer's liveness key in the store (base/liveness.c); missing twice in a
- * row (a live rank whose store connection broke registers again within ~200 ms), the
- * peer is dead: fail now, naming it. Costs nothing while data moves. */
+ * up the awaited peer's liveness in the store (base/liveness.c: its owned key missing twice
+ * in a row, or its lease standing still), and when it is dead fail now, naming it. Costs
+ * nothing while data moves. */
 static coll_status_t check_awaited_alive(exec_run_t *run, int64_t now, int64_t *last_look,
-                                         int *misses) {
+                                         liveness_tracker_t *tracker) {
   if (now - *last_look < (int64_t)LIVENESS_MS * 1000000LL) return COLL_OK;
   *last_look = now;
   int peer = awaited_peer(run);
   if (peer < 0) return COLL_OK;
-  if (!liveness_missed(misses, liveness_peer_alive(run->base, peer) == 0)) return COLL_OK;
+  if (liveness_peer_alive(run->base, peer, tracker) != 0) return COLL_OK;
   run->err_peer = peer;
   return coll_error(COLL_ERR_REMOTE,
-                    "rank %d died: its process is gone (the store dropped its liveness key) "
-                    "while this rank waited for it",
-                    peer);
+                    "rank %d died: its process is gone (%s) while this rank waited for it", peer,
+                    store_client_owns_keys(run->base->store)
+                        ? "the store dropped its liveness key"
+                        : "its lease in the store stopped moving");
 }
 
 static coll_status_t run_schedule(exec_run_t *run) {
@@ -460,7 +461,7 @@ static coll_status_t run_schedule(exec_run_t *run) {
   int64_t last_progress = now;
   int64_t idle_since = 0;
   int64_t last_liveness = now; /* check_awaited_alive's last look */
-  int misses = 0;
+  liveness_tracker_t tracker = {0};
   int64_t timeout_ns = (int64_t)base->timeout_ms * 1000000LL;
   bool dirty = true;
   while (!finished(run)) {
@@ -491,7 +492,7 @@ static coll_status_t run_schedule(exec_run_t *run) {
       idle_since = 0;
       last_progress = coll_now_ns();
       last_liveness = last_progress; /* the next look only after LIVENESS_MS of silence */
-      misses = 0;
+      tracker.started = false;
       base_heartbeat(base, last_progress);
       continue;
     }
@@ -499,7 +500,7 @@ static coll_status_t run_schedule(exec_run_t *run) {
     if (idle_since == 0) idle_since = now;
     if (coll_wait_spin(now - idle_since, base->spin_ns, base->pure_spin_ns)) continue;
     if (now - last_progress > timeout_ns) return timed_out(run);
-    st = check_awaited_alive(run, now, &last_liveness, &misses);
+    st = check_awaited_alive(run, now, &last_liveness, &tracker);
     if (st != COLL_OK) return st;
     int64_t left_ms = (timeout_ns - (now - last_progress)) / 1000000LL + 1;
     trace_wait_begin(base->trace);

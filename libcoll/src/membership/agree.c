@@ -6,7 +6,9 @@
  * writes its flag under key_agree_in and adds one to key_agree_count; the one that makes
  * the count reach the size decides at once (nobody failed). The others wait for the
  * decision in slices of SLICE_MS; after each slice they look who is in and who is alive
- * (base/liveness.c: a rank whose key is missing in two looks a slice apart is dead).
+ * (base/liveness.c: a rank whose owned key is missing in two looks a slice apart, or
+ * whose lease stood still for COLL_LEASE_DEAD_MS, is dead; on a store of leases, so is a
+ * rank another member's connection to which broke: its key_dead).
  * When every rank is in or dead, or when the agreement's deadline passed, the member that
  * looked writes the decision: the ranks not in are failed. A member that finds itself in
  * the failed set (it was stopped, or came late) gets COLL_ERR_FENCED. A member that has
@@ -144,7 +146,7 @@ static coll_status_t decide(const coll_base_t *b, const membership_t *m, store_c
 
 /* Who is in, and whether every rank is in or dead. */
 static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t epoch, bool *in,
-                            int *misses, bool *settled) {
+                            liveness_tracker_t *trackers, bool *settled) {
   int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
   coll_status_t st = COLL_OK;
   *settled = true;
@@ -153,10 +155,17 @@ static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t ep
     in[r] = key_exists(c, key.text, ms, &st);
     if (st != COLL_OK) return st;
     if (in[r]) continue;
-    bool alive = false;
-    st = liveness_look(c, b->key_prefix, r, ms, &alive);
+    /* On a store of leases a dead rank's lease needs COLL_LEASE_DEAD_MS to stand still;
+     * a peer whose connection to it broke has already said so (base/failure.c). */
+    bool dead = false;
+    if (!store_client_owns_keys(c)) {
+      store_key_t gone = key_dead(b->key_prefix, r);
+      dead = key_exists(c, gone.text, ms, &st);
+      if (st != COLL_OK) return st;
+    }
+    if (!dead) st = liveness_observe(c, b->key_prefix, r, ms, &trackers[r], &dead);
     if (st != COLL_OK) return st;
-    if (!liveness_missed(&misses[r], !alive)) *settled = false;
+    if (!dead) *settled = false;
   }
   return COLL_OK;
 }
@@ -187,17 +196,17 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
   if (st == COLL_OK) st = store_add(c, count.text, 1, &arrived, b->timeout_ms);
   if (st != COLL_OK) return st;
   bool *in = calloc((size_t)b->nranks, sizeof *in);
-  int *misses = calloc((size_t)b->nranks, sizeof *misses);
-  if (in == NULL || misses == NULL) {
+  liveness_tracker_t *trackers = calloc((size_t)b->nranks, sizeof *trackers);
+  if (in == NULL || trackers == NULL) {
     free(in);
-    free(misses);
+    free(trackers);
     return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
   }
   if (arrived >= b->nranks) {
     for (int r = 0; r < b->nranks; r++) in[r] = true;
     st = decide(b, m, c, epoch, in, d);
     free(in);
-    free(misses);
+    free(trackers);
     return st;
   }
   store_key_t decision = key_agree_decision(b->key_prefix, epoch);
@@ -218,7 +227,7 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
     free(value);
     if (st != COLL_ERR_TIMEOUT) break;
     bool settled = false;
-    st = survey(b, c, epoch, in, misses, &settled);
+    st = survey(b, c, epoch, in, trackers, &settled);
     if (st != COLL_OK) break;
     if (settled || coll_now_ns() >= deadline) {
       st = decide(b, m, c, epoch, in, d);
@@ -231,7 +240,7 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
     }
   }
   free(in);
-  free(misses);
+  free(trackers);
   return st;
 }
 
@@ -250,7 +259,7 @@ coll_status_t member_agree(coll_base_t *b, membership_t *m, coll_agreement_t *ag
                           "failed (it did not take part in time); it must stop using this "
                           "communicator and those made from it",
                           b->rank, (unsigned long long)m->agree_epoch);
-  } else if (b->store_port > 0 && m->lineage_root[0] != '\0') {
+  } else if (store_place_known(&b->store_place) && m->lineage_root[0] != '\0') {
     /* Alone, nobody to agree with; but replacements may wait for this rank to grow. */
     store_client_t *c = NULL;
     st = member_store(b, m, &c);

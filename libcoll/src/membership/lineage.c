@@ -31,19 +31,16 @@
 enum { RECORD_MAX = 1200, POLL_US = 2000 };
 
 /* The plan of generation gen's communicator in the lineage `root`, with this rank and
- * size, on the store at addr:port. */
-static coll_status_t plan_generation(const char *addr, int port, const char *token,
-                                     const char *root, int64_t gen, int rank, int size,
-                                     int timeout_ms, member_plan_t *plan) {
+ * size, on the store at place. */
+static coll_status_t plan_generation(const store_place_t *place, const char *root, int64_t gen,
+                                     int rank, int size, int timeout_ms, member_plan_t *plan) {
   if (!key_generation_prefix(root, gen, plan->prefix, sizeof plan->prefix))
     return coll_error(COLL_ERR_INVALID_ARGUMENT,
                       "%sthe lineage's key prefix '%s' leaves no room for a generation (%d bytes "
                       "at most)",
                       plan->context, root, BASE_KEY_PREFIX_MAX - 1);
   snprintf(plan->root, sizeof plan->root, "%s", root);
-  snprintf(plan->store_addr, sizeof plan->store_addr, "%s", addr);
-  snprintf(plan->token, sizeof plan->token, "%s", token);
-  plan->store_port = port;
+  plan->store_place = *place;
   plan->rank = rank;
   plan->size = size;
   plan->timeout_ms = timeout_ms;
@@ -163,8 +160,7 @@ coll_status_t member_plan_shrink(coll_base_t *b, membership_t *m, const int *exc
   if (st != COLL_OK) return st;
   for (int r = 0, i = 0; r < b->nranks; r++)
     if (excluded_in(record, r) == 0) plan->watch.parent_rank[i++] = r;
-  st = plan_generation(b->store_addr, b->store_port, b->token, m->lineage_root, gen,
-                       b->rank - below, b->nranks - nexclude, b->timeout_ms, plan);
+  st = plan_generation(&b->store_place, m->lineage_root, gen, b->rank - below, b->nranks - nexclude, b->timeout_ms, plan);
   if (st != COLL_OK) member_plan_free(plan);
   return st;
 }
@@ -229,8 +225,8 @@ coll_status_t member_plan_grow(coll_base_t *b, membership_t *m, int joiners, mem
   st = watch_alloc(&plan->watch, b->key_prefix, b->nranks + joiners, what);
   if (st != COLL_OK) return st;
   for (int r = 0; r < b->nranks + joiners; r++) plan->watch.parent_rank[r] = r < b->nranks ? r : -1;
-  st = plan_generation(b->store_addr, b->store_port, b->token, m->lineage_root, gen, b->rank,
-                       b->nranks + joiners, b->timeout_ms, plan);
+  st = plan_generation(&b->store_place, m->lineage_root, gen, b->rank, b->nranks + joiners,
+                       b->timeout_ms, plan);
   if (st != COLL_OK) member_plan_free(plan);
   return st;
 }
@@ -239,8 +235,15 @@ coll_status_t member_plan_grow(coll_base_t *b, membership_t *m, int joiners, mem
 
 coll_status_t member_grow_id(const coll_base_t *b, const membership_t *m, coll_unique_id_t *id) {
   memset(id, 0, sizeof *id);
-  int len = snprintf(id->internal, sizeof id->internal, "%s|%s|%d|%s|%s", GROW_MAGIC, b->store_addr,
-                     b->store_port, b->token, m->lineage_root);
+  const store_place_t *p = &b->store_place;
+  if (p->ops != NULL)
+    return coll_error(COLL_ERR_UNSUPPORTED,
+                      "rank %d: coll_comm_grow_id: the communicator keeps its keys in the "
+                      "caller's store, which an id cannot name (a joiner reaches it by the "
+                      "caller's own means; torch_coll: reconfigure)",
+                      b->rank);
+  int len = snprintf(id->internal, sizeof id->internal, "%s|%s|%d|%s|%s", GROW_MAGIC, p->host,
+                     p->port, p->token, m->lineage_root);
   if (len < 0 || (size_t)len >= sizeof id->internal)
     return coll_error(COLL_ERR_UNSUPPORTED,
                       "rank %d: coll_comm_grow_id: the store address, token and key prefix take "
@@ -315,6 +318,8 @@ coll_status_t member_plan_join(const member_join_point_t *jp, int timeout_ms, me
                       (long long)ticket, jp->root, timeout_ms);
   if (st != COLL_OK) return coll_error_prefix(st, "coll_comm_join: ");
   snprintf(plan->context, sizeof plan->context, "coll_comm_join (as rank %d of %d): ", rank, size);
-  return plan_generation(jp->addr, jp->port, jp->token, jp->root, gen, rank, size, timeout_ms,
-                         plan);
+  store_place_t place = {.port = jp->port};
+  snprintf(place.host, sizeof place.host, "%s", jp->addr);
+  snprintf(place.token, sizeof place.token, "%s", jp->token);
+  return plan_generation(&place, jp->root, gen, rank, size, timeout_ms, plan);
 }

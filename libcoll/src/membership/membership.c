@@ -20,12 +20,9 @@ void membership_close(membership_t *m) {
 
 coll_status_t member_store(const coll_base_t *base, membership_t *m, store_client_t **client) {
   if (m->store == NULL) {
-    coll_status_t st =
-        store_client_connect(base->store_addr, (uint16_t)base->store_port,
-                             base->token[0] ? base->token : NULL, base->timeout_ms, &m->store);
+    coll_status_t st = store_place_open(&base->store_place, base->timeout_ms, &m->store);
     if (st != COLL_OK)
-      return coll_error_prefix(st, "the store at %s:%d (needed to agree, shrink or grow): ",
-                               base->store_addr, base->store_port);
+      return coll_error_prefix(st, "the store (needed to agree, shrink or grow): ");
   }
   *client = m->store;
   return COLL_OK;

@@ -47,9 +47,7 @@ typedef struct {
   char prefix[BASE_KEY_PREFIX_MAX]; /* "<root>G<gen>/" */
   char root[BASE_KEY_PREFIX_MAX];   /* the lineage's */
   int rank, size;
-  char store_addr[256];
-  int store_port;
-  char token[128];
+  store_place_t store_place; /* the lineage's store */
   int timeout_ms;
   member_watch_t watch; /* parent_rank NULL: nothing to watch (a joiner's own view) */
   char context[1280];   /* what made it, to begin the message of an error creating it */

@@ -27,8 +27,7 @@ coll_status_t member_revoke(coll_base_t *base) {
     /* A connection of its own: revoke may come from another thread than the caller's. */
     store_client_t *client = NULL;
     int bound = base->timeout_ms;
-    st = store_client_connect(base->store_addr, (uint16_t)base->store_port,
-                              base->token[0] ? base->token : NULL, bound, &client);
+    st = store_place_open(&base->store_place, bound, &client);
     if (st == COLL_OK) {
       char record[BASE_MESSAGE_MAX + 32];
       store_key_t key = key_failure(base->key_prefix);

@@ -10,7 +10,9 @@
  *                        with 2, and 4 ranks the same; bench/algorithms/calibrate.md)
  *   COLL_SOCKET_IFNAME   interface whose IPv4 address to listen on and publish (default:
  *                        the local address that reaches the store; 127.0.0.1 when the
- *                        store is on loopback)
+ *                        store is on loopback; on the caller's store, whose host is not
+ *                        known, 127.0.0.1 when every rank is on this host, else the first
+ *                        up, non-loopback interface)
  *   COLL_TCP_BUF_BYTES   SO_SNDBUF/SO_RCVBUF per socket; 0 leaves the kernel's
  *                        autotuning, which measured as fast as fixed sizes here (0) */
 #include <arpa/inet.h>
@@ -75,16 +77,23 @@ static coll_status_t listen_address(const transport_setup_t *setup, char *ip, si
                         ifname);
     return COLL_OK;
   }
-  const char *store = store_client_address(setup->store);
-  char host[256] = "127.0.0.1";
-  if (store != NULL) {
-    const char *colon = strrchr(store, ':');
-    size_t n = colon != NULL ? (size_t)(colon - store) : strlen(store);
-    if (n > 0 && n < sizeof host) {
-      memcpy(host, store, n);
-      host[n] = '\0';
+  const char *store_host = NULL;
+  if (!store_client_tcp_place(setup->store, &store_host, NULL, NULL)) {
+    /* The caller's store, whose host is unknown: loopback when every rank is on this
+     * host, else the first up, non-loopback interface (COLL_SOCKET_IFNAME picks another). */
+    bool one_host = true;
+    for (int r = 0; r < setup->nranks && setup->host_ids != NULL; r++)
+      one_host = one_host && strcmp(setup->host_ids[r], setup->host_ids[setup->rank]) == 0;
+    bool found = false;
+    if (!one_host) {
+      coll_status_t st = host_ipv4(NULL, ip, iplen, &found);
+      if (st != COLL_OK) return st;
     }
+    if (!found) snprintf(ip, iplen, "127.0.0.1");
+    return COLL_OK;
   }
+  char host[256] = "127.0.0.1";
+  snprintf(host, sizeof host, "%s", store_host);
   if (strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0) {
     snprintf(ip, iplen, "127.0.0.1");
     return COLL_OK;

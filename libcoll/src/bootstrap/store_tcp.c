@@ -1,6 +1,8 @@
-/* The store client: one TCP connection, one request at a time, every call bounded by its
- * deadline. After a failed transfer the connection is closed and the next call reconnects,
- * so a late reply can never be mistaken for the answer to a later request. */
+/* libcoll's own store, the client side: one TCP connection, one request at a time, every
+ * call bounded by its deadline. After a failed transfer the connection is closed and the
+ * next call reconnects, so a late reply can never be mistaken for the answer to a later
+ * request. It is one implementation of the store interface (store_tcp_ops, at the end;
+ * store.c is what the rest of libcoll calls). */
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -12,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store_tcp.h"
 #include "bootstrap/store_net.h"
 #include "bootstrap/store_proto.h"
 #include "common/clock.h"
@@ -26,7 +28,7 @@ enum {
   SUBJECT_MAX = 320,
 };
 
-struct store_client {
+struct tcp_store {
   int fd; /* -1 between a failed call and the next one; set and closed under fd_mu */
   pthread_mutex_t fd_mu; /* so that store_client_interrupt never shuts a reused fd */
   atomic_bool interrupted;
@@ -79,13 +81,13 @@ static void subject_keys(call_t *call, const char *const *keys, size_t nkeys) {
     snprintf(call->subject + off, sizeof call->subject - off, " (+%zu more)", nkeys - shown);
 }
 
-static coll_status_t call_error(const store_client_t *c, const call_t *call, coll_status_t st,
+static coll_status_t call_error(const tcp_store_t *c, const call_t *call, coll_status_t st,
                                 const char *problem) {
   return coll_error(st, "%s: waiting for store at %s for %s: %s", call->op, c->address,
                     call->subject, problem);
 }
 
-static coll_status_t call_timeout(const store_client_t *c, const call_t *call,
+static coll_status_t call_timeout(const tcp_store_t *c, const call_t *call,
                                   const char *server_note) {
   char took[32];
   format_duration(call->timeout_ms, took, sizeof took);
@@ -96,7 +98,7 @@ static coll_status_t call_timeout(const store_client_t *c, const call_t *call,
   return call_error(c, call, COLL_ERR_TIMEOUT, problem);
 }
 
-static void disconnect(store_client_t *c) {
+static void disconnect(tcp_store_t *c) {
   pthread_mutex_lock(&c->fd_mu);
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
@@ -104,7 +106,7 @@ static void disconnect(store_client_t *c) {
 }
 
 /* Adopt a new connection, unless the client was interrupted meanwhile. */
-static bool adopt(store_client_t *c, int fd) {
+static bool adopt(tcp_store_t *c, int fd) {
   pthread_mutex_lock(&c->fd_mu);
   bool ok = !atomic_load(&c->interrupted);
   if (ok)
@@ -115,12 +117,12 @@ static bool adopt(store_client_t *c, int fd) {
   return ok;
 }
 
-static coll_status_t interrupted_error(const store_client_t *c) {
+static coll_status_t interrupted_error(const tcp_store_t *c) {
   return coll_error(COLL_ERR_ABORTED, "store client of %s: interrupted", c->address);
 }
 
 /* A transfer failed: the connection is in an unknown state, so drop it. */
-static coll_status_t transfer_error(store_client_t *c, const call_t *call, store_net_result_t r,
+static coll_status_t transfer_error(tcp_store_t *c, const call_t *call, store_net_result_t r,
                                     int err, const char *doing) {
   disconnect(c);
   if (r == NET_TIMEOUT) return call_timeout(c, call, NULL);
@@ -133,7 +135,7 @@ static coll_status_t transfer_error(store_client_t *c, const call_t *call, store
 }
 
 /* Receive one reply frame and parse it. */
-static coll_status_t read_reply(store_client_t *c, const call_t *call, int64_t deadline_ns,
+static coll_status_t read_reply(tcp_store_t *c, const call_t *call, int64_t deadline_ns,
                                 reply_t *rep) {
   uint8_t head[STORE_HEADER_SIZE];
   int err = 0;
@@ -177,11 +179,11 @@ static void reply_text(const reply_t *rep, char *out, size_t size) {
 
 /* Send one request and read its reply. On OK the reply status was OK and rep->body must be
  * freed; a non-OK reply becomes a status with the server's message. */
-static coll_status_t roundtrip(store_client_t *c, const call_t *call, int64_t deadline_ns,
+static coll_status_t roundtrip(tcp_store_t *c, const call_t *call, int64_t deadline_ns,
                                store_header_t *h, const store_arg_t *args, uint32_t nargs,
                                reply_t *rep);
 
-static coll_status_t hello(store_client_t *c, int64_t deadline_ns, int timeout_ms) {
+static coll_status_t hello(tcp_store_t *c, int64_t deadline_ns, int timeout_ms) {
   call_t call = {.op = "connect", .timeout_ms = timeout_ms};
   snprintf(call.subject, sizeof call.subject, "the hello reply");
   size_t token_len = c->token != NULL ? strlen(c->token) : 0;
@@ -205,7 +207,7 @@ static coll_status_t hello(store_client_t *c, int64_t deadline_ns, int timeout_m
 
 /* Connect and greet, retrying refused or failed attempts until the deadline: the server
  * may come up after its clients. A refused token is final. */
-static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeout_ms) {
+static coll_status_t reconnect(tcp_store_t *c, int64_t deadline_ns, int timeout_ms) {
   int backoff_ms = RETRY_FIRST_MS;
   char last[512] = "no attempt finished";
   for (;;) {
@@ -241,7 +243,7 @@ static coll_status_t reconnect(store_client_t *c, int64_t deadline_ns, int timeo
   }
 }
 
-static coll_status_t roundtrip(store_client_t *c, const call_t *call, int64_t deadline_ns,
+static coll_status_t roundtrip(tcp_store_t *c, const call_t *call, int64_t deadline_ns,
                                store_header_t *h, const store_arg_t *args, uint32_t nargs,
                                reply_t *rep) {
   if (c->fd < 0 && h->code != STORE_OP_HELLO) {
@@ -287,10 +289,13 @@ static coll_status_t roundtrip(store_client_t *c, const call_t *call, int64_t de
   }
 }
 
-/* ---- public calls ---- */
+/* ---- the calls ---- */
 
-coll_status_t store_client_connect(const char *host, uint16_t port, const char *token,
-                                   int timeout_ms, store_client_t **client) {
+static void tcp_store_close(tcp_store_t *client);
+
+
+coll_status_t tcp_store_connect(const char *host, uint16_t port, const char *token,
+                                   int timeout_ms, tcp_store_t **client) {
   if (client == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: client is NULL");
   *client = NULL;
@@ -301,7 +306,7 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
   if (token != NULL && strlen(token) > STORE_TOKEN_MAX)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_client_connect: token longer than %u bytes",
                       STORE_TOKEN_MAX);
-  store_client_t *c = calloc(1, sizeof *c);
+  tcp_store_t *c = calloc(1, sizeof *c);
   if (c == NULL) return coll_error(COLL_ERR_NO_MEMORY, "store_client_connect: out of memory");
   c->fd = -1;
   pthread_mutex_init(&c->fd_mu, NULL);
@@ -310,7 +315,7 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
   c->host = strdup(host);
   c->token = token != NULL && token[0] != '\0' ? strdup(token) : NULL;
   if (c->host == NULL || (token != NULL && token[0] != '\0' && c->token == NULL)) {
-    store_client_close(c);
+    tcp_store_close(c);
     return coll_error(COLL_ERR_NO_MEMORY, "store_client_connect: out of memory");
   }
   if (strchr(host, ':') != NULL)
@@ -320,7 +325,7 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
   int ms = effective_timeout(timeout_ms);
   coll_status_t st = reconnect(c, coll_deadline_ns(ms), ms);
   if (st != COLL_OK) {
-    store_client_close(c);
+    tcp_store_close(c);
     return st;
   }
   coll_log(COLL_LOG_TRACE, "store client connected to %s", c->address);
@@ -328,7 +333,7 @@ coll_status_t store_client_connect(const char *host, uint16_t port, const char *
   return COLL_OK;
 }
 
-void store_client_close(store_client_t *client) {
+static void tcp_store_close(tcp_store_t *client) {
   if (client == NULL) return;
   disconnect(client);
   pthread_mutex_destroy(&client->fd_mu);
@@ -337,7 +342,7 @@ void store_client_close(store_client_t *client) {
   free(client);
 }
 
-void store_client_interrupt(store_client_t *client) {
+static void tcp_store_interrupt(tcp_store_t *client) {
   if (client == NULL) return;
   pthread_mutex_lock(&client->fd_mu);
   atomic_store(&client->interrupted, true);
@@ -345,12 +350,19 @@ void store_client_interrupt(store_client_t *client) {
   pthread_mutex_unlock(&client->fd_mu);
 }
 
-const char *store_client_address(const store_client_t *client) {
+void tcp_store_place(const tcp_store_t *client, const char **host, uint16_t *port,
+                     const char **token) {
+  if (host != NULL) *host = client->host;
+  if (port != NULL) *port = client->port;
+  if (token != NULL) *token = client->token != NULL ? client->token : "";
+}
+
+const char *tcp_store_address(const tcp_store_t *client) {
   return client != NULL ? client->address : "(no store)";
 }
 
 /* Validate a key argument against the server's limits. */
-static coll_status_t check_key(const store_client_t *c, const char *op, const char *key) {
+static coll_status_t check_key(const tcp_store_t *c, const char *op, const char *key) {
   if (key == NULL || key[0] == '\0')
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s: empty or NULL key", op);
   size_t len = strlen(key);
@@ -361,7 +373,7 @@ static coll_status_t check_key(const store_client_t *c, const char *op, const ch
   return COLL_OK;
 }
 
-static coll_status_t check_value(const store_client_t *c, const char *op, const char *key,
+static coll_status_t check_value(const tcp_store_t *c, const char *op, const char *key,
                                  const void *value, size_t len) {
   if (value == NULL && len > 0)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "%s of key '%.256s': NULL value of %zu bytes", op,
@@ -382,7 +394,7 @@ static store_arg_t bytes_arg(const void *p, size_t len) {
 }
 
 /* The reply must carry `nargs` arguments, the first of `len0` bytes (SIZE_MAX: any). */
-static coll_status_t expect(store_client_t *c, const call_t *call, reply_t *rep, uint32_t nargs,
+static coll_status_t expect(tcp_store_t *c, const call_t *call, reply_t *rep, uint32_t nargs,
                             size_t len0) {
   if (rep->header.nargs == nargs && (nargs == 0 || len0 == SIZE_MAX || rep->args[0].len == len0))
     return COLL_OK;
@@ -407,20 +419,20 @@ static uint32_t park_ms(int64_t deadline_ns) {
   return (uint32_t)(left - margin);
 }
 
-static coll_status_t set_with_flags(store_client_t *client, const char *key, const void *value,
+static coll_status_t set_with_flags(tcp_store_t *client, const char *key, const void *value,
                                     size_t len, int timeout_ms, uint8_t flags);
 
-coll_status_t store_set(store_client_t *client, const char *key, const void *value, size_t len,
+static coll_status_t tcp_store_set(tcp_store_t *client, const char *key, const void *value, size_t len,
                         int timeout_ms) {
   return set_with_flags(client, key, value, len, timeout_ms, 0);
 }
 
-coll_status_t store_set_owned(store_client_t *client, const char *key, const void *value,
+static coll_status_t tcp_store_set_owned(tcp_store_t *client, const char *key, const void *value,
                               size_t len, int timeout_ms) {
   return set_with_flags(client, key, value, len, timeout_ms, STORE_FLAG_OWNED);
 }
 
-static coll_status_t set_with_flags(store_client_t *client, const char *key, const void *value,
+static coll_status_t set_with_flags(tcp_store_t *client, const char *key, const void *value,
                                     size_t len, int timeout_ms, uint8_t flags) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_set: client is NULL");
   coll_status_t st = check_key(client, "set", key);
@@ -437,7 +449,7 @@ static coll_status_t set_with_flags(store_client_t *client, const char *key, con
   return st;
 }
 
-coll_status_t store_get(store_client_t *client, const char *key, void **value, size_t *len,
+static coll_status_t tcp_store_get(tcp_store_t *client, const char *key, void **value, size_t *len,
                         int timeout_ms) {
   if (client == NULL || value == NULL || len == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_get: client, value or len is NULL");
@@ -462,7 +474,7 @@ coll_status_t store_get(store_client_t *client, const char *key, void **value, s
   return COLL_OK;
 }
 
-coll_status_t store_add(store_client_t *client, const char *key, int64_t delta, int64_t *new_value,
+static coll_status_t tcp_store_add(tcp_store_t *client, const char *key, int64_t delta, int64_t *new_value,
                         int timeout_ms) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_add: client is NULL");
   coll_status_t st = check_key(client, "add", key);
@@ -481,7 +493,7 @@ coll_status_t store_add(store_client_t *client, const char *key, int64_t delta, 
   return st;
 }
 
-coll_status_t store_compare_set(store_client_t *client, const char *key, const void *expected,
+static coll_status_t tcp_store_compare_set(tcp_store_t *client, const char *key, const void *expected,
                                 size_t expected_len, const void *desired, size_t desired_len,
                                 void **current, size_t *current_len, int timeout_ms) {
   if (client == NULL || current == NULL || current_len == NULL)
@@ -517,7 +529,7 @@ coll_status_t store_compare_set(store_client_t *client, const char *key, const v
 }
 
 /* wait and check share the key-list request. */
-static coll_status_t keys_request(store_client_t *client, const char *op, store_op_t code,
+static coll_status_t keys_request(tcp_store_t *client, const char *op, store_op_t code,
                                   const char *const *keys, size_t nkeys, int timeout_ms,
                                   reply_t *rep, call_t *call) {
   if (nkeys > STORE_KEYS_MAX)
@@ -547,7 +559,7 @@ static coll_status_t keys_request(store_client_t *client, const char *op, store_
   return st;
 }
 
-coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t nkeys,
+static coll_status_t tcp_store_wait(tcp_store_t *client, const char *const *keys, size_t nkeys,
                          int timeout_ms) {
   if (client == NULL || (keys == NULL && nkeys > 0))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_wait: client or keys is NULL");
@@ -561,7 +573,7 @@ coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t
   return st;
 }
 
-coll_status_t store_check(store_client_t *client, const char *const *keys, size_t nkeys,
+static coll_status_t tcp_store_check(tcp_store_t *client, const char *const *keys, size_t nkeys,
                           bool *all_exist, int timeout_ms) {
   if (client == NULL || all_exist == NULL || (keys == NULL && nkeys > 0))
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_check: client, keys or all_exist is NULL");
@@ -577,7 +589,7 @@ coll_status_t store_check(store_client_t *client, const char *const *keys, size_
   return st;
 }
 
-coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted, int timeout_ms) {
+static coll_status_t tcp_store_delete(tcp_store_t *client, const char *key, bool *deleted, int timeout_ms) {
   if (client == NULL) return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_delete: client is NULL");
   coll_status_t st = check_key(client, "delete", key);
   if (st != COLL_OK) return st;
@@ -593,7 +605,7 @@ coll_status_t store_delete(store_client_t *client, const char *key, bool *delete
   return st;
 }
 
-coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms) {
+coll_status_t tcp_store_num_keys(tcp_store_t *client, int64_t *count, int timeout_ms) {
   if (client == NULL || count == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_num_keys: client or count is NULL");
   call_t call = start_call("num_keys", NULL, timeout_ms);
@@ -607,3 +619,82 @@ coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout
   free(rep.body);
   return st;
 }
+
+/* ---- as the store interface (coll.h's coll_store_ops_t) ---- */
+
+static coll_status_t ops_set(void *store, const char *key, const void *value, size_t len,
+                             int timeout_ms) {
+  return tcp_store_set(store, key, value, len, timeout_ms);
+}
+
+static coll_status_t ops_set_owned(void *store, const char *key, const void *value, size_t len,
+                                   int timeout_ms) {
+  return tcp_store_set_owned(store, key, value, len, timeout_ms);
+}
+
+static coll_status_t ops_get(void *store, const char *key, void **value, size_t *len,
+                             int timeout_ms) {
+  return tcp_store_get(store, key, value, len, timeout_ms);
+}
+
+static coll_status_t ops_add(void *store, const char *key, int64_t delta, int64_t *new_value,
+                             int timeout_ms) {
+  return tcp_store_add(store, key, delta, new_value, timeout_ms);
+}
+
+static coll_status_t ops_compare_set(void *store, const char *key, const void *expected,
+                                     size_t expected_len, const void *desired, size_t desired_len,
+                                     void **current, size_t *current_len, int timeout_ms) {
+  return tcp_store_compare_set(store, key, expected, expected_len, desired, desired_len, current,
+                               current_len, timeout_ms);
+}
+
+static coll_status_t ops_check(void *store, const char *const *keys, size_t nkeys, int *all_exist,
+                               int timeout_ms) {
+  bool all = false;
+  coll_status_t st = tcp_store_check(store, keys, nkeys, &all, timeout_ms);
+  *all_exist = all;
+  return st;
+}
+
+static coll_status_t ops_delete(void *store, const char *key, int *deleted, int timeout_ms) {
+  bool d = false;
+  coll_status_t st = tcp_store_delete(store, key, &d, timeout_ms);
+  if (deleted != NULL) *deleted = d;
+  return st;
+}
+
+static coll_status_t ops_wait(void *store, const char *const *keys, size_t nkeys, int timeout_ms) {
+  return tcp_store_wait(store, keys, nkeys, timeout_ms);
+}
+
+/* Another connection to the same server, with the same token. */
+static coll_status_t ops_clone(void *store, int timeout_ms, void **copy) {
+  const tcp_store_t *c = store;
+  tcp_store_t *out = NULL;
+  coll_status_t st = tcp_store_connect(c->host, c->port, c->token, timeout_ms, &out);
+  *copy = out;
+  return st;
+}
+
+static void ops_release(void *store) { tcp_store_close(store); }
+
+static void ops_interrupt(void *store) { tcp_store_interrupt(store); }
+
+static const char *ops_describe(void *store) { return tcp_store_address(store); }
+
+const coll_store_ops_t store_tcp_ops = {
+    .version = COLL_STORE_OPS_VERSION,
+    .set = ops_set,
+    .get = ops_get,
+    .add = ops_add,
+    .compare_set = ops_compare_set,
+    .check = ops_check,
+    .delete_key = ops_delete,
+    .clone = ops_clone,
+    .release = ops_release,
+    .set_owned = ops_set_owned,
+    .interrupt = ops_interrupt,
+    .describe = ops_describe,
+    .wait = ops_wait,
+};
