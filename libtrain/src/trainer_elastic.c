@@ -1,5 +1,5 @@
 /* The elastic training loop (--elastic): every step's gradients come from --shards
- * shards spread over the ranks alive, are summed with one all-reduce, and the step is
+ * shards spread over the ranks alive, are summed with an all-reduce, and the step is
  * committed (optimizer, position, sample log) only when every rank agrees that all went
  * well (coll_comm_agree). Otherwise the survivors shrink the communicator and compute the
  * same step again: the parameters are still those before it, so no committed step is
@@ -7,12 +7,12 @@
  * a committed step and receive the state from rank 0.
  *
  * Reduction, default: each rank sums its shards' gradients (backward accumulates) and one
- * all-reduce sums P floats. --bit-identical: an all-gather of every shard's gradient (each
- * rank sends the rows of its ceil(S/world) shards), then every rank adds the S rows in
- * shard order 0..S-1: the sum's order no longer depends on which rank computed which
- * shard, so a run that lost ranks ends bit for bit where one that lost none does; the
- * price is about S times the bytes received. Every row carries one more float, the
- * shard's loss. */
+ * all-reduce sums P floats. --bit-identical: each rank keeps every one of its shards'
+ * gradients in a row of its own, and the rows are summed exactly in 64-bit fixed point
+ * (trainer_elastic_exact.c: an all-reduce MAX of one float pair, then an all-reduce SUM of
+ * P int64): the sum no longer depends on which rank computed which shard, so a run that
+ * lost ranks ends bit for bit where one that lost none does; the price is twice the bytes
+ * of the default mode's all-reduce. Every row carries one more float, the shard's loss. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,9 +28,10 @@ typedef struct {
   trainer_run_t *r;
   const train_config_t *c;
   size_t n_params, row; /* row: the gradients and the loss */
-  float *rows;          /* one row (default), or every rank's shard rows (bit-identical) */
+  float *rows;          /* one row (default), or this rank's shard rows (bit-identical) */
   size_t rows_cap;      /* rows allocated */
   float *sum;           /* the step's summed row (bit-identical; else rows) */
+  int64_t *fixed;       /* bit-identical: the row in fixed point */
   uint64_t steps_per_epoch, total_steps;
   size_t first, count; /* positions of the step in flight */
   FILE *log;
@@ -97,7 +98,7 @@ static void maybe_die(const elastic_t *e, bool after) {
 }
 
 /* Bit-identical mode: rank r's shards r, r + w, r + 2w, ... sit in its `per` slots of
- * e->rows (slot j: shard r + j*w), which the all-gather puts at r * per rows. */
+ * e->rows (slot j: shard r + j*w). */
 static size_t slots_per_rank(const elastic_t *e) {
   return ((size_t)e->c->shards + (size_t)e->r->world - 1) / (size_t)e->r->world;
 }
@@ -114,24 +115,23 @@ static train_status_t ensure_rows(elastic_t *e, size_t nrows) {
   return TRAIN_OK;
 }
 
-/* The exchange: an all-reduce of the one row (default), or an all-gather of every rank's
- * shard rows, then their sum in shard order 0..S-1 from +0 (which also makes a -0 +0). */
-static train_status_t exchange(elastic_t *e, float *mine, size_t per) {
+/* The exchange: an all-reduce of the one row (default), or the exact sum of every rank's
+ * shard rows (bit-identical). */
+static train_status_t exchange(elastic_t *e) {
   trainer_run_t *r = e->r;
-  coll_status_t cs;
-  if (!e->c->bit_identical) {
-    cs = coll_all_reduce(e->rows, e->rows, e->row, COLL_FLOAT32, COLL_SUM, r->comm);
-    return cs == COLL_OK ? TRAIN_OK : train_comm_error(cs, "all-reduce of the step's gradients");
+  if (e->c->bit_identical) {
+    elastic_exact_t x = {.rows = e->rows,
+                         .row = e->row,
+                         .rank = r->rank,
+                         .world = r->world,
+                         .shards = e->c->shards,
+                         .step = r->global_step,
+                         .fixed = e->fixed,
+                         .sum = e->sum};
+    return elastic_exact_sum(r->comm, &x);
   }
-  cs = coll_all_gather(mine, e->rows, per * e->row, COLL_FLOAT32, r->comm);
-  if (cs != COLL_OK) return train_comm_error(cs, "all-gather of the shards' gradients");
-  for (size_t i = 0; i < e->row; i++) e->sum[i] = 0.0f;
-  size_t w = (size_t)r->world;
-  for (size_t s = 0; s < (size_t)e->c->shards; s++) {
-    const float *src = e->rows + ((s % w) * per + s / w) * e->row;
-    for (size_t i = 0; i < e->row; i++) e->sum[i] += src[i];
-  }
-  return TRAIN_OK;
+  coll_status_t cs = coll_all_reduce(e->rows, e->rows, e->row, COLL_FLOAT32, COLL_SUM, r->comm);
+  return cs == COLL_OK ? TRAIN_OK : train_comm_error(cs, "all-reduce of the step's gradients");
 }
 
 /* Forward and backward of this rank's shards, then the exchange. */
@@ -139,9 +139,9 @@ static train_status_t compute_step(elastic_t *e) {
   trainer_run_t *r = e->r;
   const train_config_t *c = e->c;
   size_t per = c->bit_identical ? slots_per_rank(e) : 1;
-  train_status_t st = ensure_rows(e, c->bit_identical ? per * (size_t)r->world : 1);
+  train_status_t st = ensure_rows(e, per);
   if (st != TRAIN_OK) return st;
-  float *mine = c->bit_identical ? e->rows + (size_t)r->rank * per * e->row : e->rows;
+  float *mine = e->rows;
   memset(mine, 0, per * e->row * sizeof(float));
   float scale = 1.0f / (float)e->count;
   float *grads = train_model_grads(r->model);
@@ -173,7 +173,7 @@ static train_status_t compute_step(elastic_t *e) {
     e->rows[e->n_params] = (float)loss_mine;
   }
   maybe_die(e, false);
-  st = exchange(e, mine, per);
+  st = exchange(e);
   if (st == TRAIN_OK) maybe_die(e, true);
   return st;
 }
@@ -256,6 +256,7 @@ static train_status_t run_step(elastic_t *e) {
   train_status_t st = compute_step(e);
   char failed[256] = "";
   for (int tries = 1;; tries++) {
+    if (st == TRAIN_ERR_NOT_FINITE) return st; /* every rank saw it; a redo gives it again */
     if (tries > MAX_TRIES)
       return train_error(TRAIN_ERR_COMM, "step %llu: not committed after %d tries: %s",
                          (unsigned long long)r->global_step, MAX_TRIES, train_last_error());
@@ -324,7 +325,9 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   if (st != TRAIN_OK) return st;
   if (c->bit_identical) {
     e->sum = malloc(e->row * sizeof(float));
-    if (e->sum == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
+    e->fixed = malloc(e->row * sizeof(int64_t));
+    if (e->sum == NULL || e->fixed == NULL)
+      return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
   }
   e->steps_per_epoch = elastic_steps_per_epoch(r->train.count, c->batch, c->shards);
   e->total_steps = e->steps_per_epoch * (uint64_t)c->epochs;
@@ -333,6 +336,7 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
 
 static void close_elastic(elastic_t *e) {
   if (e->sum != e->rows) free(e->sum);
+  free(e->fixed);
   free(e->rows);
   if (e->log != NULL) fclose(e->log);
 }

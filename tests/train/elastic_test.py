@@ -5,8 +5,9 @@ every epoch used exactly once (--sample-log); --bit-identical ends with the exac
 parameters of a run that lost no rank (killed before or after its all-reduce, at 3 and 4
 ranks); a replacement joins, is handed the state and ends with the same parameters; the
 default mode's difference to the failure-free run is measured (checkpoints) and bounded;
-a rank SIGSTOPped past --elastic-timeout-ms is fenced and exits with status 3 (by hand:
-TRAIN_ELASTIC_TEST_FENCE=1).
+--bit-identical stops every rank at once, naming it, when a gradient is NaN or infinite
+(its fixed-point sum has no value for it); a rank SIGSTOPped past --elastic-timeout-ms is
+fenced and exits with status 3 (by hand: TRAIN_ELASTIC_TEST_FENCE=1).
 Usage: elastic_test.py TRAIN COLLRUN"""
 import os
 import re
@@ -182,11 +183,33 @@ def main():
         fail(f"default mode: parameters differ by {diff} (largest {scale})")
     print(f"ok: default mode: largest parameter difference after a kill {diff:.3g} "
           f"(largest parameter {scale:.3g}; bound 1e-3 of it)")
+    not_finite_stops_bit_identical(bit)
     # Timing-sensitive (a 1 s deadline on a loaded machine times out healthy ranks too):
     # by hand only, TRAIN_ELASTIC_TEST_FENCE=1.
     if os.environ.get("TRAIN_ELASTIC_TEST_FENCE") == "1":
         stopped_rank_is_fenced()
     shutil.rmtree(TMP, ignore_errors=True)
+
+
+def not_finite_stops_bit_identical(bit):
+    """(e) --bit-identical with --lr 1e30: the parameters blow up after the first step and
+    the second step's gradients are NaN or infinite. The fixed-point sum has no value for
+    them: every rank stops in that step with an error naming it (no retry, no training
+    on NaN), and the job fails."""
+    cmd = [COLLRUN, "-n", "3", "--elastic", "--timeout", "50", TRAIN] + COMMON + bit + ["--lr", "1e30"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAIN_TEST_")}
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=60, text=True)
+    took = time.time() - t0
+    said = re.findall(r"^\[(\d)\] train: .*step (\d+): .*NaN or infinite; --bit-identical", p.stdout, re.M)
+    if p.returncode == 0 or sorted(r for r, _ in said) != ["0", "1", "2"] or len({s for _, s in said}) != 1:
+        fail(f"not finite: expected collrun to fail and every rank to name the NaN (exit "
+             f"{p.returncode}):\n{p.stdout}")
+    if "not committed after" in p.stdout or "shrink" in p.stdout or took > 20:
+        fail(f"not finite: the step was retried ({took:.1f} s):\n{p.stdout}")
+    print(f"ok: --bit-identical, --lr 1e30: every rank stopped in step {said[0][1]}, naming the "
+          f"NaN/Inf gradient ({took:.1f} s)")
 
 
 def stopped_rank_is_fenced():

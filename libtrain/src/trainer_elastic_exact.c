@@ -1,0 +1,67 @@
+/* The exchange of train --elastic --bit-identical: the sum of every shard's gradient row,
+ * exact and independent of which rank computed which shard (exact_sum.h), with two
+ * all-reduces: MAX of the largest |value| (exact), then SUM of int64 fixed point. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "exact_sum.h"
+#include "trainer_elastic.h"
+
+/* The largest |gradient| and |loss| of this rank's shard rows; false (and the shard in
+ * *bad) when one is NaN or infinite. */
+static bool local_max(const float *rows, size_t nrows, size_t row, int rank, int world,
+                      float max[2], int *bad) {
+  max[0] = max[1] = 0.0f;
+  for (size_t j = 0; j < nrows; j++) {
+    const float *r = rows + j * row;
+    float g, l;
+    bool ok = exact_sum_max_abs(r, row - 1, &g) & exact_sum_max_abs(r + row - 1, 1, &l);
+    if (!ok) {
+      *bad = rank + (int)j * world;
+      max[0] = max[1] = INFINITY; /* every rank's MAX sees it */
+      return false;
+    }
+    if (g > max[0]) max[0] = g;
+    if (l > max[1]) max[1] = l;
+  }
+  return true;
+}
+
+train_status_t elastic_exact_sum(coll_comm_t *comm, const elastic_exact_t *x) {
+  size_t row = x->row, nrows = 0;
+  while (x->rank + (int)nrows * x->world < x->shards) nrows++;
+  float max[2];
+  int bad = -1;
+  local_max(x->rows, nrows, row, x->rank, x->world, max, &bad);
+  coll_status_t cs = coll_all_reduce(max, max, 2, COLL_FLOAT32, COLL_MAX, comm);
+  if (cs != COLL_OK)
+    return train_comm_error(cs, "all-reduce (max) of the shards' largest |gradient|");
+  if (!isfinite(max[0]) || !isfinite(max[1])) {
+    char where[64];
+    if (bad >= 0)
+      snprintf(where, sizeof where, "shard %d's (computed on this rank)", bad);
+    else
+      snprintf(where, sizeof where, "a shard's (computed on another rank)");
+    return train_error(TRAIN_ERR_NOT_FINITE,
+                       "step %llu: %s gradient or loss is NaN or infinite; --bit-identical "
+                       "sums in fixed point, which has no value for it, so the run stops (the "
+                       "step computed again gives the same; a smaller --lr may help)",
+                       (unsigned long long)x->step, where);
+  }
+  /* Every rank derives the same exponents from the same maxima and shard count. */
+  int e_grad = exact_sum_exponent(max[0], (size_t)x->shards);
+  int e_loss = exact_sum_exponent(max[1], (size_t)x->shards);
+  memset(x->fixed, 0, row * sizeof(int64_t));
+  for (size_t j = 0; j < nrows; j++) {
+    const float *r = x->rows + j * row;
+    exact_sum_add(r, row - 1, e_grad, x->fixed);
+    exact_sum_add(r + row - 1, 1, e_loss, x->fixed + row - 1);
+  }
+  cs = coll_all_reduce(x->fixed, x->fixed, row, COLL_INT64, COLL_SUM, comm);
+  if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of the shards' fixed-point gradients");
+  exact_sum_to_float(x->fixed, row - 1, e_grad, x->sum);
+  exact_sum_to_float(x->fixed + row - 1, 1, e_loss, x->sum + row - 1);
+  return TRAIN_OK;
+}
