@@ -141,8 +141,8 @@ static train_status_t compute_step(elastic_t *e) {
   size_t per = c->bit_identical ? slots_per_rank(e) : 1;
   train_status_t st = ensure_rows(e, per);
   if (st != TRAIN_OK) return st;
-  float *mine = e->rows;
-  memset(mine, 0, per * e->row * sizeof(float));
+  float *mine = e->rows; /* bit-identical: every slot of a shard < S is written below */
+  if (!c->bit_identical) memset(mine, 0, e->row * sizeof(float));
   float scale = 1.0f / (float)e->count;
   float *grads = train_model_grads(r->model);
   double loss_mine = 0.0;
@@ -150,7 +150,11 @@ static train_status_t compute_step(elastic_t *e) {
   for (int s = r->rank; s < c->shards && st == TRAIN_OK; s += r->world) {
     size_t first, n;
     elastic_shard_range(e->first, e->count, c->batch, s, &first, &n);
-    if (n == 0) continue;
+    float *slot = mine + (size_t)(s / r->world) * e->row;
+    if (n == 0) {
+      if (c->bit_identical) memset(slot, 0, e->row * sizeof(float));
+      continue;
+    }
     trainer_batches_t *b = &r->batches;
     double loss = 0.0;
     st = trainer_batches_load(b, r->be, &r->train, r->sampler.indices + first, n);
@@ -160,7 +164,6 @@ static train_status_t compute_step(elastic_t *e) {
       st = train_model_backward(r->model, b->dev_x, n, !c->bit_identical && any, NULL, NULL);
     if (st != TRAIN_OK) break;
     if (c->bit_identical) {
-      float *slot = mine + (size_t)(s / r->world) * e->row;
       memcpy(slot, grads, e->n_params * sizeof(float));
       slot[e->n_params] = (float)loss;
     }

@@ -50,14 +50,15 @@ train_status_t elastic_exact_sum(coll_comm_t *comm, const elastic_exact_t *x) {
                        "step computed again gives the same; a smaller --lr may help)",
                        (unsigned long long)x->step, where);
   }
-  /* Every rank derives the same exponents from the same maxima and shard count. */
-  int e_grad = exact_sum_exponent(max[0], (size_t)x->shards);
-  int e_loss = exact_sum_exponent(max[1], (size_t)x->shards);
-  memset(x->fixed, 0, row * sizeof(int64_t));
+  /* Every rank derives the same exponents from the same maxima; --shards is at most
+   * EXACT_SUM_MAX_TERMS (trainer_elastic_validate). */
+  int e_grad = exact_sum_exponent(max[0]);
+  int e_loss = exact_sum_exponent(max[1]);
+  if (nrows == 0) memset(x->fixed, 0, row * sizeof(int64_t));
   for (size_t j = 0; j < nrows; j++) {
     const float *r = x->rows + j * row;
-    exact_sum_add(r, row - 1, e_grad, x->fixed);
-    exact_sum_add(r + row - 1, 1, e_loss, x->fixed + row - 1);
+    exact_sum_add(r, row - 1, e_grad, j == 0, x->fixed);
+    exact_sum_add(r + row - 1, 1, e_loss, j == 0, x->fixed + row - 1);
   }
   cs = coll_all_reduce(x->fixed, x->fixed, row, COLL_INT64, COLL_SUM, comm);
   if (cs != COLL_OK) return train_comm_error(cs, "all-reduce of the shards' fixed-point gradients");

@@ -1,6 +1,7 @@
 /* The fixed-point sum of train --elastic --bit-identical (libtrain/src/exact_sum.c): the
  * same bits in any order and grouping, no overflow at the largest values and shard
- * counts, NaN and Inf refused, zeros and subnormals, and each rounding done once. */
+ * counts, NaN and Inf refused, zeros and subnormals, each rounding done once, and what
+ * becomes of values far below the largest. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -26,12 +27,12 @@ static void fixed_sum(const float *rows, size_t terms, size_t n, size_t groups, 
     ck_assert(exact_sum_max_abs(rows + s * n, n, &m));
     if (m > max_abs) max_abs = m;
   }
-  int e = exact_sum_exponent(max_abs, terms);
+  int e = exact_sum_exponent(max_abs);
   int64_t *acc = calloc(groups * n, sizeof(int64_t));
   ck_assert_ptr_nonnull(acc);
   for (size_t k = 0; k < terms; k++) {
     size_t s = order != NULL ? order[k] : k;
-    exact_sum_add(rows + s * n, n, e, acc + (s % groups) * n);
+    exact_sum_add(rows + s * n, n, e, false, acc + (s % groups) * n);
   }
   for (size_t g = groups; g-- > 1;)
     for (size_t i = 0; i < n; i++) acc[i] += acc[g * n + i];
@@ -88,23 +89,21 @@ END_TEST
 
 START_TEST(the_largest_values_and_shard_counts_do_not_overflow) {
   const float maxima[] = {FLT_MAX, 1.0f, 0.75f, 3.0f, FLT_MIN, 0x1p-149f};
-  const size_t counts[] = {1, 2, 3, 5, 8, 4096};
+  const size_t counts[] = {1, 2, 3, 5, 8, EXACT_SUM_MAX_TERMS};
   for (size_t m = 0; m < sizeof maxima / sizeof *maxima; m++)
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
       float v = maxima[m];
       size_t terms = counts[c];
-      int e = exact_sum_exponent(v, terms);
-      int bits = 0;
-      while (((size_t)1 << bits) < terms) bits++;
-      /* as many bits as the bound allows: the largest value fills the top bit below it */
+      int e = exact_sum_exponent(v);
+      /* the largest value takes the 50 bits: in [2^49, 2^50) */
       double scaled = ldexp((double)v, e);
-      ck_assert_msg(scaled < ldexp(1.0, 62 - bits) && scaled >= ldexp(1.0, 61 - bits),
-                    "max %a, %zu terms: e %d scales it to %a", (double)v, terms, e, scaled);
+      ck_assert_msg(scaled < 0x1p50 && scaled >= 0x1p49, "max %a: e %d scales it to %a", (double)v,
+                    e, scaled);
       for (int sign = -1; sign <= 1; sign += 2) {
         float x = (float)sign * v;
-        int64_t acc = 0;
+        int64_t acc = 12345; /* the first add sets it */
         for (size_t k = 0; k < terms; k++) {
-          exact_sum_add(&x, 1, e, &acc);
+          exact_sum_add(&x, 1, e, k == 0, &acc);
           ck_assert(acc >= -((int64_t)1 << 62) && acc <= ((int64_t)1 << 62));
         }
         float got;
@@ -133,7 +132,7 @@ START_TEST(nan_and_infinity_have_no_fixed_point_value) {
 END_TEST
 
 START_TEST(zeros_sum_to_positive_zero) {
-  ck_assert_int_eq(exact_sum_exponent(0.0f, 8), 0);
+  ck_assert_int_eq(exact_sum_exponent(0.0f), 0);
   const float rows[4] = {-0.0f, 0.0f, -0.0f, -0.0f};
   float got;
   fixed_sum(rows, 4, 1, 2, NULL, &got);
@@ -145,7 +144,7 @@ START_TEST(conversions_round_to_nearest_even_once) {
   /* to fixed point: halves go to the even integer */
   const float x[4] = {0.5f, 1.5f, -2.5f, 0.25f};
   int64_t acc[4] = {0};
-  exact_sum_add(x, 4, 0, acc);
+  exact_sum_add(x, 4, 0, false, acc);
   ck_assert(acc[0] == 0 && acc[1] == 2 && acc[2] == -2 && acc[3] == 0);
   /* back to float in one rounding: 2^60 + 2^36 + 1 is above the halfway point between
    * floats 2^60 and 2^60 + 2^37, so it rounds up; through a double first it would lose
@@ -159,6 +158,17 @@ START_TEST(conversions_round_to_nearest_even_once) {
 }
 END_TEST
 
+START_TEST(values_far_below_the_largest_round_to_its_grid) {
+  /* The largest, 1, scales to 2^49: the grid is 2^-49. 3 * 2^-50 (1.5 steps) rounds to
+   * 2 steps, 2^-50 (half a step) to 0 (even), 2^-60 to 0; 2^-26 keeps all its bits. */
+  const float row[5] = {1.0f, 3 * 0x1p-50f, 0x1p-50f, 0x1p-60f, 0x1.fffffep-26f};
+  float got[5];
+  fixed_sum(row, 1, 5, 1, NULL, got);
+  ck_assert(got[0] == 1.0f && got[1] == 0x1p-48f && got[2] == 0.0f && got[3] == 0.0f);
+  ck_assert(got[4] == row[4]);
+}
+END_TEST
+
 static Suite *exact_sum_suite(void) {
   Suite *s = suite_create("train_exact_sum");
   TCase *tc = tcase_create("exact_sum");
@@ -168,6 +178,7 @@ static Suite *exact_sum_suite(void) {
   tcase_add_test(tc, nan_and_infinity_have_no_fixed_point_value);
   tcase_add_test(tc, zeros_sum_to_positive_zero);
   tcase_add_test(tc, conversions_round_to_nearest_even_once);
+  tcase_add_test(tc, values_far_below_the_largest_round_to_its_grid);
   suite_add_tcase(s, tc);
   return s;
 }
