@@ -28,10 +28,11 @@ bool exact_sum_max_abs(const float *x, size_t n, float *max_abs);
  * any grouping, stays within 2^62. 0 when max_abs is 0. */
 int exact_sum_exponent(float max_abs);
 
-/* acc[i] += x[i] * 2^e rounded to the nearest integer (ties to even), for i < n; with
- * `first`, acc[i] = that instead (acc need not be initialised). The x[i] must be finite
- * and within the max_abs that e was derived from. */
-void exact_sum_add(const float *x, size_t n, int e, bool first, int64_t *acc);
+/* acc[i] = the sum over rows j < nrows of rows[j * stride + i] * 2^e, each rounded to
+ * the nearest integer (ties to even), for i < n (0 when nrows is 0). The values must be
+ * finite and within the max_abs that e was derived from, and nrows at most
+ * EXACT_SUM_MAX_TERMS. */
+void exact_sum_rows(const float *rows, size_t nrows, size_t stride, size_t n, int e, int64_t *acc);
 
 /* out[i] = acc[i] * 2^-e as the nearest float (one rounding for results in float's
  * normal range), for i < n. A sum of zero is +0. */

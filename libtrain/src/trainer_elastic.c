@@ -7,12 +7,13 @@
  * a committed step and receive the state from rank 0.
  *
  * Reduction, default: each rank sums its shards' gradients (backward accumulates) and one
- * all-reduce sums P floats. --bit-identical: each rank keeps every one of its shards'
- * gradients in a row of its own, and the rows are summed exactly in 64-bit fixed point
- * (trainer_elastic_exact.c: an all-reduce MAX of one float pair, then an all-reduce SUM of
- * P int64): the sum no longer depends on which rank computed which shard, so a run that
- * lost ranks ends bit for bit where one that lost none does; the price is twice the bytes
- * of the default mode's all-reduce. Every row carries one more float, the shard's loss. */
+ * all-reduce sums P floats. --bit-identical: each shard's backward writes into a row of
+ * its own, and the rows are summed exactly in 64-bit fixed point (trainer_elastic_exact.c:
+ * an all-reduce MAX of one float pair, a reduce-scatter of P int64, an all-gather of P
+ * floats): the sum no longer depends on which rank computed which shard, so a run that
+ * lost ranks ends bit for bit where one that lost none does; the price is 1.5 times the
+ * bytes of the default mode's all-reduce, two more collectives and the conversions.
+ * Every row carries one more float, the shard's loss. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "model_grads.h"
 #include "trainer_elastic.h"
 
 enum { MAX_TRIES = 10 };
@@ -145,6 +147,7 @@ static train_status_t compute_step(elastic_t *e) {
   if (!c->bit_identical) memset(mine, 0, e->row * sizeof(float));
   float scale = 1.0f / (float)e->count;
   float *grads = train_model_grads(r->model);
+  float *own_grads = NULL; /* bit-identical: the model's buffer while it writes into rows */
   double loss_mine = 0.0;
   bool any = false;
   for (int s = r->rank; s < c->shards && st == TRAIN_OK; s += r->world) {
@@ -155,6 +158,10 @@ static train_status_t compute_step(elastic_t *e) {
       if (c->bit_identical) memset(slot, 0, e->row * sizeof(float));
       continue;
     }
+    if (c->bit_identical) {
+      float *was = train_model_use_grads(r->model, slot); /* backward writes the row */
+      if (own_grads == NULL) own_grads = was;
+    }
     trainer_batches_t *b = &r->batches;
     double loss = 0.0;
     st = trainer_batches_load(b, r->be, &r->train, r->sampler.indices + first, n);
@@ -163,13 +170,11 @@ static train_status_t compute_step(elastic_t *e) {
     if (st == TRAIN_OK)
       st = train_model_backward(r->model, b->dev_x, n, !c->bit_identical && any, NULL, NULL);
     if (st != TRAIN_OK) break;
-    if (c->bit_identical) {
-      memcpy(slot, grads, e->n_params * sizeof(float));
-      slot[e->n_params] = (float)loss;
-    }
+    if (c->bit_identical) slot[e->n_params] = (float)loss;
     loss_mine += loss;
     any = true;
   }
+  if (own_grads != NULL) train_model_use_grads(r->model, own_grads);
   if (st != TRAIN_OK) return st;
   if (!c->bit_identical && any) {
     memcpy(e->rows, grads, e->n_params * sizeof(float));
@@ -327,8 +332,9 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   train_status_t st = ensure_rows(e, c->bit_identical ? (size_t)c->shards : 1);
   if (st != TRAIN_OK) return st;
   if (c->bit_identical) {
-    e->sum = malloc(e->row * sizeof(float));
-    e->fixed = malloc(e->row * sizeof(int64_t));
+    size_t padded = e->row + (size_t)c->shards; /* world <= shards */
+    e->sum = malloc(padded * sizeof(float));
+    e->fixed = malloc(padded * sizeof(int64_t));
     if (e->sum == NULL || e->fixed == NULL)
       return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
   }

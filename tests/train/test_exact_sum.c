@@ -18,7 +18,8 @@ static uint32_t bits_of(float f) {
 }
 
 /* The fixed-point sum of rows[0..terms) (n floats each), taken by `groups` accumulators
- * (row s into accumulator s mod groups, added in `order`), then the accumulators added. */
+ * (row s into accumulator s mod groups, added in `order`), then the accumulators added:
+ * as ranks would, each converting its rows and the all-reduce adding the int64. */
 static void fixed_sum(const float *rows, size_t terms, size_t n, size_t groups, const size_t *order,
                       float *out) {
   float max_abs = 0.0f;
@@ -28,11 +29,12 @@ static void fixed_sum(const float *rows, size_t terms, size_t n, size_t groups, 
     if (m > max_abs) max_abs = m;
   }
   int e = exact_sum_exponent(max_abs);
-  int64_t *acc = calloc(groups * n, sizeof(int64_t));
+  int64_t *acc = calloc((groups + 1) * n, sizeof(int64_t)), *one = acc + groups * n;
   ck_assert_ptr_nonnull(acc);
   for (size_t k = 0; k < terms; k++) {
     size_t s = order != NULL ? order[k] : k;
-    exact_sum_add(rows + s * n, n, e, false, acc + (s % groups) * n);
+    exact_sum_rows(rows + s * n, 1, n, n, e, one);
+    for (size_t i = 0; i < n; i++) acc[(s % groups) * n + i] += one[i];
   }
   for (size_t g = groups; g-- > 1;)
     for (size_t i = 0; i < n; i++) acc[i] += acc[g * n + i];
@@ -101,11 +103,16 @@ START_TEST(the_largest_values_and_shard_counts_do_not_overflow) {
                     e, scaled);
       for (int sign = -1; sign <= 1; sign += 2) {
         float x = (float)sign * v;
-        int64_t acc = 12345; /* the first add sets it */
+        int64_t acc = 0, one;
         for (size_t k = 0; k < terms; k++) {
-          exact_sum_add(&x, 1, e, k == 0, &acc);
+          exact_sum_rows(&x, 1, 1, 1, e, &one);
+          acc += one;
           ck_assert(acc >= -((int64_t)1 << 62) && acc <= ((int64_t)1 << 62));
         }
+        /* and as one call over `terms` rows (stride 0: the same value each time) */
+        int64_t all = 12345;
+        exact_sum_rows(&x, terms, 0, 1, e, &all);
+        ck_assert(all == acc);
         float got;
         exact_sum_to_float(&acc, 1, e, &got);
         float want = (float)((long double)x * (long double)terms);
@@ -143,8 +150,8 @@ END_TEST
 START_TEST(conversions_round_to_nearest_even_once) {
   /* to fixed point: halves go to the even integer */
   const float x[4] = {0.5f, 1.5f, -2.5f, 0.25f};
-  int64_t acc[4] = {0};
-  exact_sum_add(x, 4, 0, false, acc);
+  int64_t acc[4];
+  exact_sum_rows(x, 1, 4, 4, 0, acc);
   ck_assert(acc[0] == 0 && acc[1] == 2 && acc[2] == -2 && acc[3] == 0);
   /* back to float in one rounding: 2^60 + 2^36 + 1 is above the halfway point between
    * floats 2^60 and 2^60 + 2^37, so it rounds up; through a double first it would lose
@@ -169,6 +176,29 @@ START_TEST(values_far_below_the_largest_round_to_its_grid) {
 }
 END_TEST
 
+START_TEST(rows_are_summed_in_blocks_as_one_by_one) {
+  /* 3 rows of 5000 values (blocks of 2048 and a remainder), stride with a gap; no rows
+   * gives zeros */
+  enum { R = 3, N = 5000, STRIDE = 5003 };
+  float *rows = malloc(sizeof(float) * R * STRIDE);
+  int64_t *all = malloc(sizeof(int64_t) * N), *one = malloc(sizeof(int64_t) * N);
+  ck_assert(rows != NULL && all != NULL && one != NULL);
+  for (size_t i = 0; i < (size_t)R * STRIDE; i++)
+    rows[i] = (float)((int)(i * 7919 % 2001) - 1000) / 64;
+  exact_sum_rows(rows, R, STRIDE, N, 20, all);
+  for (size_t i = 0; i < N; i++) {
+    int64_t want = 0;
+    for (size_t j = 0; j < R; j++) want += (int64_t)ldexp(rows[j * STRIDE + i], 20);
+    ck_assert_msg(all[i] == want, "[%zu]", i);
+  }
+  exact_sum_rows(rows, 0, STRIDE, N, 20, one);
+  for (size_t i = 0; i < N; i++) ck_assert(one[i] == 0);
+  free(rows);
+  free(all);
+  free(one);
+}
+END_TEST
+
 static Suite *exact_sum_suite(void) {
   Suite *s = suite_create("train_exact_sum");
   TCase *tc = tcase_create("exact_sum");
@@ -179,6 +209,7 @@ static Suite *exact_sum_suite(void) {
   tcase_add_test(tc, zeros_sum_to_positive_zero);
   tcase_add_test(tc, conversions_round_to_nearest_even_once);
   tcase_add_test(tc, values_far_below_the_largest_round_to_its_grid);
+  tcase_add_test(tc, rows_are_summed_in_blocks_as_one_by_one);
   suite_add_tcase(s, tc);
   return s;
 }
