@@ -2,8 +2,8 @@
 """train --elastic under collrun --elastic / --replace on a small synthetic data set: a rank
 SIGKILLed mid-run (TRAIN_TEST_DIE_AT) leaves the survivors finishing with every sample of
 every epoch used exactly once (--sample-log); --bit-identical ends with the exact
-parameters of a run that lost no rank (killed before or after its all-reduce, at 3 and 4
-ranks); a replacement joins, is handed the state and ends with the same parameters; the
+parameters of a run that lost no rank (killed before or after its exchange, at 3 and 4
+ranks) and of one on 2 ranks; a replacement joins, is handed the state and ends with the same parameters; the
 default mode's difference to the failure-free run is measured (checkpoints) and bounded;
 --bit-identical stops every rank at once, naming it, when a gradient is NaN or infinite
 (its fixed-point sum has no value for it); a rank SIGSTOPped past --elastic-timeout-ms is
@@ -142,8 +142,8 @@ def main():
     print(f"ok: 4 ranks, one killed: {steps} steps, exactly-once over {nfiles} logs, "
           f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
-    # (b) --bit-identical: 3 ranks with a kill (before / after the all-reduce) end with
-    # exactly the parameters of 3 ranks without one, and of 4 ranks losing one.
+    # (b) --bit-identical: 3 ranks with a kill (before / after the exchange) end with
+    # exactly the parameters of 3 ranks without one, of 4 ranks losing one and of 2 ranks.
     bit = ["--bit-identical"]
     h0, _ = finals("bit-identical, no kill", run("bit-identical, no kill", 3, bit), 3)
     for die in ("1:10", "2:17:after", "0:5"):
@@ -153,7 +153,10 @@ def main():
     h, _ = finals("bit-identical, 4 ranks", run("bit-identical, 4 ranks", 4, bit, "3:20"), 3)
     if h != h0:
         fail(f"bit-identical: 4 ranks losing one end with {h}, 3 ranks with {h0}")
-    print(f"ok: --bit-identical: hash {h0} with and without a kill (3 and 4 ranks)")
+    h, _ = finals("bit-identical, 2 ranks", run("bit-identical, 2 ranks", 2, bit), 2)
+    if h != h0:
+        fail(f"bit-identical: 2 ranks end with {h}, 3 ranks with {h0}")
+    print(f"ok: --bit-identical: hash {h0} with and without a kill (2, 3 and 4 ranks)")
 
     # (c) A replacement joins after rank 1 dies: it is handed the state (checked by its
     # hashes) and all three end with the failure-free run's parameters.
