@@ -43,6 +43,24 @@ train_status_t elastic_join(trainer_run_t *r);
 double elastic_now_ms(void);
 double elastic_unix_s(void);
 
+/* ---- trainer_elastic_exact.c: the sum of --bit-identical. This rank (`rank` of `world`)
+ * holds the rows of shards rank, rank + world, ... (those < shards), one after the other,
+ * `row` floats each (the gradients, then the loss). The sum of all the shards' rows lands
+ * in `sum` on every rank, the same bits whatever the world and whichever rank held which
+ * shard (exact_sum.h): an all-reduce MAX of the largest |value| gives the fixed-point
+ * scale, an int64 reduce-scatter SUM the sum, an all-gather the floats. A NaN or
+ * infinite value anywhere makes every rank return TRAIN_ERR_NOT_FINITE (the same shards
+ * give it again: no retry helps). */
+typedef struct {
+  const float *rows;
+  size_t row;
+  int rank, world, shards;
+  uint64_t step;  /* for the message */
+  int64_t *fixed; /* scratch: row + world int64 (blocks padded for the reduce-scatter) */
+  float *sum;     /* row + world floats; the first row are the result */
+} elastic_exact_t;
+train_status_t elastic_exact_sum(coll_comm_t *comm, const elastic_exact_t *x);
+
 /* ---- trainer_elastic_state.c: rank 0 of a grown communicator broadcasts parameters,
  * optimizer state and position (epoch, step, optimizer steps; the order follows from
  * seed + epoch) with their hashes; every other rank takes them and checks the hashes,

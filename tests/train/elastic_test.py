@@ -2,14 +2,15 @@
 """train --elastic under collrun --elastic / --replace on a small synthetic data set: a rank
 SIGKILLed mid-run (TRAIN_TEST_DIE_AT) leaves the survivors finishing with every sample of
 every epoch used exactly once (--sample-log); --bit-identical ends with the exact
-parameters of a run that lost no rank (killed before or after its all-reduce, at 3 and 4
-ranks); a replacement joins, is handed the state and ends with the same parameters; the
+parameters of a run that lost no rank (killed before or after its exchange, at 3 and 4
+ranks) and of one on 2 ranks; a replacement joins, is handed the state and ends with the same parameters; the
 default mode's difference to the failure-free run is measured (checkpoints) and bounded;
 the final --checkpoint is written and loads when its writer, rank 0, dies after the last
-step (and an unwritable one fails the job); a rank SIGSTOPped past --elastic-timeout-ms is
-fenced and exits with status 3 (by hand: TRAIN_ELASTIC_TEST_FENCE=1); the recovery line
-reaches collrun when printed; a step redone although no rank was lost says on which rank
-it failed and why.
+step (and an unwritable one fails the job); --bit-identical stops every rank at once,
+naming it, when a gradient is NaN or infinite (its fixed-point sum has no value for it);
+a rank SIGSTOPped past --elastic-timeout-ms is fenced and exits with status 3 (by hand:
+TRAIN_ELASTIC_TEST_FENCE=1); the recovery line reaches collrun when printed; a step redone
+although no rank was lost says on which rank it failed and why.
 Usage: elastic_test.py TRAIN COLLRUN"""
 import os
 import re
@@ -196,8 +197,8 @@ def main():
     print(f"ok: 4 ranks, one killed: {steps} steps, exactly-once over {nfiles} logs, "
           f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
-    # (b) --bit-identical: 3 ranks with a kill (before / after the all-reduce) end with
-    # exactly the parameters of 3 ranks without one, and of 4 ranks losing one.
+    # (b) --bit-identical: 3 ranks with a kill (before / after the exchange) end with
+    # exactly the parameters of 3 ranks without one, of 4 ranks losing one and of 2 ranks.
     bit = ["--bit-identical"]
     h0, _ = finals("bit-identical, no kill", run("bit-identical, no kill", 3, bit), 3)
     for die in ("1:10", "2:17:after", "0:5"):
@@ -207,7 +208,10 @@ def main():
     h, _ = finals("bit-identical, 4 ranks", run("bit-identical, 4 ranks", 4, bit, "3:20"), 3)
     if h != h0:
         fail(f"bit-identical: 4 ranks losing one end with {h}, 3 ranks with {h0}")
-    print(f"ok: --bit-identical: hash {h0} with and without a kill (3 and 4 ranks)")
+    h, _ = finals("bit-identical, 2 ranks", run("bit-identical, 2 ranks", 2, bit), 2)
+    if h != h0:
+        fail(f"bit-identical: 2 ranks end with {h}, 3 ranks with {h0}")
+    print(f"ok: --bit-identical: hash {h0} with and without a kill (2, 3 and 4 ranks)")
 
     # (c) A replacement joins after rank 1 dies: it is handed the state (checked by its
     # hashes) and all three end with the failure-free run's parameters.
@@ -241,6 +245,7 @@ def main():
     final_checkpoint_survives_its_writer(steps)
     recovery_lines_arrive_at_once()
     redo_without_a_loss_says_why()
+    not_finite_stops_bit_identical(bit)
     # Timing-sensitive (a 1 s deadline on a loaded machine times out healthy ranks too):
     # by hand only, TRAIN_ELASTIC_TEST_FENCE=1.
     if os.environ.get("TRAIN_ELASTIC_TEST_FENCE") == "1":
@@ -310,6 +315,27 @@ def redo_without_a_loss_says_why():
     if not summary or not reason:
         fail(f"redo without a loss: rank 0 must name rank 1 and rank 1 say what failed:\n{out}")
     print("ok: a step redone without a loss names the rank it failed on and why")
+
+
+def not_finite_stops_bit_identical(bit):
+    """(e) --bit-identical with --lr 1e30: the parameters blow up after the first step and
+    the second step's gradients are NaN or infinite. The fixed-point sum has no value for
+    them: every rank stops in that step with an error naming it (no retry, no training
+    on NaN), and the job fails."""
+    cmd = [COLLRUN, "-n", "3", "--elastic", "--timeout", "50", TRAIN] + COMMON + bit + ["--lr", "1e30"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAIN_TEST_")}
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=60, text=True)
+    took = time.time() - t0
+    said = re.findall(r"^\[(\d)\] train: .*step (\d+): .*NaN or infinite; --bit-identical", p.stdout, re.M)
+    if p.returncode == 0 or sorted(r for r, _ in said) != ["0", "1", "2"] or len({s for _, s in said}) != 1:
+        fail(f"not finite: expected collrun to fail and every rank to name the NaN (exit "
+             f"{p.returncode}):\n{p.stdout}")
+    if "not committed after" in p.stdout or "shrink" in p.stdout or took > 20:
+        fail(f"not finite: the step was retried ({took:.1f} s):\n{p.stdout}")
+    print(f"ok: --bit-identical, --lr 1e30: every rank stopped in step {said[0][1]}, naming the "
+          f"NaN/Inf gradient ({took:.1f} s)")
 
 
 def stopped_rank_is_fenced():
