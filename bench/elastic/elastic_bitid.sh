@@ -2,8 +2,10 @@
 # The price of train --elastic --bit-identical, and how fast an elastic job recovers.
 # Each round runs, for 2, 3 and 4 ranks back to back, the elastic trainer in the default
 # mode (each rank sums its shards, one all-reduce of P floats) and in --bit-identical
-# mode (an all-gather of the S shards' P floats, added in shard order), alternating which
-# goes first, and prints steps/s; then the medians and the ratio. Then, per rank count,
+# mode (the S shards' rows summed exactly in int64 fixed point: an all-reduce MAX of one
+# float pair, a reduce-scatter of P int64, an all-gather of P floats), alternating which
+# goes first, and prints steps/s; then the medians with their range over the rounds, the
+# ratio of the medians and the range of the rounds' own ratios. Then, per rank count,
 # a run where the last rank is SIGKILLed in step 30 (TRAIN_TEST_DIE_AT): the time from
 # the kill to the survivors' commit of that step, and the part after the failure was seen.
 # Last, per rank count, a replacement (collrun --replace 1) for a rank killed in step 10:
@@ -40,6 +42,7 @@ run() {
 }
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+range() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "-" hi}'; }
 
 echo "steps/s (global batch 8 x 64 = 512 samples), $rounds rounds of $steps steps"
 for r in $(seq "$rounds"); do
@@ -55,11 +58,15 @@ for r in $(seq "$rounds"); do
   done
 done
 echo
-printf "%-6s %14s %20s %8s\n" ranks "default st/s" "bit-identical st/s" ratio
+printf "%-6s %22s %22s %6s %18s\n" ranks "default st/s [range]" "bit-identical [range]" ratio "rounds' ratios"
 for n in 2 3 4; do
   a=$(awk -v n="$n" '$1==n {print $2}' "$tmp/default" | median)
   b=$(awk -v n="$n" '$1==n {print $2}' "$tmp/bitid" | median)
-  printf "%-6s %14s %20s %8s\n" "$n" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}')"
+  ra=$(awk -v n="$n" '$1==n {print $2}' "$tmp/default" | range)
+  rb=$(awk -v n="$n" '$1==n {print $2}' "$tmp/bitid" | range)
+  rr=$(paste "$tmp/default" "$tmp/bitid" | awk -v n="$n" '$1==n {printf "%.2f\n", $4 / $2}' | range)
+  printf "%-6s %22s %22s %6s %18s\n" "$n" "$a [$ra]" "$b [$rb]" \
+    "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}')" "$rr"
 done
 
 echo

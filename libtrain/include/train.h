@@ -26,6 +26,7 @@ typedef enum {
   TRAIN_ERR_DIVERGED = -7,    /* --check-sync found ranks with different parameters */
   TRAIN_ERR_FENCED = -8,      /* --elastic: the other ranks declared this one failed and went
                                  on without it (it was stopped or too slow); it must exit */
+  TRAIN_ERR_NOT_FINITE = -9,  /* --elastic --bit-identical: a gradient or loss is NaN or Inf */
 } train_status_t;
 
 const char *train_status_string(train_status_t status);
@@ -312,7 +313,7 @@ typedef struct {
    * samples, spread over the ranks; a step is committed only when every rank agrees. */
   bool elastic;
   int shards;              /* >= the largest world size (8) */
-  bool bit_identical;      /* reduce per shard, so the result does not depend on the world */
+  bool bit_identical;      /* sum the shards exactly, so the result does not depend on the world */
   const char *sample_log;  /* NULL: none; else each process appends to <path>.<pid> */
   int elastic_timeout_ms;  /* communicator deadline of elastic runs (10000) */
 } train_config_t;

@@ -26,6 +26,8 @@ const char *train_status_string(train_status_t status) {
       return "ranks diverged";
     case TRAIN_ERR_FENCED:
       return "declared failed by the other ranks";
+    case TRAIN_ERR_NOT_FINITE:
+      return "a gradient or loss is not finite";
   }
   return "unknown status";
 }

@@ -127,8 +127,13 @@ size_t train_model_grad_end(const train_model_t *m, int index) { return m->grad_
 
 float *train_model_swap_grads(train_model_t *m, float *buf) {
   if (buf == NULL || !backend_is_host(m->be)) return NULL;
+  memcpy(buf, m->grads.data, m->n_params * sizeof *buf);
+  return train_model_use_grads(m, buf);
+}
+
+float *train_model_use_grads(train_model_t *m, float *buf) {
+  if (buf == NULL || !backend_is_host(m->be)) return NULL;
   float *old = m->grads.data;
-  memcpy(buf, old, m->n_params * sizeof *buf);
   for (int i = 0; i < m->n_linear; i++) {
     m->linear[i].dw = buf + (m->linear[i].dw - old);
     m->linear[i].db = buf + (m->linear[i].db - old);

@@ -1,5 +1,5 @@
 /* The elastic training loop (--elastic): every step's gradients come from --shards
- * shards spread over the ranks alive, are summed with one all-reduce, and the step is
+ * shards spread over the ranks alive, are summed with an all-reduce, and the step is
  * committed (optimizer, position, sample log) only when every rank agrees that all went
  * well (coll_comm_agree). Otherwise the survivors shrink the communicator and compute the
  * same step again: the parameters are still those before it, so no committed step is
@@ -7,12 +7,13 @@
  * a committed step and receive the state from rank 0.
  *
  * Reduction, default: each rank sums its shards' gradients (backward accumulates) and one
- * all-reduce sums P floats. --bit-identical: an all-gather of every shard's gradient (each
- * rank sends the rows of its ceil(S/world) shards), then every rank adds the S rows in
- * shard order 0..S-1: the sum's order no longer depends on which rank computed which
- * shard, so a run that lost ranks ends bit for bit where one that lost none does; the
- * price is about S times the bytes received. Every row carries one more float, the
- * shard's loss. */
+ * all-reduce sums P floats. --bit-identical: each shard's backward writes into a row of
+ * its own, and the rows are summed exactly in 64-bit fixed point (trainer_elastic_exact.c:
+ * an all-reduce MAX of one float pair, a reduce-scatter of P int64, an all-gather of P
+ * floats): the sum no longer depends on which rank computed which shard, so a run that
+ * lost ranks ends bit for bit where one that lost none does; the price is 1.5 times the
+ * bytes of the default mode's all-reduce, two more collectives and the conversions.
+ * Every row carries one more float, the shard's loss. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "model_grads.h"
 #include "trainer_elastic.h"
 
 enum { MAX_TRIES = 10 };
@@ -28,9 +30,10 @@ typedef struct {
   trainer_run_t *r;
   const train_config_t *c;
   size_t n_params, row; /* row: the gradients and the loss */
-  float *rows;          /* one row (default), or every rank's shard rows (bit-identical) */
+  float *rows;          /* one row (default), or this rank's shard rows (bit-identical) */
   size_t rows_cap;      /* rows allocated */
   float *sum;           /* the step's summed row (bit-identical; else rows) */
+  int64_t *fixed;       /* bit-identical: the row in fixed point */
   uint64_t steps_per_epoch, total_steps;
   size_t first, count; /* positions of the step in flight */
   FILE *log;
@@ -97,7 +100,7 @@ static void maybe_die(const elastic_t *e, bool after) {
 }
 
 /* Bit-identical mode: rank r's shards r, r + w, r + 2w, ... sit in its `per` slots of
- * e->rows (slot j: shard r + j*w), which the all-gather puts at r * per rows. */
+ * e->rows (slot j: shard r + j*w). */
 static size_t slots_per_rank(const elastic_t *e) {
   return ((size_t)e->c->shards + (size_t)e->r->world - 1) / (size_t)e->r->world;
 }
@@ -114,24 +117,23 @@ static train_status_t ensure_rows(elastic_t *e, size_t nrows) {
   return TRAIN_OK;
 }
 
-/* The exchange: an all-reduce of the one row (default), or an all-gather of every rank's
- * shard rows, then their sum in shard order 0..S-1 from +0 (which also makes a -0 +0). */
-static train_status_t exchange(elastic_t *e, float *mine, size_t per) {
+/* The exchange: an all-reduce of the one row (default), or the exact sum of every rank's
+ * shard rows (bit-identical). */
+static train_status_t exchange(elastic_t *e) {
   trainer_run_t *r = e->r;
-  coll_status_t cs;
-  if (!e->c->bit_identical) {
-    cs = coll_all_reduce(e->rows, e->rows, e->row, COLL_FLOAT32, COLL_SUM, r->comm);
-    return cs == COLL_OK ? TRAIN_OK : train_comm_error(cs, "all-reduce of the step's gradients");
+  if (e->c->bit_identical) {
+    elastic_exact_t x = {.rows = e->rows,
+                         .row = e->row,
+                         .rank = r->rank,
+                         .world = r->world,
+                         .shards = e->c->shards,
+                         .step = r->global_step,
+                         .fixed = e->fixed,
+                         .sum = e->sum};
+    return elastic_exact_sum(r->comm, &x);
   }
-  cs = coll_all_gather(mine, e->rows, per * e->row, COLL_FLOAT32, r->comm);
-  if (cs != COLL_OK) return train_comm_error(cs, "all-gather of the shards' gradients");
-  for (size_t i = 0; i < e->row; i++) e->sum[i] = 0.0f;
-  size_t w = (size_t)r->world;
-  for (size_t s = 0; s < (size_t)e->c->shards; s++) {
-    const float *src = e->rows + ((s % w) * per + s / w) * e->row;
-    for (size_t i = 0; i < e->row; i++) e->sum[i] += src[i];
-  }
-  return TRAIN_OK;
+  coll_status_t cs = coll_all_reduce(e->rows, e->rows, e->row, COLL_FLOAT32, COLL_SUM, r->comm);
+  return cs == COLL_OK ? TRAIN_OK : train_comm_error(cs, "all-reduce of the step's gradients");
 }
 
 /* Forward and backward of this rank's shards, then the exchange. */
@@ -139,18 +141,27 @@ static train_status_t compute_step(elastic_t *e) {
   trainer_run_t *r = e->r;
   const train_config_t *c = e->c;
   size_t per = c->bit_identical ? slots_per_rank(e) : 1;
-  train_status_t st = ensure_rows(e, c->bit_identical ? per * (size_t)r->world : 1);
+  train_status_t st = ensure_rows(e, per);
   if (st != TRAIN_OK) return st;
-  float *mine = c->bit_identical ? e->rows + (size_t)r->rank * per * e->row : e->rows;
-  memset(mine, 0, per * e->row * sizeof(float));
+  float *mine = e->rows; /* bit-identical: every slot of a shard < S is written below */
+  if (!c->bit_identical) memset(mine, 0, e->row * sizeof(float));
   float scale = 1.0f / (float)e->count;
   float *grads = train_model_grads(r->model);
+  float *own_grads = NULL; /* bit-identical: the model's buffer while it writes into rows */
   double loss_mine = 0.0;
   bool any = false;
   for (int s = r->rank; s < c->shards && st == TRAIN_OK; s += r->world) {
     size_t first, n;
     elastic_shard_range(e->first, e->count, c->batch, s, &first, &n);
-    if (n == 0) continue;
+    float *slot = mine + (size_t)(s / r->world) * e->row;
+    if (n == 0) {
+      if (c->bit_identical) memset(slot, 0, e->row * sizeof(float));
+      continue;
+    }
+    if (c->bit_identical) {
+      float *was = train_model_use_grads(r->model, slot); /* backward writes the row */
+      if (own_grads == NULL) own_grads = was;
+    }
     trainer_batches_t *b = &r->batches;
     double loss = 0.0;
     st = trainer_batches_load(b, r->be, &r->train, r->sampler.indices + first, n);
@@ -159,21 +170,18 @@ static train_status_t compute_step(elastic_t *e) {
     if (st == TRAIN_OK)
       st = train_model_backward(r->model, b->dev_x, n, !c->bit_identical && any, NULL, NULL);
     if (st != TRAIN_OK) break;
-    if (c->bit_identical) {
-      float *slot = mine + (size_t)(s / r->world) * e->row;
-      memcpy(slot, grads, e->n_params * sizeof(float));
-      slot[e->n_params] = (float)loss;
-    }
+    if (c->bit_identical) slot[e->n_params] = (float)loss;
     loss_mine += loss;
     any = true;
   }
+  if (own_grads != NULL) train_model_use_grads(r->model, own_grads);
   if (st != TRAIN_OK) return st;
   if (!c->bit_identical && any) {
     memcpy(e->rows, grads, e->n_params * sizeof(float));
     e->rows[e->n_params] = (float)loss_mine;
   }
   maybe_die(e, false);
-  st = exchange(e, mine, per);
+  st = exchange(e);
   if (st == TRAIN_OK) maybe_die(e, true);
   return st;
 }
@@ -218,13 +226,6 @@ static train_status_t commit(elastic_t *e) {
   return TRAIN_OK;
 }
 
-static void list_failed(const coll_agreement_t *a, char *out, size_t size) {
-  size_t len = 0;
-  out[0] = '\0';
-  for (int i = 0; i < a->nfailed && i < COLL_AGREE_MAX_FAILED && len < size; i++)
-    len += (size_t)snprintf(out + len, size - len, "%s%d", i ? "," : "", a->failed[i]);
-}
-
 /* Replacements wait: take them in and hand them the state (the step is committed). A
  * failure here is left to the next step's agreement, which sees who is missing. */
 static void take_in(elastic_t *e, int joiners) {
@@ -246,6 +247,24 @@ static void take_in(elastic_t *e, int joiners) {
         "(grow %.1f, state %.1f)\n",
         joiners, (unsigned long long)r->global_step, before, r->world, t_end - t0, t_grow - t0,
         t_end - t_grow);
+  fflush(stdout); /* collrun relays a pipe: the report must not wait for the next flush */
+}
+
+/* The agreement said the step failed but lost nobody: a rank's call returned an error (a
+ * timeout, a revoke, a peer's error) while every rank lived. Each rank it failed on says
+ * what failed at once; `redone` gets the note for rank 0's report. */
+static void tell_redo(elastic_t *e, const coll_agreement_t *a, bool mine_failed, const char *why,
+                      char *redone, size_t size) {
+  trainer_run_t *r = e->r;
+  if (mine_failed) {
+    printf("elastic: rank %d: step %llu failed here: %s; no rank was lost, the %d ranks redo it\n",
+           r->rank, (unsigned long long)r->global_step, why, r->world);
+    fflush(stdout);
+  }
+  char ranks[160];
+  int n = elastic_list_flagged(a->flag, r->world, ranks, sizeof ranks);
+  snprintf(redone, size, "; redone: the step failed on rank%s %s (see %s 'failed here' line%s)",
+           n == 1 ? "" : "s", n > 0 ? ranks : "?", n == 1 ? "its" : "their", n == 1 ? "" : "s");
 }
 
 /* Run step `global_step` until it is committed on every rank alive. */
@@ -254,16 +273,19 @@ static train_status_t run_step(elastic_t *e) {
   position_step(e);
   double t_fail = -1.0, t_agree = 0.0, t_shrink = 0.0;
   train_status_t st = compute_step(e);
-  char failed[256] = "";
+  if (st == TRAIN_OK) st = elastic_test_fail(r->global_step);
+  char failed[256] = "", redone[256] = "", why[512] = "";
   for (int tries = 1;; tries++) {
+    if (st == TRAIN_ERR_NOT_FINITE) return st; /* every rank saw it; a redo gives it again */
     if (tries > MAX_TRIES)
       return train_error(TRAIN_ERR_COMM, "step %llu: not committed after %d tries: %s",
                          (unsigned long long)r->global_step, MAX_TRIES, train_last_error());
     if (st != TRAIN_OK) {
       if (t_fail < 0) t_fail = elastic_now_ms();
+      snprintf(why, sizeof why, "%s", train_last_error());
       coll_comm_revoke(r->comm); /* peers waiting for this rank learn at once */
     }
-    coll_agreement_t a = {.flag = st == TRAIN_OK};
+    coll_agreement_t a = {.flag = elastic_step_flag(r->rank, st == TRAIN_OK)};
     double t0 = elastic_now_ms();
     coll_status_t cs = coll_comm_agree(r->comm, &a);
     t_agree += elastic_now_ms() - t0;
@@ -278,15 +300,15 @@ static train_status_t run_step(elastic_t *e) {
       nanosleep(&pause, NULL);
       continue;
     }
-    if (a.flag == 1 && a.nfailed == 0) {
+    if (elastic_step_ok(a.flag) && a.nfailed == 0) {
       st = commit(e);
       if (st != TRAIN_OK) return st;
       if (t_fail >= 0 && rank0_prints(e))
         printf(
             "elastic: step %llu committed on %d ranks %.1f ms after the failure was seen "
-            "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f\n",
+            "(rank(s) %s lost; agree %.1f ms, shrink %.1f ms) at unix time %.3f%s\n",
             (unsigned long long)r->global_step - 1, r->world, elastic_now_ms() - t_fail,
-            failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s());
+            failed[0] ? failed : "none", t_agree, t_shrink, elastic_unix_s(), redone);
       if (e->joined && e->join_t0_ms > 0) {
         printf(
             "elastic: replacement (rank %d of %d) committed its first step, %llu, %.1f ms "
@@ -295,11 +317,15 @@ static train_status_t run_step(elastic_t *e) {
             elastic_now_ms() - e->join_t0_ms);
         e->join_t0_ms = 0;
       }
+      fflush(stdout);
       if (a.joiners > 0) take_in(e, a.joiners);
       return TRAIN_OK;
     }
     if (t_fail < 0) t_fail = t0; /* first seen by the agreement (a peer died after the reduce) */
-    if (a.nfailed > 0) list_failed(&a, failed, sizeof failed);
+    if (a.nfailed > 0)
+      elastic_list_failed(&a, failed, sizeof failed);
+    else
+      tell_redo(e, &a, st != TRAIN_OK, why, redone, sizeof redone);
     t0 = elastic_now_ms();
     st = elastic_shrink(r, &a);
     t_shrink += elastic_now_ms() - t0;
@@ -323,8 +349,11 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
   train_status_t st = ensure_rows(e, c->bit_identical ? (size_t)c->shards : 1);
   if (st != TRAIN_OK) return st;
   if (c->bit_identical) {
-    e->sum = malloc(e->row * sizeof(float));
-    if (e->sum == NULL) return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
+    size_t padded = e->row + (size_t)c->shards; /* world <= shards */
+    e->sum = malloc(padded * sizeof(float));
+    e->fixed = malloc(padded * sizeof(int64_t));
+    if (e->sum == NULL || e->fixed == NULL)
+      return train_error(TRAIN_ERR_NO_MEMORY, "elastic: no memory for a row");
   }
   e->steps_per_epoch = elastic_steps_per_epoch(r->train.count, c->batch, c->shards);
   e->total_steps = e->steps_per_epoch * (uint64_t)c->epochs;
@@ -333,6 +362,7 @@ static train_status_t open_elastic(elastic_t *e, trainer_run_t *r) {
 
 static void close_elastic(elastic_t *e) {
   if (e->sum != e->rows) free(e->sum);
+  free(e->fixed);
   free(e->rows);
   if (e->log != NULL) fclose(e->log);
 }
@@ -362,6 +392,7 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
           "its hashes, %.1f ms after the join call\n",
           r->rank, r->world, (unsigned long long)r->global_step, (unsigned long long)r->epoch + 1,
           elastic_now_ms() - e.join_t0_ms);
+      fflush(stdout);
     }
   }
   const train_config_t *c = r->cfg;
@@ -383,7 +414,7 @@ train_status_t trainer_elastic_run(trainer_run_t *r, train_result_t *res) {
   uint64_t hash = 0;
   if (st == TRAIN_OK) st = trainer_params_hash(r, &hash);
   if (st == TRAIN_OK && c->check_sync) st = check_sync(r, hash);
-  if (st == TRAIN_OK) st = trainer_save_checkpoint(r); /* rank 0, with --checkpoint */
+  if (st == TRAIN_OK) st = elastic_save_final(r); /* with --checkpoint: a live rank writes it */
   if (st == TRAIN_OK) {
     uint64_t steps = r->global_step - step0;
     printf("elastic: rank %d of %d done at step %llu, params hash %016llx\n", r->rank, r->world,

@@ -141,7 +141,7 @@ class Job:
 
 class Worker:
     name = "worker"
-    collective = "all_reduce"
+    collectives = ("all_reduce",)  # the step's collectives (COLL_TEST_KILL_AT points), one call each
     step_re = r"EV \S+ \d+ commit step=%d "
     restart_progress = r"EV \S+ \d+ commit step=%d "
     restart_any = r"EV \S+ \d+ commit step=(\d+) "
@@ -215,7 +215,9 @@ class Worker:
 
 class Train:
     name = "train"
-    collective = "all_gather"
+    # --bit-identical: all-reduce MAX of the largest |gradient|, reduce-scatter of the int64
+    # fixed-point rows, all-gather of the summed floats
+    collectives = ("all_reduce", "reduce_scatter", "all_gather")
     step_re = r"^\[\d+\] step %d \(epoch"
     restart_progress = r"\(global %d\)"
     restart_any = r"\(global (\d+)\)"
@@ -340,8 +342,9 @@ class Trial:
         k = rng.randint(3, max(3, self.h.prog.steps // 3))
         if sc in ("replace", "grow_kill", "state_kill"):
             replace = 2 if sc == "state_kill" else 1
-        if sc == "allreduce_hook":  # the step's collective: train --bit-identical all-gathers
-            kill_at = "%s:%d@%d" % (self.h.prog.collective, k + 2, victim)
+        if sc == "allreduce_hook":  # on entry to one of step k + 1's collectives
+            points = self.h.prog.collectives
+            kill_at = "%s:%d@%d" % (points[(k + 1) % len(points)], k + 2, victim)
         elif sc == "agree_hook":
             kill_at = "agree:%d@%d" % (k, victim)
         elif sc == "shrink_hook":
@@ -683,8 +686,10 @@ def summarize(records):
         print("restart from checkpoint: steps lost p50 %s, max %s" % (percentile(lost, 50), max(lost)))
 
 
+# The last two kill a rank on entry to a step's collective: with train --bit-identical,
+# seed 50 (k = 8) on entry to the all-reduce MAX, seed 51 (k = 6) to the reduce-scatter.
 CI_PLAN = [(3, "random"), (3, "agree_hook"), (4, "shrink_hook"), (3, "replace"), (3, "stop"),
-           (3, "state_kill")]
+           (3, "state_kill"), (3, "allreduce_hook"), (3, "allreduce_hook")]
 SCENARIOS = ["random", "rank0", "last_but_one", "two", "allreduce_hook", "agree_hook", "shrink_hook",
              "stop", "replace", "grow_kill", "state_kill"]
 

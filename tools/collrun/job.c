@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/segment_name.h"
 #include "output.h"
 
 enum {
@@ -238,6 +239,20 @@ static void elastic_abandon(job_t *job) {
   }
 }
 
+/* A rank that died while making a communicator (a replacement killed in its join) can
+ * leave a shared-memory segment whose name nobody else would ever unlink: remove what
+ * its pid left in /dev/shm (common/segment_name.h). Its pid is not reused before this
+ * reaping, and the segments of a rank that ended normally were unlinked already. */
+static void reclaim_segments(const job_rank_t *r) {
+  uint64_t bytes = 0;
+  int removed = coll_segments_reclaim(r->pid, &bytes);
+  if (removed > 0)
+    fprintf(stderr,
+            "collrun: removed %d shared-memory segment(s) of %.1f MB that rank %d (pid %d) "
+            "left in /dev/shm\n",
+            removed, (double)bytes / 1e6, r->rank, (int)r->pid);
+}
+
 static void reap_children(job_t *job) {
   for (;;) {
     int status;
@@ -257,6 +272,7 @@ static void reap_children(job_t *job) {
         describe_failure(r, status, job->why, sizeof job->why);
         begin_stop(job, STOP_RANK_FAILED, status_exit_code(status), SIGTERM, job->why);
       }
+      reclaim_segments(r);
       break;
     }
   }

@@ -101,6 +101,7 @@ coll_status_t coll_all_gather_async(const void *sendbuf, void *recvbuf, size_t s
 
 coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                   coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm) {
+  coll_test_hook("reduce_scatter");
   return api_run(comm, "coll_reduce_scatter",
                  make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), NULL,
                  false);
@@ -109,6 +110,7 @@ coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t rec
 coll_status_t coll_reduce_scatter_async(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                         coll_request_t **request) {
+  coll_test_hook("reduce_scatter");
   return api_run(comm, "coll_reduce_scatter_async",
                  make(COLL_KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0), request,
                  true);

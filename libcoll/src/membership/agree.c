@@ -8,7 +8,11 @@
  * decision in slices of SLICE_MS; after each slice they look who is in and who is alive
  * (base/liveness.c: a rank whose owned key is missing in two looks a slice apart, or
  * whose lease stood still for COLL_LEASE_DEAD_MS, is dead; on a store of leases, so is a
- * rank another member's connection to which broke: its key_dead).
+ * rank another member's connection to which broke: its key_dead). After a timeout, a rank
+ * that the ranks which timed out were waiting for (their hang records name it) has
+ * already been silent for a whole deadline: it is failed after a short grace (a twentieth
+ * of the deadline) instead of a second deadline, so a SIGSTOPped rank costs the survivors
+ * one deadline and a little, not two.
  * When every rank is in or dead, or when the agreement's deadline passed, the member that
  * looked writes the decision: the ranks not in are failed. A member that finds itself in
  * the failed set (it was stopped, or came late) gets COLL_ERR_FENCED. A member that has
@@ -144,17 +148,66 @@ static coll_status_t decide(const coll_base_t *b, const membership_t *m, store_c
   return st;
 }
 
-/* Who is in, and whether every rank is in or dead. */
-static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t epoch, bool *in,
-                            liveness_tracker_t *trackers, bool *settled) {
+/* What a member remembers between its looks at who is in. */
+typedef struct {
+  bool *in;                     /* rank r took part */
+  liveness_tracker_t *trackers; /* rank r's liveness, look by look */
+  bool *hang_read;              /* rank r's hang record was read (it no longer changes) */
+  bool *waited;                 /* a rank that timed out was waiting for rank r */
+  int64_t grace_at;             /* when a rank waited for through a deadline is failed */
+} survey_t;
+
+/* After a timeout: which ranks the ranks that are in were waiting for when they stopped
+ * (their hang records, "seq|waiting peer|...", base/hang.c). Such a rank has already been
+ * silent for a whole deadline: it gets a short grace, not another deadline. */
+static coll_status_t note_waited(const coll_base_t *b, store_client_t *c, survey_t *s, int ms) {
+  for (int q = 0; q < b->nranks; q++) {
+    if (!s->in[q] || s->hang_read[q]) continue;
+    char who[16];
+    snprintf(who, sizeof who, "%d", q);
+    store_key_t key = key_hang(b->key_prefix, who);
+    coll_status_t st = COLL_OK;
+    if (!key_exists(c, key.text, ms, &st)) {
+      if (st != COLL_OK) return st;
+      continue;
+    }
+    void *value = NULL;
+    size_t len = 0;
+    st = store_get(c, key.text, &value, &len, ms);
+    if (st != COLL_OK) return st;
+    char text[64];
+    snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1),
+             (const char *)value);
+    free(value);
+    unsigned long long seq = 0;
+    int peer = -1;
+    if (sscanf(text, "%llu|%d|", &seq, &peer) == 2 && peer >= 0 && peer < b->nranks)
+      s->waited[peer] = true;
+    s->hang_read[q] = true;
+  }
+  return COLL_OK;
+}
+
+/* Who is in, and whether every rank is in, dead, or waited for through a whole deadline
+ * (and its grace passed). */
+static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t epoch, survey_t *s,
+                            bool *settled) {
   int ms = b->timeout_ms; /* a store op; the deadline bounds the waiting for ranks */
   coll_status_t st = COLL_OK;
+  bool *in = s->in;
   *settled = true;
   for (int r = 0; r < b->nranks; r++) {
     store_key_t key = key_agree_in(b->key_prefix, epoch, r);
     in[r] = key_exists(c, key.text, ms, &st);
     if (st != COLL_OK) return st;
-    if (in[r]) continue;
+  }
+  if (base_failed(b) == COLL_ERR_TIMEOUT) {
+    st = note_waited(b, c, s, ms);
+    if (st != COLL_OK) return st;
+  }
+  bool graced = coll_now_ns() >= s->grace_at;
+  for (int r = 0; r < b->nranks; r++) {
+    if (in[r] || (s->waited[r] && graced)) continue;
     /* On a store of leases a dead rank's lease needs COLL_LEASE_DEAD_MS to stand still;
      * a peer whose connection to it broke has already said so (base/failure.c). */
     bool dead = false;
@@ -163,11 +216,27 @@ static coll_status_t survey(const coll_base_t *b, store_client_t *c, uint64_t ep
       dead = key_exists(c, gone.text, ms, &st);
       if (st != COLL_OK) return st;
     }
-    if (!dead) st = liveness_observe(c, b->key_prefix, r, ms, &trackers[r], &dead);
+    if (!dead) st = liveness_observe(c, b->key_prefix, r, ms, &s->trackers[r], &dead);
     if (st != COLL_OK) return st;
     if (!dead) *settled = false;
   }
   return COLL_OK;
+}
+
+static void survey_free(survey_t *s) {
+  free(s->in);
+  free(s->trackers);
+  free(s->hang_read);
+  free(s->waited);
+}
+
+/* The grace of a rank the others timed out waiting for: a twentieth of the agreement's
+ * deadline, two slices at least. The ranks that are merely stopped by the failure come
+ * within milliseconds (their watchers stop them), so this only bounds how late a healthy
+ * rank still computing its step may come. */
+static int64_t waited_grace_ms(int64_t bound) {
+  int64_t grace = bound / 20;
+  return grace > 2 * SLICE_MS ? grace : 2 * SLICE_MS;
 }
 
 static coll_status_t agree_ms(const coll_base_t *b, int64_t *ms) {
@@ -176,6 +245,7 @@ static coll_status_t agree_ms(const coll_base_t *b, int64_t *ms) {
 
 static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint32_t flag) {
   uint64_t epoch = ++m->agree_epoch;
+  int64_t start = coll_now_ns();
   int64_t bound = 0;
   coll_status_t st = agree_ms(b, &bound);
   if (st != COLL_OK) return st;
@@ -195,18 +265,19 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
   store_key_t count = key_agree_count(b->key_prefix, epoch);
   if (st == COLL_OK) st = store_add(c, count.text, 1, &arrived, b->timeout_ms);
   if (st != COLL_OK) return st;
-  bool *in = calloc((size_t)b->nranks, sizeof *in);
-  liveness_tracker_t *trackers = calloc((size_t)b->nranks, sizeof *trackers);
-  if (in == NULL || trackers == NULL) {
-    free(in);
-    free(trackers);
+  survey_t s = {.in = calloc((size_t)b->nranks, sizeof *s.in),
+                .trackers = calloc((size_t)b->nranks, sizeof *s.trackers),
+                .hang_read = calloc((size_t)b->nranks, sizeof *s.hang_read),
+                .waited = calloc((size_t)b->nranks, sizeof *s.waited),
+                .grace_at = start + waited_grace_ms(bound) * 1000000};
+  if (s.in == NULL || s.trackers == NULL || s.hang_read == NULL || s.waited == NULL) {
+    survey_free(&s);
     return coll_error(COLL_ERR_NO_MEMORY, "coll_comm_agree: out of memory");
   }
   if (arrived >= b->nranks) {
-    for (int r = 0; r < b->nranks; r++) in[r] = true;
-    st = decide(b, m, c, epoch, in, d);
-    free(in);
-    free(trackers);
+    for (int r = 0; r < b->nranks; r++) s.in[r] = true;
+    st = decide(b, m, c, epoch, s.in, d);
+    survey_free(&s);
     return st;
   }
   store_key_t decision = key_agree_decision(b->key_prefix, epoch);
@@ -227,10 +298,10 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
     free(value);
     if (st != COLL_ERR_TIMEOUT) break;
     bool settled = false;
-    st = survey(b, c, epoch, in, trackers, &settled);
+    st = survey(b, c, epoch, &s, &settled);
     if (st != COLL_OK) break;
     if (settled || coll_now_ns() >= deadline) {
-      st = decide(b, m, c, epoch, in, d);
+      st = decide(b, m, c, epoch, s.in, d);
       break;
     }
     if (!revoked && coll_now_ns() >= revoke_at) {
@@ -239,8 +310,7 @@ static coll_status_t agree(coll_base_t *b, membership_t *m, decision_t *d, uint3
       if (st != COLL_OK) break;
     }
   }
-  free(in);
-  free(trackers);
+  survey_free(&s);
   return st;
 }
 

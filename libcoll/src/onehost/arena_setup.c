@@ -30,6 +30,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/segment_name.h"
 #include "common/util.h"
 #include "onehost/arena.h"
 #include "onehost/small.h"
@@ -59,8 +60,9 @@ static coll_status_t create_segment(coll_base_t *base, size_t slot_bytes, bool w
   uint32_t key_hash = 2166136261u;
   for (const char *p = base->key_prefix; *p != '\0'; p++)
     key_hash = (key_hash ^ (unsigned char)*p) * 16777619u;
-  snprintf(name, cap, "/coll-arena-%08x-p%d-%016llx", key_hash, (int)getpid(),
-           (unsigned long long)rnd);
+  char what[32];
+  snprintf(what, sizeof what, "arena-%08x", key_hash);
+  coll_segment_name(name, cap, what, rnd);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return coll_error_errno(COLL_ERR_SYSTEM, errno, "arena: shm_open(%s)", name);
   int err = ftruncate(fd, (off_t)len) == 0 ? posix_fallocate(fd, 0, (off_t)len) : errno;

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/segment_name.h"
 #include "common/util.h"
 #include "onehost/window.h"
 
@@ -33,8 +34,9 @@ enum { PAGE = 4096, KEY_MAX = 192, VALUE_MAX = 256 };
 static bool create_own(coll_base_t *base, window_t *w, char *name, size_t cap) {
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
-  snprintf(name, cap, "/coll-win-p%d-r%d-%llu-%016llx", (int)getpid(), base->rank,
-           (unsigned long long)w->id, (unsigned long long)rnd);
+  char what[48];
+  snprintf(what, sizeof what, "win-r%d-%llu", base->rank, (unsigned long long)w->id);
+  coll_segment_name(name, cap, what, rnd);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     coll_error_errno(COLL_ERR_SYSTEM, errno, "window: shm_open(%s)", name);

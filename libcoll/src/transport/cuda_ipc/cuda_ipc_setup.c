@@ -20,6 +20,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/segment_name.h"
 #include "transport/cuda_ipc/cuda_ipc.h"
 
 enum { SETUP_TIMEOUT_MS = 30000, WAIT_SPIN_NS = 50000, WAIT_SLEEP_NS = 5000 };
@@ -65,8 +66,9 @@ static coll_status_t create_rx(const transport_setup_t *setup, cuda_ipc_conn_t *
   if (st != COLL_OK) return st;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)coll_now_ns();
-  snprintf(s->shm_name, sizeof s->shm_name, "/coll-ipc-%d-%d-%d-%012llx", (int)getpid(),
-           c->base.peer, setup->rank, (unsigned long long)(rnd & 0xffffffffffffULL));
+  char what[32];
+  snprintf(what, sizeof what, "ipc-%d-%d", c->base.peer, setup->rank);
+  coll_segment_name(s->shm_name, sizeof s->shm_name, what, rnd);
   int fd = shm_open(s->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     s->shm_name[0] = '\0';

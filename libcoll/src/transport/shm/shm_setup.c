@@ -35,6 +35,8 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/segment_name.h"
+#include "common/test_hook.h"
 #include "common/util.h"
 #include "transport/shm/shm.h"
 
@@ -101,8 +103,9 @@ static coll_status_t create_inbox(const transport_setup_t *setup, transport_grou
   uint32_t key_hash = 2166136261u;
   for (const char *p = setup->key_prefix; *p != '\0'; p++)
     key_hash = (key_hash ^ (unsigned char)*p) * 16777619u;
-  snprintf(g->inbox_name, sizeof g->inbox_name, "/coll-%08x-r%d-p%d-%016llx", key_hash, setup->rank,
-           (int)getpid(), (unsigned long long)rnd);
+  char what[32];
+  snprintf(what, sizeof what, "%08x-r%d", key_hash, setup->rank);
+  coll_segment_name(g->inbox_name, sizeof g->inbox_name, what, rnd);
   g->inbox_fd = shm_open(g->inbox_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (g->inbox_fd < 0)
     return coll_error_errno(COLL_ERR_SYSTEM, errno, "shm_open(%s)", g->inbox_name);
@@ -306,6 +309,7 @@ static coll_status_t shm_open_group(const transport_setup_t *setup, const bool *
     goto fail;
   }
   st = create_inbox(setup, g, nfifos, slot_bytes, nslots);
+  if (st == COLL_OK) coll_test_hook("shm_inbox"); /* its name is in /dev/shm until all mapped it */
   size_t used = (size_t)snprintf(record, list_len, "%s", g->inbox_name);
   uint32_t index = 0;
   for (int r = 0; r < setup->nranks && st == COLL_OK; r++) {
