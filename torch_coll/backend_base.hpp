@@ -5,6 +5,11 @@
 
 #include <torch/version.h>
 
+// Whether this torch is at least major.minor (torch/version.h).
+#define TORCH_COLL_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||       \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 namespace torch_coll {

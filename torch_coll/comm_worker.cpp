@@ -6,6 +6,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
+#include <climits>
 #include <exception>
 #include <string>
 
@@ -43,16 +44,26 @@ std::string coll_failure_text(int rank, const char *call, coll_status_t status) 
   return text;
 }
 
-CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout)
-    : comm_(comm),
+CommWorker::CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout,
+                       std::shared_ptr<void> store_keep, FailureFn on_failure)
+    : store_keep_(std::move(store_keep)),
+      comm_(comm),
       rank_(rank),
+      on_failure_(std::move(on_failure)),
       timeout_(timeout),
       completer_(std::make_unique<Completer>([this](JobList &ended) { complete(ended); })),
       thread_([this] { run(); }) {}
 
 CommWorker::~CommWorker() {
   shutdown();
-  completer_.reset();  // the last completions, before the communicator goes
+  completer_.reset();                        // the last completions, before the communicator goes
+  if (leave_alone_) coll_comm_abort(comm_);  // then its destroy takes no collective step
+  // The destroy barrier waits for every peer's destroy, and a peer whose communicator
+  // failed (it lost this rank while this one was already here) never comes: on a store
+  // that outlives the ranks (torch's, from 2.10) nothing else ends that wait. At most the
+  // shutdown grace, then, as for the calls.
+  const auto grace = timeout_.count() > 0 ? std::min(timeout_, kShutdownGrace) : kShutdownGrace;
+  coll_comm_set_timeout(comm_, static_cast<int>(grace.count()));
   coll_comm_destroy(comm_);
   comm_ = nullptr;
 }
@@ -67,6 +78,66 @@ void CommWorker::shutdown() {
 }
 
 void CommWorker::abort() { coll_comm_abort(comm_); }
+
+bool CommWorker::owns_current_thread() {
+  return std::this_thread::get_id() == thread_.get_id() ||
+         (completer_ && completer_->owns_current_thread());
+}
+
+namespace {
+// The thread release_worker hands workers to: made at the first need, never joined (a
+// process may exit while it waits).
+class Releaser {
+ public:
+  Releaser() {
+    std::thread([this] { run(); }).detach();
+  }
+  void post(std::shared_ptr<CommWorker> worker) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(worker));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !queue_.empty(); });
+      std::shared_ptr<CommWorker> worker = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      worker.reset();  // joins the thread that posted it, once that one has finished
+      lock.lock();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<CommWorker>> queue_;
+};
+}  // namespace
+
+void release_worker(std::shared_ptr<CommWorker> worker) {
+  if (!worker || !worker->owns_current_thread()) return;  // released here, if the last
+  static Releaser *releaser = new Releaser();             // never destroyed
+  releaser->post(std::move(worker));
+}
+
+coll_status_t CommWorker::revoke() { return coll_comm_revoke(comm_); }
+
+coll_status_t CommWorker::async_error() const {
+  coll_status_t error = COLL_OK;
+  coll_status_t status = coll_comm_get_async_error(comm_, &error);
+  return status != COLL_OK ? status : error;
+}
+
+coll_status_t CommWorker::set_timeout(std::chrono::milliseconds timeout) {
+  const int64_t ms = timeout.count();
+  const int value = ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  return exclusive([value](coll_comm_t *comm) { return coll_comm_set_timeout(comm, value); },
+                   false);
+}
 
 coll_status_t CommWorker::exclusive(const std::function<coll_status_t(coll_comm_t *)> &fn,
                                     bool revoke) {
@@ -154,6 +225,7 @@ void end_job(coll_comm_t *comm, std::unique_ptr<Job> job, coll_status_t status, 
 void CommWorker::complete(JobList &ended) {
   for (std::unique_ptr<Job> &job : ended) {
     if (job->status != COLL_OK) {
+      if (on_failure_) on_failure_(job->status, job->error);  // abort hooks, before the Work
       job->work->complete_error(job->error);
       continue;
     }

@@ -51,11 +51,17 @@ struct Job {
   std::chrono::nanoseconds ran{0};                    // from started to the end of the call
 };
 
+// Told of every call that failed (its status and message), before its Work completes.
+using FailureFn = std::function<void(coll_status_t status, const std::string &message)>;
+
 class CommWorker {
  public:
-  // Takes over comm: the worker destroys it when it is destroyed itself.
-  CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout);
-  // shutdown(), then destroys the communicator.
+  // Takes over comm: the worker destroys it when it is destroyed itself, then lets go of
+  // `store_keep` (what the communicator's store needs, kept as long as the communicator;
+  // see c10d_store.hpp). `on_failure` (may be empty) hears of each failed call.
+  CommWorker(coll_comm_t *comm, int rank, std::chrono::milliseconds timeout,
+             std::shared_ptr<void> store_keep = nullptr, FailureFn on_failure = nullptr);
+  // shutdown(), then destroys the communicator (after leave_alone(): aborted first).
   ~CommWorker();
   CommWorker(const CommWorker &) = delete;
   CommWorker &operator=(const CommWorker &) = delete;
@@ -67,6 +73,22 @@ class CommWorker {
   // coll_comm_abort: every running and later call fails with COLL_ERR_ABORTED, at once.
   // Any thread; idempotent.
   void abort();
+  // coll_comm_revoke: every member's running and later calls on this communicator fail
+  // (COLL_ERR_REVOKED). Any thread; idempotent.
+  coll_status_t revoke();
+  // coll_comm_get_async_error: the error that made the communicator unusable, or COLL_OK.
+  coll_status_t async_error() const;
+  // The deadline of later calls (coll_comm_set_timeout, with the drive lock).
+  coll_status_t set_timeout(std::chrono::milliseconds timeout);
+  // Destroy the communicator without its destroy barrier (coll_comm_abort first, once the
+  // calls are finished): for a group whose members come and go on their own (a
+  // reconfigurable group), where the peers may have retired theirs already.
+  void leave_alone() { leave_alone_ = true; }
+  // What the communicator's store needs kept (given at construction): a communicator made
+  // from this one (a shrink's) keeps it too.
+  const std::shared_ptr<void> &store_keep() const { return store_keep_; }
+  // Whether the calling thread is the worker's or one of its completers'.
+  bool owns_current_thread();
 
   // Runs fn on the communicator on this thread, with the drive lock held like every other
   // libcoll call (coll.h rule 4): the elastic calls (coll_comm_agree, coll_comm_shrink). With
@@ -103,14 +125,17 @@ class CommWorker {
   // Without drive_mutex_: the results copied out, the Work and future completed.
   void complete(JobList &ended);
 
+  std::shared_ptr<void> store_keep_;  // released after comm_ is destroyed
   coll_comm_t *comm_;
   const int rank_;
+  const FailureFn on_failure_;
   const std::chrono::milliseconds timeout_;
   std::mutex mutex_;  // guards queue_, stopping_, in_flight_count_, driving_
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stopping_ = false;
   std::once_flag joined_;
+  std::atomic<bool> leave_alone_{false};
   size_t in_flight_count_ = 0;
   size_t driving_ = 0;                  // waiters in drive_until
   std::atomic<int> waited_at_once_{0};  // Works waited for at once in a row, up to kAtOnceRun
@@ -122,6 +147,12 @@ class CommWorker {
   std::unique_ptr<Completer> completer_;
   std::thread thread_;
 };
+
+// Lets go of `worker`: destroyed here, unless this is one of its own threads (a completion
+// whose abort hook dropped the last reference to the group: PyTorch's flight recorder's
+// hook can), where its destructor would join this very thread; then on a thread kept for
+// that, once this one has left the worker's code.
+void release_worker(std::shared_ptr<CommWorker> worker);
 
 // "coll: rank 1: all_reduce failed: COLL_ERR_REMOTE (a peer failed ...): <coll_last_error()>",
 // read on the thread that made the failed libcoll call.

@@ -29,6 +29,14 @@ void Completer::post(JobList jobs) {
   wake_.notify_one();
 }
 
+bool Completer::owns_current_thread() {
+  const std::thread::id me = std::this_thread::get_id();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::thread &t : threads_)
+    if (t.get_id() == me) return true;
+  return false;
+}
+
 void Completer::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

@@ -29,6 +29,8 @@ class Completer {
   Completer &operator=(const Completer &) = delete;
 
   void post(JobList jobs);
+  // Whether the calling thread is one of this completer's.
+  bool owns_current_thread();
 
  private:
   static constexpr size_t kMaxThreads = 32;

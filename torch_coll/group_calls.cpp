@@ -3,8 +3,6 @@
 // coalescing manager), all-gather and reduce-scatter of several tensors in one libcoll
 // call each (what FSDP2 and functional collectives call, even for one tensor), split_group,
 // shrinking away lost ranks, abort and shutdown.
-#include <Python.h>
-
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -12,17 +10,34 @@
 #include "dtype_map.hpp"
 #include "process_group_coll.hpp"
 #include "tensor_args.hpp"
+#include "without_gil.hpp"
 
 namespace torch_coll {
 
 #if TORCH_VERSION_MAJOR >= 2
-void ProcessGroupColl::abort() { worker_->abort(); }
+void ProcessGroupColl::abort() {
+  {
+    // The abort hooks first, without the GIL: PyTorch's own (its flight recorder's dump)
+    // symbolizes stack traces on a thread of its own, which may need it.
+    WithoutGil released;
+    failures_->aborting();
+  }
+  std::shared_ptr<CommWorker> worker = worker_or_null();
+  if (!worker) return;
+  if (reconfigurable_)
+    worker->revoke();
+  else
+    worker->abort();
+}
 
-void ProcessGroupColl::shutdown() { worker_->shutdown(); }
+void ProcessGroupColl::shutdown() {
+  std::shared_ptr<CommWorker> worker = worker_or_null();
+  if (worker) worker->shutdown();
+}
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupColl::getBackendOptions() {
   // A new object each time: split_group writes the child's name and timeout into it.
-  return c10::make_intrusive<Options>("coll", timeout_);
+  return c10::make_intrusive<Options>("coll", timeout());
 }
 #endif
 
@@ -32,7 +47,7 @@ void ProcessGroupColl::startCoalescing() {
   TORCH_COLL_CHECK(!coalescing_, getRank(), "startCoalescing",
                    "the group is coalescing already (startCoalescing twice)");
   coalescing_ = c10::make_intrusive<WorkColl>(getRank(), c10d::OpType::COALESCED,
-                                              std::vector<at::Tensor>{}, worker_, seq_.load());
+                                              std::vector<at::Tensor>{}, worker(), seq_.load());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupColl::endCoalescing() {
@@ -165,35 +180,17 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::split(
   for (int r : ranks) check_root(getRank(), getSize(), call, r);
   const auto mine = std::find(ranks.begin(), ranks.end(), getRank());
   if (mine == ranks.end()) return nullptr;
-  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+  const std::chrono::milliseconds timeout = opts ? opts->timeout : this->timeout();
   return c10::make_intrusive<ProcessGroupColl>(store, static_cast<int>(mine - ranks.begin()),
                                                static_cast<int>(ranks.size()), timeout);
 }
 #endif
 
-namespace {
-// The elastic calls wait for peers: without the GIL, which the worker's completions may need.
-class WithoutGil {
- public:
-  WithoutGil() {
-    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) saved_ = PyEval_SaveThread();
-  }
-  ~WithoutGil() {
-    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
-  }
-  WithoutGil(const WithoutGil &) = delete;
-  WithoutGil &operator=(const WithoutGil &) = delete;
-
- private:
-  PyThreadState *saved_ = nullptr;
-};
-}  // namespace
-
 std::vector<int64_t> ProcessGroupColl::agree_failed() {
   WithoutGil released;
   coll_agreement_t agreement{};
   std::string error;
-  coll_status_t status = worker_->exclusive(
+  coll_status_t status = worker()->exclusive(
       [&](coll_comm_t *comm) {
         coll_status_t st = coll_comm_agree(comm, &agreement);
         if (st != COLL_OK) error = coll_failure_text(getRank(), "agree (coll_comm_agree)", st);
@@ -212,10 +209,11 @@ c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(
     check_root(getRank(), getSize(), call, r);
     ranks.push_back(static_cast<int>(r));
   }
+  std::shared_ptr<CommWorker> parent = worker();
   WithoutGil released;
   coll_comm_t *fresh = nullptr;
   std::string error;
-  coll_status_t status = worker_->exclusive(
+  coll_status_t status = parent->exclusive(
       [&](coll_comm_t *comm) {
         coll_status_t st =
             coll_comm_shrink(comm, ranks.data(), static_cast<int>(ranks.size()), &fresh);
@@ -231,7 +229,8 @@ c10::intrusive_ptr<ProcessGroupColl> ProcessGroupColl::shrink_to(
   coll_comm_size(fresh, &size);
   if (timeout.count() > 0)
     coll_comm_set_timeout(fresh, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
-  return c10::make_intrusive<ProcessGroupColl>(fresh, rank, size, timeout, worker_);
+  return c10::make_intrusive<ProcessGroupColl>(fresh, rank, size, timeout, parent, store_,
+                                               reconfigurable_);
 }
 
 #if TORCH_COLL_AT_LEAST(2, 15)
@@ -241,7 +240,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::shrink(
   TORCH_COLL_CHECK(shrink_flags == 0 || shrink_flags == 1, getRank(), "shrink", "shrink_flags ",
                    shrink_flags, " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
   return shrink_to(ranks_to_exclude, shrink_flags == 1,
-                   opts_override ? opts_override->timeout : timeout_);
+                   opts_override ? opts_override->timeout : timeout());
 }
 #endif
 

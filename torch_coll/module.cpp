@@ -1,6 +1,8 @@
 // The Python module torch_coll: importing it registers the torch.distributed backend
 // "coll" (once; importing again does nothing), exposes what this build serves (features(): the
-// CUDA device path or not), and shrink() (a group rebuilt from the survivors of a lost rank).
+// CUDA device path, the c10d store, reconfigure), shrink() (a group rebuilt from the
+// survivors of a lost rank) and the backend class, which a program that makes its own
+// ProcessGroup (torchft's reconfigurable groups) constructs as it does ProcessGroupGloo.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
@@ -16,7 +18,26 @@ namespace py = pybind11;
 
 namespace {
 
-void register_backend(py::object create) {
+#if TORCH_COLL_HAS_RECONFIGURE
+// The creator PyTorch calls for each group when registered with extended_api (2.14+): its
+// _DistributedBackendOptions carry the store, rank, size and timeout, and
+// enable_reconfigure (no communicator until reconfigure()); the user's pg_options are not
+// used.
+c10::intrusive_ptr<torch_coll::BackendBase> create_extended(const py::object &opts,
+                                                            const py::object &) {
+  auto store = opts.attr("store").cast<c10::intrusive_ptr<c10d::Store>>();
+  const int rank = opts.attr("group_rank").cast<int>();
+  const int size = opts.attr("group_size").cast<int>();
+  const auto timeout = opts.attr("timeout").cast<std::chrono::milliseconds>();
+  const bool reconfigurable =
+      py::hasattr(opts, "enable_reconfigure") && opts.attr("enable_reconfigure").cast<bool>();
+  py::gil_scoped_release released;
+  return torch_coll::ProcessGroupColl::create(store, rank, size, timeout, reconfigurable);
+}
+#endif
+
+// extended_api: `create` takes PyTorch's _DistributedBackendOptions (create_extended).
+void register_backend(py::object create, bool extended_api) {
   py::object backend = py::module_::import("torch.distributed").attr("Backend");
   py::dict plugins = backend.attr("_plugins");
   if (plugins.contains("COLL")) return;
@@ -27,8 +48,10 @@ void register_backend(py::object create) {
   py::list devices;
   devices.append("cpu");
   if (COLL_HAVE_CUDA) devices.append("cuda");
-  backend.attr("register_backend")("coll", create, py::arg("devices") = devices);
+  backend.attr("register_backend")("coll", create, py::arg("extended_api") = extended_api,
+                                   py::arg("devices") = devices);
 #else
+  (void)extended_api;  // 1.x: never
   backend.attr("register_backend")("coll", create);
 #endif
 }
@@ -104,10 +127,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "torch.distributed.init_process_group(\"coll\")";
 
   py::class_<torch_coll::ProcessGroupColl, torch_coll::BackendBase,
-             c10::intrusive_ptr<torch_coll::ProcessGroupColl>>(m, "ProcessGroupColl");
+             c10::intrusive_ptr<torch_coll::ProcessGroupColl>>(m, "ProcessGroupColl")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                       std::chrono::milliseconds timeout, bool enable_reconfigure) {
+             return c10::make_intrusive<torch_coll::ProcessGroupColl>(store, rank, size, timeout,
+                                                                      enable_reconfigure);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("enable_reconfigure") = false, py::call_guard<py::gil_scoped_release>(),
+           "The backend of one group, made as create_process_group makes it: collective "
+           "over the group's ranks (with enable_reconfigure, no communicator until "
+           "reconfigure()). For a program that builds its own ProcessGroup "
+           "(ProcessGroup(store, rank, size), then _register_backend).");
 
   m.def("create_process_group", &torch_coll::ProcessGroupColl::create, py::arg("store"),
-        py::arg("rank"), py::arg("size"), py::arg("timeout"),
+        py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("enable_reconfigure") = false,
         py::call_guard<py::gil_scoped_release>(),
         "The creator torch.distributed calls for each group: joins libcoll through the store.");
 
@@ -119,8 +153,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(coll_comm_shrink). Returns the new group (the old one is destroyed; a shrunk default "
         "group becomes the default), or `group` itself when nobody failed. shrink_flags=1 "
         "(SHRINK_ABORT) makes the old group's running calls fail first. On 2.x this is "
-        "torch.distributed.shrink_group with the agreed ranks. Rank 0 of the group hosts "
-        "libcoll's store: it must be among the survivors.");
+        "torch.distributed.shrink_group with the agreed ranks. From PyTorch 2.10 the group "
+        "lives on torch's own store, and any rank may be lost as long as that store outlives "
+        "it (torchrun's agent store does); on 1.13 rank 0 of the group hosts libcoll's store "
+        "and must be among the survivors.");
+
+#if TORCH_COLL_ON_C10D_STORE
+  m.def("store_requests", &torch_coll::c10d_store_requests,
+        "How many requests this process's communicators have made to torch's c10d stores "
+        "(rendezvous, liveness leases, agreement): what keeping a group on torch's store "
+        "costs it.");
+#endif
 
   m.def(
       "features",
@@ -130,10 +173,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                  "tagged_p2p", "elastic"})
           f[call] = true;
         f["cuda"] = static_cast<bool>(COLL_HAVE_CUDA);
+        f["c10d_store"] = static_cast<bool>(TORCH_COLL_ON_C10D_STORE);
+        f["reconfigure"] = static_cast<bool>(TORCH_COLL_HAS_RECONFIGURE);
+        f["abort_hooks"] = static_cast<bool>(TORCH_COLL_HAS_ABORT_HOOKS);
         return f;
       },
       "What this build serves: \"cuda\" says whether libcoll was built with its device path; "
-      "the other keys name libcoll calls that torch_coll maps, all in coll.h (always True).");
+      "\"c10d_store\" whether groups live on torch's own store (PyTorch 2.10+; else a store "
+      "rank 0's process hosts), \"reconfigure\" and \"abort_hooks\" whether PyTorch's "
+      "fault-tolerance API is served (2.14+); the other keys name libcoll calls that "
+      "torch_coll maps, all in coll.h (always True).");
 
-  register_backend(m.attr("create_process_group"));
+#if TORCH_COLL_HAS_RECONFIGURE
+  // With the extended options, which say enable_reconfigure.
+  register_backend(py::cpp_function(&create_extended), true);
+#else
+  register_backend(m.attr("create_process_group"), false);
+#endif
 }

@@ -1,5 +1,7 @@
 // ProcessGroupColl's joining and its all-reduce family: broadcast, all_reduce (and the
-// coalesced form), reduce, barrier and monitored_barrier, each one libcoll call.
+// coalesced form), reduce, barrier and monitored_barrier, each one libcoll call. From
+// PyTorch 2.10 a group's communicator lives on the c10d store PyTorch hands the backend
+// (c10d_store.hpp); on 1.13 rank 0 makes a libcoll unique id, whose store its process hosts.
 #include "process_group_coll.hpp"
 
 #include <Python.h>
@@ -18,17 +20,19 @@ namespace torch_coll {
 
 namespace {
 
-// Keys in the group's PrefixStore: every joining rank adds 1 to the first, so that a
-// group made again over the same store (destroy_process_group, then init_process_group
-// under torchrun's one store) finds its own generation's unique id, not the last one's.
-constexpr const char *kJoinCountKey = "torch_coll/joined";
-constexpr const char *kUniqueIdKey = "torch_coll/unique_id/";
-
 int clamp_ms(std::chrono::milliseconds timeout) {
   int64_t ms = timeout.count();
   if (ms <= 0) return 0;  // libcoll's default (COLL_TIMEOUT_MS)
   return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
+
+#if !TORCH_COLL_ON_C10D_STORE
+// Keys in the group's PrefixStore: every joining rank adds 1 to the first, so that a
+// group made again over the same store (destroy_process_group, then init_process_group
+// under torchrun's one store) finds its own generation's unique id, not the last one's.
+// (On the c10d store libcoll numbers the communicators made there itself, per rank.)
+constexpr const char *kJoinCountKey = "torch_coll/joined";
+constexpr const char *kUniqueIdKey = "torch_coll/unique_id/";
 
 coll_comm_t *join_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                         std::chrono::milliseconds timeout) {
@@ -60,6 +64,7 @@ coll_comm_t *join_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, 
   TORCH_CHECK(status == COLL_OK, coll_failure_text(rank, "init (coll_comm_init_rank)", status));
   return comm;
 }
+#endif
 
 // The PREMUL_SUM factor in the reduced dtype, as coll_op_create_premul_sum reads it.
 struct Scalar {
@@ -101,41 +106,87 @@ Scalar scalar_in(coll_dtype_t dtype, double value) {
 }  // namespace
 
 ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                                   std::chrono::milliseconds timeout)
-    : BackendBase(rank, size), timeout_(timeout) {
-  coll_comm_t *comm = join_group(store, rank, size, timeout);
-  worker_ = std::make_shared<CommWorker>(comm, rank, timeout);
+                                   std::chrono::milliseconds timeout, bool reconfigurable)
+    : BackendBase(rank, size), timeout_ms_(timeout.count()), reconfigurable_(reconfigurable) {
+#if TORCH_COLL_ON_C10D_STORE
+  store_ = store;
+  if (reconfigurable) return;  // no communicator before reconfigure()
+  std::shared_ptr<C10dStoreHandle> handle = c10d_store_handle(store);
+  worker_ = make_worker(join_on_store(handle, rank, size, timeout), rank, handle);
+#else
+  TORCH_CHECK(!reconfigurable, "coll: enable_reconfigure needs PyTorch 2.14 or later");
+  worker_ = make_worker(join_group(store, rank, size, timeout), rank, nullptr);
+#endif
 }
 
 ProcessGroupColl::ProcessGroupColl(coll_comm_t *comm, int rank, int size,
                                    std::chrono::milliseconds timeout,
-                                   std::shared_ptr<CommWorker> parent)
+                                   std::shared_ptr<CommWorker> parent,
+                                   c10::intrusive_ptr<c10d::Store> store, bool reconfigurable)
     : BackendBase(rank, size),
-      timeout_(timeout),
-      worker_(std::make_shared<CommWorker>(comm, rank, timeout)),
-      parent_(std::move(parent)) {}
+      timeout_ms_(timeout.count()),
+      store_(std::move(store)),
+      reconfigurable_(reconfigurable),
+      parent_(std::move(parent)) {
+  worker_ = make_worker(comm, rank, parent_ ? parent_->store_keep() : nullptr);
+}
+
+std::shared_ptr<CommWorker> ProcessGroupColl::make_worker(coll_comm_t *comm, int rank,
+                                                          std::shared_ptr<void> store_keep) {
+  const uint64_t generation = failures_->next_generation();
+  std::shared_ptr<GroupFailures> failures = failures_;
+  FailureFn report = [failures, generation](coll_status_t status, const std::string &message) {
+    failures->call_failed(generation, status, message);
+  };
+  auto worker =
+      std::make_shared<CommWorker>(comm, rank, timeout(), std::move(store_keep), std::move(report));
+  // Members of a reconfigurable group come and go on their own: no destroy barrier.
+  if (reconfigurable_) worker->leave_alone();
+  return worker;
+}
+
+std::shared_ptr<CommWorker> ProcessGroupColl::worker_or_null() const {
+  std::lock_guard<std::mutex> lock(worker_mutex_);
+  return worker_;
+}
+
+std::shared_ptr<CommWorker> ProcessGroupColl::worker() const {
+  std::shared_ptr<CommWorker> worker = worker_or_null();
+  TORCH_CHECK(worker, "coll: rank ", getRank(),
+              ": the group has no communicator: it was made with enable_reconfigure=True and "
+              "waits for reconfigure(), or its last reconfigure() failed");
+  return worker;
+}
+
+void ProcessGroupColl::refuse_after_failure(const char *call) {
+  if (!reconfigurable_ || failures_->kind() == GroupFailures::Kind::kNone) return;
+  TORCH_CHECK(false, "coll: rank ", getRank(), ": ", call,
+              ": the group's communicator failed; it takes no calls until reconfigure(): ",
+              failures_->message());
+}
 
 // The worker may drop the last reference to a tensor that Python still knows, and freeing it
 // takes the GIL: joining the worker while this thread holds the GIL (Python's
 // destroy_process_group, or the group's last reference going away) would wait forever.
 // This group's communicator goes before the parent's (which may host the store).
+// (No lock: nobody else holds this group any more.)
 ProcessGroupColl::~ProcessGroupColl() {
   if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
     PyThreadState *saved = PyEval_SaveThread();
-    worker_.reset();
-    parent_.reset();
+    release_worker(std::move(worker_));
+    release_worker(std::move(parent_));
     PyEval_RestoreThread(saved);
     return;
   }
-  worker_.reset();
-  parent_.reset();
+  release_worker(std::move(worker_));
+  release_worker(std::move(parent_));
 }
 
 c10::intrusive_ptr<BackendBase> ProcessGroupColl::create(
     const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-    const std::chrono::duration<float> &timeout) {
+    const std::chrono::duration<float> &timeout, bool reconfigurable) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-  return c10::make_intrusive<ProcessGroupColl>(store, rank, size, ms);
+  return c10::make_intrusive<ProcessGroupColl>(store, rank, size, ms, reconfigurable);
 }
 
 c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const char *call,
@@ -143,9 +194,11 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const 
                                                        StartFn start, std::function<void()> finish,
                                                        bool blocking,
                                                        std::function<void(coll_comm_t *)> cleanup) {
+  refuse_after_failure(call);
+  std::shared_ptr<CommWorker> worker = this->worker();
   auto job = std::make_unique<Job>();
   job->call = call;
-  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs), worker_, ++seq_);
+  job->work = c10::make_intrusive<WorkColl>(getRank(), type, std::move(outputs), worker, ++seq_);
   job->start = std::move(start);
   job->finish = std::move(finish);
   job->blocking = blocking;
@@ -155,7 +208,7 @@ c10::intrusive_ptr<WorkColl> ProcessGroupColl::enqueue(c10d::OpType type, const 
     std::lock_guard<std::mutex> lock(coalescing_mutex_);
     if (coalescing_) coalescing_->add_member(work);
   }
-  worker_->submit(std::move(job));
+  worker->submit(std::move(job));
   return work;
 }
 
@@ -293,7 +346,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::barrier(const c10d::BarrierOpti
 // with libcoll's message naming the awaited peer. Like any libcoll timeout, that failure
 // ends the group (later calls raise it too).
 void ProcessGroupColl::monitoredBarrier(const c10d::BarrierOptions &opts, bool) {
-  const int group_ms = clamp_ms(timeout_);
+  const int group_ms = clamp_ms(timeout());
   // No timeout given (c10d's kUnsetTimeout, -1): the group's; 0 ms: as short as libcoll
   // allows (its 0 means "the default"), as gloo fails at once.
   const int barrier_ms = opts.timeout.count() < 0    ? group_ms

@@ -1,6 +1,7 @@
 """Starting the "coll" backend the ways PyTorch programs do: torchrun (env://) with an
-unchanged script, importing torch_coll twice, and destroy_process_group followed by a
-second init_process_group (with a timeout) over the same store in the same processes."""
+unchanged script, importing torch_coll twice, destroy_process_group followed by a second
+init_process_group (with a timeout) over a new store in the same processes, and (where the
+group lives on torch's store, 2.10+) a group made again over torchrun's one agent store."""
 import os
 import subprocess
 import sys
@@ -21,6 +22,13 @@ t = torch.full((5,), float(rank + 1))
 dist.all_reduce(t)
 assert torch.equal(t, torch.full((5,), world * (world + 1) / 2.0)), t
 dist.destroy_process_group()
+if torch_coll.features().get("c10d_store"):
+    # again over torchrun's one store: libcoll numbers the communicators made there
+    dist.init_process_group("coll")
+    t = torch.full((2,), float(rank))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((2,), world * (world - 1) / 2.0)), t
+    dist.destroy_process_group()
 # a second default group in the same processes, over a store of its own (torch 1.13's
 # store-based barrier cannot run twice in one store)
 store = dist.TCPStore("127.0.0.1", int(os.environ["SECOND_STORE_PORT"]), world, rank == 0,
