@@ -57,10 +57,18 @@ static coll_status_t watch_alloc(member_watch_t *w, const char *parent_prefix, i
   return COLL_OK;
 }
 
-static coll_status_t get_text(store_client_t *c, const char *key, int ms, char *out, size_t cap) {
+/* The text under key, within ms. With b, the wait is watched: `publisher`, the parent rank
+ * that writes the record (the new communicator's rank 0, in a shrink and in a grow), failing
+ * before it wrote it (killed at the very start of its shrink or grow) fails this call within
+ * a slice or two ("rank 0 died", membership/watch.c), not at the deadline. b NULL: a plain
+ * wait. */
+static coll_status_t get_text(store_client_t *c, const coll_base_t *b, int publisher,
+                              const char *key, int ms, char *out, size_t cap) {
+  member_watch_t watch = {.parent_rank = &publisher, .size = 1};
+  if (b != NULL) snprintf(watch.parent_prefix, sizeof watch.parent_prefix, "%s", b->key_prefix);
   void *value = NULL;
   size_t len = 0;
-  coll_status_t st = store_get(c, key, &value, &len, ms);
+  coll_status_t st = member_watched_get(c, b != NULL ? &watch : NULL, 0, key, ms, &value, &len);
   if (st == COLL_OK)
     snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), (const char *)value);
   free(value);
@@ -142,7 +150,7 @@ coll_status_t member_plan_shrink(coll_base_t *b, membership_t *m, const int *exc
     snprintf(text, sizeof text, "%lld %s", (long long)gen, record);
     if (st == COLL_OK) st = store_set(c, key.text, text, strlen(text), b->timeout_ms);
   } else {
-    st = get_text(c, key.text, b->timeout_ms, text, sizeof text);
+    st = get_text(c, b, lowest, key.text, b->timeout_ms, text, sizeof text);
     char theirs[RECORD_MAX] = "";
     if (st == COLL_OK && (sscanf(text, "%lld %1199s", (long long *)&gen, theirs) != 2))
       st = coll_error(COLL_ERR_PROTOCOL, "malformed shrink record '%s'", text);
@@ -214,7 +222,7 @@ coll_status_t member_plan_grow(coll_base_t *b, membership_t *m, int joiners, mem
   if (st == COLL_OK && b->rank == 0) {
     st = admit(b, m, c, joiners, key.text, &gen);
   } else if (st == COLL_OK) {
-    st = get_text(c, key.text, b->timeout_ms, text, sizeof text);
+    st = get_text(c, b, 0, key.text, b->timeout_ms, text, sizeof text);
     if (st == COLL_OK && sscanf(text, "%lld", (long long *)&gen) != 1)
       st = coll_error(COLL_ERR_PROTOCOL, "malformed grow record '%s'", text);
   }
@@ -306,7 +314,7 @@ coll_status_t member_plan_join(const member_join_point_t *jp, int timeout_ms, me
   store_key_t joiners = key_lineage_joiners(jp->root);
   st = store_add(c, joiners.text, 1, &ticket, timeout_ms);
   store_key_t mine = key_lineage_ticket(jp->root, ticket);
-  if (st == COLL_OK) st = get_text(c, mine.text, timeout_ms, text, sizeof text);
+  if (st == COLL_OK) st = get_text(c, NULL, -1, mine.text, timeout_ms, text, sizeof text);
   store_client_close(c);
   if (st == COLL_OK && (sscanf(text, "%lld %d %d", (long long *)&gen, &rank, &size) != 3 ||
                         rank < 0 || rank >= size))
