@@ -15,8 +15,9 @@ backend, docs/pytorch.md "torchft" says how), torchft.optim.OptimizerWrapper sta
 step's quorum and steps the optimizer (SGD with momentum) only when the Manager commits.
 Every step attempt is reported to this process: its step, whether it committed, the
 quorum's size and id. Checked on each backend:
-- the victim dies in its first step from KILL_STEP on whose quorum has all 3 replicas, after
-  starting its first gradient's all-reduce; each survivor's attempt at that step fails (not
+- the victim dies in its first step from KILL_STEP on that follows two steps committed by all
+  3 replicas (so that none is still healing from it), after starting its first gradient's
+  all-reduce; each survivor's attempt at that step fails (not
   committed: the all-reduce raised, torchft's Manager recorded it), and the survivors commit
   steps with 2 replicas before the victim's replacement is started;
 - the replacement (a new process, same replica id) heals: its first step is the survivors'
@@ -55,7 +56,7 @@ except ImportError as missing:
 
 BACKENDS = tuple(os.environ.get("TORCHFT_TEST_BACKENDS", "gloo,coll").split(","))
 REPLICAS = 3
-VICTIM = 1
+VICTIM = 0
 KILL_STEP = 4  # the earliest: the replicas may start in quorums of 2 and heal the third
 STEPS_WITHOUT_VICTIM = 2  # committed by the survivors before the replacement starts
 STEPS_AFTER_REJOIN = 3  # committed by the replacement before every replica stops
@@ -104,6 +105,7 @@ def replica_main(backend, replica, incarnation, lighthouse, events, stop_at, dea
                           lighthouse_addr=lighthouse, replica_id=f"replica_{replica}",
                           hostname="localhost")
         optimizer = OptimizerWrapper(manager, inner)
+        full_steps = 0  # committed with every replica: all have healed, in step
         while manager.current_step() < stop_at.value:
             if time.time() > deadline:
                 raise TimeoutError(f"replica {replica} at step {manager.current_step()} "
@@ -114,7 +116,7 @@ def replica_main(backend, replica, incarnation, lighthouse, events, stop_at, dea
             torch.nn.functional.mse_loss(model(x), y).backward()
             grads = [p.grad for p in model.parameters()]
             if replica == VICTIM and incarnation == 0 and step >= KILL_STEP and \
-                    manager.num_participants() == REPLICAS:
+                    full_steps >= 2 and manager.num_participants() == REPLICAS:
                 manager.allreduce(grads[0])  # its first all-reduce under way, then gone
                 events.put(("killed", replica, incarnation, step, time.time()))
                 events.close()
@@ -126,6 +128,7 @@ def replica_main(backend, replica, incarnation, lighthouse, events, stop_at, dea
             quorum = manager._quorum_id  # which attempt this was, for the replay
             optimizer.step()  # steps the SGD only where should_commit() says so
             committed = manager.current_step() == step + 1
+            full_steps = full_steps + 1 if committed and participants == REPLICAS else 0
             events.put(("step", replica, incarnation, step, committed, participants, quorum,
                         time.time()))
         events.put(("done", replica, incarnation, manager.current_step(),
