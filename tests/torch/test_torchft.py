@@ -32,6 +32,7 @@ It prints, per backend, the time from the kill to the survivors' failed attempt 
 their next committed step, and from starting the replacement to its first committed step."""
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 import time
@@ -166,7 +167,7 @@ def run_scenario(ctx, backend):
             assert left > 0, f"{backend}: the scenario did not end; so far {steps}"
             try:
                 event = events.get(timeout=min(left, 1.0))
-            except Exception:
+            except queue.Empty:
                 for key, p in procs.items():
                     assert p.is_alive() or p.exitcode == 0 or key == (VICTIM, 0), \
                         f"{backend}: replica {key} exited with {p.exitcode}"
