@@ -28,7 +28,8 @@ quorum's size and id. Checked on each backend:
 - those parameters are what the committed steps compute: this process replays them (each
   committed step's gradient averaged over the replicas of its quorum, on their batches) and
   the result matches, on both backends.
-It prints, per backend, the time from the kill to the survivors' failed attempt and to
+Before the scenarios, torch_coll_torchft.ProcessGroupColl alone: configure() twice (the
+first group aborted, its calls failing), errored(), shutdown(). It prints, per backend, the time from the kill to the survivors' failed attempt and to
 their next committed step, and from starting the replacement to its first committed step."""
 import multiprocessing
 import os
@@ -277,7 +278,36 @@ def check_scenario(backend, steps, done, killed_step, killed_at, rejoin_started)
             "start_to_first_commit": rejoin - rejoin_started, "params": params[0]}
 
 
+def check_group_life():
+    """torch_coll_torchft.ProcessGroupColl's own life in one process: each configure() makes a
+    group on the store prefix torchft gives it and aborts the one before (whose calls then
+    fail as aborted), errored() is None on a healthy group, shutdown() drops it."""
+    store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                                       timeout=TIMEOUT)
+    group = ProcessGroupColl(timeout=TIMEOUT)
+    assert group.getBackendName() == "torchft-coll"
+    sums = []
+    for quorum in (1, 2):
+        group.configure(f"127.0.0.1:{store.port}/torchft/{quorum}/0", "replica_0", 0, 1)
+        assert group.errored() is None, group.errored()
+        t = torch.full((3,), float(quorum))
+        group.allreduce([t], torch.distributed.AllreduceOptions()).wait()
+        sums.append(t.tolist())
+        if quorum == 1:
+            first = group._backend
+    assert sums == [[1.0] * 3, [2.0] * 3], sums
+    try:
+        first.allreduce([torch.ones(2)], torch.distributed.AllreduceOptions()).wait()
+        raise AssertionError("the first quorum's group still runs calls after configure()")
+    except RuntimeError as e:
+        assert "aborted" in str(e), e
+    group.set_timeout(TIMEOUT)
+    group.shutdown()
+    assert group.errored() is None and group._pg is None
+
+
 def main():
+    check_group_life()
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torchft.manager", "torch_coll_torchft"])
     warm = ctx.Process(target=time.sleep, args=(0,))  # the forkserver up (its imports
