@@ -29,8 +29,10 @@ quorum's size and id. Checked on each backend:
   committed step's gradient averaged over the replicas of its quorum, on their batches) and
   the result matches, on both backends.
 Before the scenarios, torch_coll_torchft.ProcessGroupColl alone: configure() twice (the
-first group aborted, its calls failing), errored(), shutdown(). It prints, per backend, the time from the kill to the survivors' failed attempt and to
-their next committed step, and from starting the replacement to its first committed step."""
+first group aborted, its calls failing), errored(), shutdown(). It prints, per backend, the
+time from the kill to the survivors' failed attempt and to their next committed step, and
+from starting the replacement to its first committed step. TORCHFT_TEST_BACKENDS=coll (or
+gloo) runs one scenario only, for a developer's look."""
 import multiprocessing
 import os
 import queue
@@ -58,7 +60,7 @@ except ImportError as missing:
 
 BACKENDS = tuple(os.environ.get("TORCHFT_TEST_BACKENDS", "gloo,coll").split(","))
 REPLICAS = 3
-VICTIM = 0
+VICTIM = 0  # the quorum's primary: the cross-replica group lives on its TCPStore
 KILL_STEP = 4  # the earliest: the replicas may start in quorums of 2 and heal the third
 STEPS_WITHOUT_VICTIM = 2  # committed by the survivors before the replacement starts
 STEPS_AFTER_REJOIN = 3  # committed by the replacement before every replica stops
