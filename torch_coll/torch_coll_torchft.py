@@ -37,9 +37,11 @@ class ProcessGroupColl(_TorchftWrapper):
     """A reconfigurable torchft ProcessGroup whose collectives run on libcoll.
 
     timeout: each collective's deadline and the group's rendezvous deadline at configure()
-    (torchft's ProcessGroupGloo takes the same argument). A peer lost mid-call fails the
-    call (the Work raises, torchft's Manager records the error and skips the step) as soon
-    as a connection to it breaks or its lease on the store runs out (600 ms)."""
+    (torchft's ProcessGroupGloo takes the same argument). A peer killed mid-call fails the
+    call at once (its connections break; the Work raises, torchft's Manager records the
+    error and skips the step); a peer that hangs, at the timeout. Known limit: if the
+    replica that hangs is the one whose TCPStore holds the group (the quorum's primary),
+    the survivors' call does not return (docs/pytorch.md, "torchft")."""
 
     def _create_pg(self, store, rank: int, world_size: int) -> _C10dProcessGroup:
         backend = torch_coll.ProcessGroupColl(store, rank, world_size, self._timeout)
