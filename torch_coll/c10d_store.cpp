@@ -11,10 +11,14 @@
 // with a growing pause (1 ms doubling to 25 ms); only on a TCPStore, and only a wait longer
 // than kServerWaitMs (a rendezvous), is left to the server after the first check. An idle
 // rank's failure watcher so makes one lease renewal and about seven checks every lease
-// period (100 ms): store_requests() counts them.
+// period (100 ms): store_requests() counts them. libcoll's own store under a
+// LauncherStore (launcher_store.hpp) parks every wait in its server without a word, so
+// there every wait is the server's.
 #include "c10d_store.hpp"
 
 #if TORCH_COLL_ON_C10D_STORE
+
+#include "launcher_store.hpp"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/exception.h>
@@ -52,6 +56,7 @@ c10::intrusive_ptr<c10d::Store> innermost(const c10::intrusive_ptr<c10d::Store> 
 
 std::string store_name(const c10::intrusive_ptr<c10d::Store> &store) {
   c10::intrusive_ptr<c10d::Store> inner = innermost(store);
+  if (auto *launcher = dynamic_cast<LauncherStore *>(inner.get())) return launcher->name();
   if (auto *tcp = dynamic_cast<c10d::TCPStore *>(inner.get()))
     return "PyTorch's TCPStore at " + tcp->getHost() + ":" + std::to_string(tcp->getPort());
   if (dynamic_cast<c10d::FileStore *>(inner.get()) != nullptr) return "PyTorch's FileStore";
@@ -109,7 +114,7 @@ std::vector<uint8_t> bytes_of(const void *data, size_t len) {
 coll_status_t wait_for(C10dStoreHandle *h, const std::vector<std::string> &keys, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   if (h->store->check(keys)) return COLL_OK;
-  if (h->server_waits && timeout_ms > kServerWaitMs) {
+  if (timeout_ms > h->server_waits_over_ms) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     h->store->wait(keys, std::max(left, std::chrono::milliseconds(1)));
     return COLL_OK;
@@ -195,7 +200,7 @@ coll_status_t op_clone(void *store, int, void **copy) {
   C10dStoreHandle *h = handle_of(store);
   return guarded(h, [&] {
     auto fresh = std::make_unique<C10dStoreHandle>(
-        C10dStoreHandle{h->store->clone(), h->name, h->server_waits, h->name});
+        C10dStoreHandle{h->store->clone(), h->name, h->server_waits_over_ms, h->name});
     *copy = fresh.release();
     return COLL_OK;
   });
@@ -225,6 +230,7 @@ const coll_store_ops_t kOps = {
     nullptr,  // interrupt: none (libcoll's own calls then wait in short slices)
     op_describe,
     op_wait,
+    nullptr,  // num_keys: libcoll never asks; a c10d store's getNumKeys may not be served
 };
 
 }  // namespace
@@ -236,8 +242,13 @@ int64_t c10d_store_requests() { return requests.load(std::memory_order_relaxed);
 std::shared_ptr<C10dStoreHandle> c10d_store_handle(const c10::intrusive_ptr<c10d::Store> &store) {
   TORCH_CHECK(store, "coll: no c10d store to make a communicator on");
   std::string name = store_name(store);
-  const bool server_waits = dynamic_cast<c10d::TCPStore *>(innermost(store).get()) != nullptr;
-  return std::make_shared<C10dStoreHandle>(C10dStoreHandle{store, name, server_waits, name});
+  c10d::Store *inner = innermost(store).get();
+  const int server_waits_over_ms = dynamic_cast<LauncherStore *>(inner) != nullptr ? 0
+                                   : dynamic_cast<c10d::TCPStore *>(inner) != nullptr
+                                       ? kServerWaitMs
+                                       : INT_MAX;
+  return std::make_shared<C10dStoreHandle>(
+      C10dStoreHandle{store, name, server_waits_over_ms, name});
 }
 
 coll_comm_t *join_on_store(const std::shared_ptr<C10dStoreHandle> &handle, int rank, int size,

@@ -26,7 +26,7 @@ namespace torch_coll {
 struct C10dStoreHandle {
   c10::intrusive_ptr<c10d::Store> store;
   std::string name;       // "PyTorch's TCPStore at 127.0.0.1:29500"
-  bool server_waits;      // a TCPStore: long waits are the server's (see c10d_store.cpp)
+  int server_waits_over_ms;  // waits longer than this are the server's (c10d_store.cpp)
   std::string described;  // name, and the last failure's text (describe())
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coll_config.h"
+#include "launcher_store.hpp"
 #include "process_group_coll.hpp"
 
 namespace py = pybind11;
@@ -163,6 +164,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "How many requests this process's communicators have made to torch's c10d stores "
         "(rendezvous, liveness leases, agreement): what keeping a group on torch's store "
         "costs it.");
+  torch_coll::bind_launcher_store(m);  // launcher_store(); env:// on collrun's store
 #endif
 
   m.def(

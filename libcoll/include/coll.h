@@ -219,7 +219,29 @@ typedef struct coll_store_ops {
   const char *(*describe)(void *store);
   /* Optional: wait until every key exists (NULL: libcoll gets them one after another). */
   coll_status_t (*wait)(void *store, const char *const *keys, size_t nkeys, int timeout_ms);
+  /* Optional: how many keys the store holds (libcoll never needs it; a program may). */
+  coll_status_t (*num_keys)(void *store, int64_t *count, int timeout_ms);
 } coll_store_ops_t;
+
+/* libcoll's own store through the same table, for a program that wants to keep its own
+ * keys where the ranks meet (the PyTorch backend makes torch.distributed's env://
+ * rendezvous use collrun's store this way). Opens one connection to the store at
+ * host:port with the job token and returns the table and a handle in *ops and *store (a
+ * handle for one thread at a time; ops->clone makes more); release each with
+ * ops->release. host NULL: the launcher's environment, MASTER_ADDR (unset: "127.0.0.1")
+ * and MASTER_PORT (required), and port is not used; else port is 1..65535. token NULL:
+ * COLL_JOB_TOKEN (unset: none). timeout_ms: how long to keep trying to reach the store
+ * (it may start later), > 0, or 0 for COLL_TIMEOUT_MS or 30 s. Errors:
+ * COLL_ERR_INVALID_ARGUMENT naming what is missing or malformed (no MASTER_PORT, a port
+ * out of range), COLL_ERR_TIMEOUT when nothing answered at host:port in time,
+ * COLL_ERR_REFUSED when the store wants another token. The store is the one collrun
+ * hosts (COLL_STORE_HOSTED=1), which outlives every rank; a rank 0 that hosts it (no
+ * launcher) takes it down at its coll_comm_destroy. PyTorch's TCPStore speaks another
+ * protocol: connecting to one times out, the message quoting the malformed reply. The
+ * table has every optional function (owned keys, interrupt, describe, wait, num_keys). */
+COLL_API coll_status_t coll_store_connect(const char *host, int port, const char *token,
+                                          int timeout_ms, const coll_store_ops_t **ops,
+                                          void **store);
 
 /* Explicit configuration. Zero-initialise, then set what you need:
  *   coll_config_t cfg = {0}; cfg.rank = r; cfg.size = n; cfg.master_addr = "127.0.0.1"; ... */

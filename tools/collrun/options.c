@@ -70,6 +70,8 @@ static const char *const help_sections[] = {
     "  MASTER_PORT        port of the store\n"
     "  COLL_JOB_TOKEN     the job token; unset when the job has none\n"
     "  COLL_STORE_HOSTED  1: a launcher hosts the store, so rank 0 must not start its own\n"
+    "                     (PyTorch 2.10+: importing torch_coll makes the env://\n"
+    "                     rendezvous use it; a script runs unchanged, rank 0 may die)\n"
     "  COLL_ELASTIC_JOIN  1 in a replacement started by --replace (unset otherwise)\n"
     "  OMP_NUM_THREADS    1 when N > 1 and collrun's environment does not set it (as\n"
     "                     torchrun does: N ranks sharing the cores should not each start\n"

@@ -280,10 +280,13 @@ coll_status_t store_delete(store_client_t *client, const char *key, bool *delete
 coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms) {
   if (client == NULL || count == NULL)
     return coll_error(COLL_ERR_INVALID_ARGUMENT, "store_num_keys: client or count is NULL");
-  if (!is_tcp(client))
+  if (client->ops->num_keys == NULL)
     return coll_error(COLL_ERR_UNSUPPORTED, "num_keys: %s has no such call",
                       store_client_address(client));
   coll_status_t st = refuse_interrupted(client, "num_keys");
   if (st != COLL_OK) return st;
-  return tcp_store_num_keys(client->handle, count, timeout_ms);
+  st = client->ops->num_keys(client->handle, count, effective(timeout_ms));
+  if (st == COLL_OK || is_tcp(client)) return st;
+  return coll_error(st, "num_keys on %s failed: %s", store_client_address(client),
+                    coll_status_string(st));
 }

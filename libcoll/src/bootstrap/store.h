@@ -116,7 +116,8 @@ coll_status_t store_wait(store_client_t *client, const char *const *keys, size_t
                          int timeout_ms);
 /* Delete the key; *deleted says whether it existed (may be NULL). */
 coll_status_t store_delete(store_client_t *client, const char *key, bool *deleted, int timeout_ms);
-/* How many keys the store holds (libcoll's own store only: COLL_ERR_UNSUPPORTED else). */
+/* How many keys the store holds (a table with num_keys, as libcoll's own store's:
+ * COLL_ERR_UNSUPPORTED else). */
 coll_status_t store_num_keys(store_client_t *client, int64_t *count, int timeout_ms);
 /* Non-blocking existence test of all keys. */
 coll_status_t store_check(store_client_t *client, const char *const *keys, size_t nkeys,

@@ -668,6 +668,10 @@ static coll_status_t ops_wait(void *store, const char *const *keys, size_t nkeys
   return tcp_store_wait(store, keys, nkeys, timeout_ms);
 }
 
+static coll_status_t ops_num_keys(void *store, int64_t *count, int timeout_ms) {
+  return tcp_store_num_keys(store, count, timeout_ms);
+}
+
 /* Another connection to the same server, with the same token. */
 static coll_status_t ops_clone(void *store, int timeout_ms, void **copy) {
   const tcp_store_t *c = store;
@@ -697,4 +701,5 @@ const coll_store_ops_t store_tcp_ops = {
     .interrupt = ops_interrupt,
     .describe = ops_describe,
     .wait = ops_wait,
+    .num_keys = ops_num_keys,
 };

@@ -20,7 +20,7 @@ void tcp_store_place(const tcp_store_t *client, const char **host, uint16_t *por
                      const char **token);
 /* "127.0.0.1:29500" — for messages. */
 const char *tcp_store_address(const tcp_store_t *client);
-/* How many keys the server holds (its own operation; not in the interface). */
+/* How many keys the server holds (the interface's optional num_keys). */
 coll_status_t tcp_store_num_keys(tcp_store_t *client, int64_t *count, int timeout_ms);
 
 /* The interface's table for handles from tcp_store_connect. */
