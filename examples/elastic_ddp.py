@@ -79,6 +79,8 @@ def parse_args(argv):
                    help="seconds a collective, the agreement or the store may wait (default 30)")
     p.add_argument("--reconfigure-timeout", type=float, default=15.0,
                    help="seconds a new membership may take to meet (default 15)")
+    p.add_argument("--join-timeout", type=float, default=600.0,
+                   help="seconds a replacement waits to be taken in (default 600)")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="seconds of simulated compute per step (default 0)")
     p.add_argument("--wait-for-replacements", type=float, default=0.0, metavar="SEC",
@@ -106,7 +108,8 @@ def parse_args(argv):
 def host_store(port):
     store = dist.TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=60))
-    say("store listening on port %d" % store.port)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    say("store listening on port %d (SIGINT or SIGTERM stops it)" % store.port)
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
 
 
@@ -331,9 +334,13 @@ class Membership:
         while True:
             i = int(s.add(KEY + "joiners", 1)) - 1
             s.set(KEY + "joiner/%d" % i, self.handle)
+            give_up = time.monotonic() + self.a.join_timeout
             while not s.check([KEY + "admitted/%d" % i]):
                 if s.check([KEY + "done"]):
                     return False
+                if time.monotonic() > give_up:
+                    raise Fatal("not admitted within --join-timeout %g s: is the job "
+                                "running?" % self.a.join_timeout)
                 time.sleep(0.05)
             self.epoch = int(s.get(KEY + "admitted/%d" % i))
             decided = json.loads(s.get(KEY + "epoch/%d" % self.epoch))
