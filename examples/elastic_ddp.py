@@ -77,8 +77,9 @@ def parse_args(argv):
     p.add_argument("--world", type=int, help="ranks at the start (default $WORLD_SIZE)")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds a collective, the agreement or the store may wait (default 30)")
-    p.add_argument("--reconfigure-timeout", type=float, default=15.0,
-                   help="seconds a new membership may take to meet (default 15)")
+    p.add_argument("--reconfigure-timeout", type=float, default=5.0,
+                   help="seconds a new membership may take to meet (default 5; a member lost "
+                        "after the agreement costs this much, then the members decide again)")
     p.add_argument("--join-timeout", type=float, default=600.0,
                    help="seconds a replacement waits to be taken in (default 600)")
     p.add_argument("--step-delay", type=float, default=0.0,
