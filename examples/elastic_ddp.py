@@ -278,9 +278,13 @@ class Membership:
         self.members = []
         self.epoch = 0
         self.consumed = 0
+        # torchrun's restarts of every worker (--store env) reuse the group's store: the
+        # reconfigure uuids (claimed there) of each attempt are its own.
+        self.uuid_base = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) << 32 \
+            if a.store == "env" else 0
 
     def reconfigure(self, members):
-        dist._reconfigure(self.epoch, members,
+        dist._reconfigure(self.uuid_base + self.epoch, members,
                           timeout=datetime.timedelta(seconds=self.a.reconfigure_timeout)).wait()
         self.members = members
 
@@ -393,7 +397,9 @@ def train(a):
     if store is None:
         dist.init_process_group("coll", init_method="env://", rank=a.rank, world_size=a.world,
                                 timeout=timeout, enable_reconfigure=True)
-        store = dist.distributed_c10d._get_default_store()
+        # torchrun restarts every worker on the same agent store: keys of this attempt only
+        store = dist.PrefixStore("attempt%s/" % os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"),
+                                 dist.distributed_c10d._get_default_store())
     else:
         dist.init_process_group("coll", store=store, rank=a.rank, world_size=a.world,
                                 timeout=timeout, enable_reconfigure=True)
