@@ -9,7 +9,8 @@ Per rank count N (--ranks), two cells, each one long run with many kills:
   restart   torchrun --nproc-per-node N --max-restarts M elastic_ddp.py --store env
             --checkpoint F --checkpoint-every K: a kill makes torchrun's agent stop every
             worker and start them all again from the last checkpoint.
-Per kill: `resume` = kill -> the next committed step (any step); `lost` = kill -> the step
+Per kill: `detect` = kill -> the example's FAILURE line (in place only); `resume` = kill ->
+the next committed step (any step); `lost` = kill -> the step
 that was next at the kill committed (the time the job is set back); `steps lost` = steps
 committed again. A kill is made only when the job is whole again (N ranks) and has
 committed a few steps since the last recovery. Every cell prints n, p50, p99, min-max.
@@ -30,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(ROOT, "examples", "elastic_ddp.py")
 STEP = re.compile(r"STEP (\d+) t=([\d.]+) world=(\d+)")
+FAILURE = re.compile(r"FAILURE t=([\d.]+)")
 
 
 class Run:
@@ -39,6 +41,7 @@ class Run:
         self.p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, start_new_session=True)
         self.steps = []
+        self.failures = []  # when the example saw a failure (in place only)
         self.tail = []
         self.lock = threading.Lock()
         threading.Thread(target=self.read, daemon=True).start()
@@ -50,6 +53,9 @@ class Run:
             with self.lock:
                 if m:
                     self.steps.append((int(m.group(1)), float(m.group(2)), int(m.group(3))))
+                f = FAILURE.search(line)
+                if f:
+                    self.failures.append(float(f.group(1)))
                 self.tail = (self.tail + [line.rstrip()])[-30:]
 
     def snapshot(self):
@@ -97,13 +103,16 @@ def environ_of(pid):
 
 
 def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_timeout):
-    """Kill, measure, wait until the job is whole again; returns one dict per kill."""
+    """Kill, measure, wait until the job is whole again; returns one dict per kill. A kill
+    comes settle_steps to 2 x settle_steps committed steps after the last recovery (so
+    that it lands anywhere in a checkpoint period)."""
     results = []
     t_kill = 0.0
     for k in range(kills):
         since = t_kill
+        settle = rng.randint(settle_steps, 2 * settle_steps)
         ok = run.wait_for(lambda s: s and s[-1][2] == n and
-                          sum(1 for x in s if x[2] == n and x[1] > since) >= settle_steps,
+                          sum(1 for x in s if x[2] == n and x[1] > since) >= settle,
                           whole_timeout)
         if not ok:
             print("  (the job did not become whole again within %d s; stopping this cell)"
@@ -136,10 +145,16 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
         after = [x for x in run.snapshot() if x[1] > t_kill]
         resume = after[0][1] - t_kill
         lost = next(t for st, t, _ in after if st == last + 1) - t_kill
-        results.append({"double": second is not None, "resume": resume, "lost": lost,
-                        "steps_lost": last + 1 - after[0][0]})
-        print("  kill %d%s: resume %.2f s, lost %.2f s, %d steps lost" % (
-            k + 1, " (+ a second kill during recovery)" if second else "", resume, lost,
+        with run.lock:
+            seen = [t - t_kill for t in run.failures if t > t_kill]
+        result = {"double": second is not None, "resume": resume, "lost": lost,
+                  "steps_lost": last + 1 - after[0][0]}
+        if seen:
+            result["detect"] = seen[0]
+        results.append(result)
+        print("  kill %d%s: %sresume %.2f s, lost %.2f s, %d steps lost" % (
+            k + 1, " (+ a second kill during recovery)" if second else "",
+            "failure seen %.2f s, " % seen[0] if seen else "", resume, lost,
             last + 1 - after[0][0]), flush=True)
     return results
 
@@ -153,8 +168,10 @@ def summary(label, results):
     if not results:
         print("%-34s no kills measured" % label, flush=True)
         return
-    for key, unit in (("resume", "s"), ("lost", "s"), ("steps_lost", "steps")):
-        v = [r[key] for r in results]
+    for key, unit in (("detect", "s"), ("resume", "s"), ("lost", "s"), ("steps_lost", "steps")):
+        v = [r[key] for r in results if key in r]
+        if not v:
+            continue
         print("%-34s %-10s n=%-3d p50 %7.2f  p99 %7.2f  spread %.2f-%.2f %s" % (
             label, key, len(v), percentile(v, 50), percentile(v, 99), min(v), max(v), unit),
             flush=True)
@@ -219,7 +236,7 @@ def main():
                    "--store", "env", "--checkpoint", checkpoint, "--checkpoint-every",
                    str(a.checkpoint_every)] + common, env)
         try:
-            results = kill_trials(run, n, restarts, rng, 0.0, False, a.checkpoint_every + 5, 180)
+            results = kill_trials(run, n, restarts, rng, 0.0, False, a.checkpoint_every, 180)
         finally:
             run.stop()
         cells.append((label, results))
