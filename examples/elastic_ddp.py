@@ -16,7 +16,8 @@ Launch it with collrun (--replace starts a replacement for a dead rank) or with 
 torchrun per rank (--max-restarts restarts only that rank's worker); the store must
 outlive every rank (--store). Lines on stdout, each with a wall-clock time (time.time()):
   STEP <s> t=<time> world=<n> ...      a committed step (printed by rank 0)
-  FAILURE t=<time> step=<s> ...        a failed step or a membership change seen (rank 0)
+  FAILURE t=<time> step=<s> ...        a failed step seen (rank 0, or the lowest survivor)
+  GROW t=<time> step=<s> ...           replacements to take in after step s-1 (rank 0)
   RECOVERED t=<time> step=<s> ...      the new membership has the state (rank 0)
   JOINED t=<time> ...                  a replacement admitted (the replacement)
   FINAL step=<s> params_sha256=<hex>   at the end, on every member
@@ -470,10 +471,13 @@ def train(a):
                 continue
         if dist.get_rank() == 0 or (failed and dist.get_rank() == min(
                 set(range(dist.get_world_size())) - set(failed))):
-            say("FAILURE t=%.6f step=%d failed_ranks=%s world=%d %s" % (
-                time.time(), step, failed, dist.get_world_size(),
-                "replacements waiting" if agreed & STEP_OK else "error: " + error
-                if not ok else "a peer's step failed"))
+            if agreed & STEP_OK:
+                say("GROW t=%.6f step=%d world=%d: replacements waiting" % (
+                    time.time(), step, dist.get_world_size()))
+            else:
+                say("FAILURE t=%.6f step=%d failed_ranks=%s world=%d %s" % (
+                    time.time(), step, failed, dist.get_world_size(),
+                    "error: " + error if not ok else "a peer's step failed"))
         maybe_kill(store, points, step, "recovery")
         ddp = None
         if failed:

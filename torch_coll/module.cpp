@@ -1,8 +1,9 @@
 // The Python module torch_coll: importing it registers the torch.distributed backend
 // "coll" (once; importing again does nothing), exposes what this build serves (features(): the
 // CUDA device path, the c10d store, reconfigure), shrink() (a group rebuilt from the
-// survivors of a lost rank), agree() (coll_comm_agree) and the backend class, which a program that makes its own
-// ProcessGroup (torchft's reconfigurable groups) constructs as it does ProcessGroupGloo.
+// survivors of a lost rank), agree() (coll_comm_agree) and the backend class, which a
+// program that makes its own ProcessGroup (torchft's reconfigurable groups) constructs as
+// it does ProcessGroupGloo.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>

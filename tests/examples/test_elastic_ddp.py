@@ -117,14 +117,14 @@ def main():
         rc, out = killed_job.finish(end)
         final = hashes(out)
         events = [line for line in out.splitlines()
-                  if re.match(r"\[\d\] (KILL|FAILURE|RECOVERED|JOINED|FINAL)", line)]
+                  if re.match(r"\[\d\] (KILL|FAILURE|GROW|RECOVERED|JOINED|FINAL)", line)]
         count = collections.Counter(line.split()[1] for line in events)
         print("killed twice, 3 ranks, --replace 2: rc %s, %.1f s, %s, params %s" % (
             rc, killed_job.took, dict(count), sorted(final)))
         for line in events:
             print("  " + line)
-        if rc != 0 or count["KILL"] != 2 or count["RECOVERED"] < 2 or count["JOINED"] != 2 \
-                or count["FINAL"] != 3:
+        if rc != 0 or count["KILL"] != 2 or count["FAILURE"] < 2 or count["RECOVERED"] < 2 \
+                or count["JOINED"] != 2 or count["FINAL"] != 3:
             problems.append("the killed run did not go as planned (rc %s):\n%s" % (rc, out))
         if final != reference:
             problems.append("killed run's parameters %s differ from the undisturbed run's %s"
