@@ -5,7 +5,8 @@ Per rank count N (--ranks), two cells, each one long run with many kills:
   in place  collrun -n N --replace R elastic_ddp.py: the survivors agree, shrink, redo the
             step; replacements join later. The first victim is the starting rank 0, the
             others random (any rank); with probability --double a second rank is killed
-            0.05-0.4 s after the first, during the recovery.
+            0.05-0.4 s after the first, during the recovery (from 3 ranks: one must keep
+            the state).
   restart   torchrun --nproc-per-node N --max-restarts M elastic_ddp.py --store env
             --checkpoint F --checkpoint-every K: a kill makes torchrun's agent stop every
             worker and start them all again from the last checkpoint.
@@ -131,7 +132,7 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
         t_kill = time.time()
         os.kill(victim, signal.SIGKILL)
         second = None
-        if rng.random() < double:
+        if n >= 3 and rng.random() < double:  # never every rank: someone keeps the state
             time.sleep(rng.uniform(0.05, 0.4))
             others = [p for p in run.workers() if p != victim]
             if others:
@@ -139,8 +140,10 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
                 os.kill(second, signal.SIGKILL)
         if not run.wait_for(lambda s: any(t > t_kill and st == last + 1 for st, t, _ in s),
                             whole_timeout):
-            print("  (no step committed within %d s of a kill; stopping this cell)"
-                  % whole_timeout, flush=True)
+            with run.lock:
+                tail = "\n    ".join(run.tail)
+            print("  (no step committed within %d s of a kill; stopping this cell; last "
+                  "output:\n    %s)" % (whole_timeout, tail), flush=True)
             break
         after = [x for x in run.snapshot() if x[1] > t_kill]
         resume = after[0][1] - t_kill
@@ -180,7 +183,7 @@ def summary(label, results):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help="2 ranks, 3 kills in place and 2 restarts (the plumbing, not figures)")
+                   help="3 ranks, 3 kills in place and 2 restarts (the plumbing, not figures)")
     p.add_argument("--ranks", default="2,4,8")
     p.add_argument("--kills", type=int, default=20, help="kills per cell (default 20)")
     p.add_argument("--double", type=float, default=0.25,
@@ -189,12 +192,17 @@ def main():
                    help="simulated compute per step, seconds (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--no-restart", action="store_true",
+                   help="only the in-place cells (no torchrun reference)")
+    p.add_argument("--store", default="file", choices=("file", "tcp"),
+                   help="the in-place cells' store: a FileStore, or a TCPStore this script "
+                        "hosts (default file)")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default=os.path.expanduser(
         "~/.cache/libcoll/venv-torch-2.15.0-py3.11/bin/python"))
     a = p.parse_args()
     if a.quick:
-        a.ranks, a.kills = "2", 3
+        a.ranks, a.kills = "3", 3
     try:
         ranks = [int(x) for x in a.ranks.split(",")]
     except ValueError:
@@ -217,8 +225,16 @@ def main():
     for n in ranks:
         label = "in place, %d ranks" % n
         print("%s: collrun -n %d --replace, %d kills" % (label, n, a.kills), flush=True)
+        if a.store == "tcp":  # hosted here: no rank
+            import datetime
+            import torch.distributed as dist
+            host = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                                 timeout=datetime.timedelta(seconds=60))
+            store = "tcp:127.0.0.1:%d" % host.port
+        else:
+            store = "file:" + os.path.join(folder, "store_%d" % n)
         run = Run([collrun, "-n", str(n), "--replace", str(3 * a.kills), a.python, EXAMPLE,
-                   "--store", "file:" + os.path.join(folder, "store_%d" % n)] + common, env)
+                   "--store", store] + common, env)
         try:
             results = kill_trials(run, n, a.kills, rng, a.double, True, 5, 120)
         finally:
@@ -226,6 +242,8 @@ def main():
         cells.append((label, results))
         bad += len(results) < a.kills
 
+        if a.no_restart:
+            continue
         label = "restart from checkpoint, %d ranks" % n
         restarts = 2 if a.quick else max(3, a.kills // 2)
         print("%s: torchrun --nproc-per-node %d, checkpoint every %d steps, %d kills" % (
