@@ -137,12 +137,17 @@ def is_replacement(a):
 
 # ---- data and model: synthetic, deterministic, no downloads -----------------------------
 
-def dataset(a):
-    g = torch.Generator().manual_seed(a.seed)
-    total = a.steps * a.shards * a.shard_size
-    x = torch.randn(total, INPUT, generator=g)
-    w = torch.randn(INPUT, 1, generator=g)
-    y = torch.tanh(x @ w) + 0.1 * torch.randn(total, 1, generator=g)
+def teacher(a):
+    """The function the synthetic samples follow."""
+    return torch.randn(INPUT, 1, generator=torch.Generator().manual_seed(a.seed))
+
+
+def step_samples(a, step, w):
+    """Samples [step*G, (step+1)*G) of the synthetic dataset, made when needed (the same
+    on every process: a generator seeded by the step), so no process holds it all."""
+    g = torch.Generator().manual_seed(a.seed * 1000003 + step + 1)
+    x = torch.randn(a.shards * a.shard_size, INPUT, generator=g)
+    y = torch.tanh(x @ w) + 0.1 * torch.randn(a.shards * a.shard_size, 1, generator=g)
     return x, y
 
 
@@ -184,10 +189,10 @@ def state_sha256(model, opt, step):
 def gradients_float(a, ddp, data, shards):
     """Default mode: DDP averages over the members; the loss is scaled so that the average
     is the global batch's mean loss whatever the slice sizes."""
-    x, y = data
-    ids = torch.tensor([i for shard in shards for i in shard], dtype=torch.long)
-    world = dist.get_world_size()
     total = a.shards * a.shard_size
+    x, y = data
+    ids = torch.tensor([i % total for shard in shards for i in shard], dtype=torch.long)
+    world = dist.get_world_size()
     loss = torch.nn.functional.mse_loss(ddp(x[ids]), y[ids], reduction="sum") * (world / total)
     loss.backward()  # DDP all-reduces the gradients during backward
 
@@ -199,10 +204,9 @@ def gradients_exact(a, model, data, shards):
     x, y = data
     params = list(model.parameters())
     total = a.shards * a.shard_size
-    local = None
     per_shard = []
     for shard in shards:
-        ids = torch.tensor(shard, dtype=torch.long)
+        ids = torch.tensor(shard, dtype=torch.long) % total  # within the step's samples
         grads = torch.autograd.grad(
             torch.nn.functional.mse_loss(model(x[ids]), y[ids], reduction="sum") / total, params)
         per_shard.append(torch.cat([g.reshape(-1) for g in grads]).double())
@@ -404,7 +408,7 @@ def train(a):
     else:
         dist.init_process_group("coll", store=store, rank=a.rank, world_size=a.world,
                                 timeout=timeout, enable_reconfigure=True)
-    data = dataset(a)
+    w = teacher(a)
     model = make_model(a)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     step = 0
@@ -444,6 +448,7 @@ def train(a):
             shards = batch_ids(a, step, dist.get_rank(), dist.get_world_size())
             if a.step_delay:
                 time.sleep(a.step_delay)
+            data = step_samples(a, step, w)
             if a.bit_identical:
                 gradients_exact(a, model, data, shards)
             else:

@@ -116,8 +116,11 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
                           sum(1 for x in s if x[2] == n and x[1] > since) >= settle,
                           whole_timeout)
         if not ok:
-            print("  (the job did not become whole again within %d s; stopping this cell)"
-                  % whole_timeout, flush=True)
+            with run.lock:
+                tail = "\n    ".join(run.tail[-10:])
+            print("  (the job did not become whole again within %d s (launcher exit code %s); "
+                  "stopping this cell; last output:\n    %s)" % (whole_timeout, run.p.poll(), tail),
+                  flush=True)
             break
         before = run.snapshot()
         last = before[-1][0]
