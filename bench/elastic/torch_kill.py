@@ -141,7 +141,10 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
             if others:
                 second = rng.choice(others)
                 os.kill(second, signal.SIGKILL)
-        if not run.wait_for(lambda s: any(t > t_kill and st == last + 1 for st, t, _ in s),
+        # The last step committed before the kill, by the example's clock (a step may be
+        # printed between the snapshot above and the kill).
+        last = max([last] + [st for st, t, _ in run.snapshot() if t <= t_kill])
+        if not run.wait_for(lambda s: any(t > t_kill and st > last for st, t, _ in s),
                             whole_timeout):
             with run.lock:
                 tail = "\n    ".join(run.tail)
@@ -150,7 +153,7 @@ def kill_trials(run, n, kills, rng, double, first_rank0, settle_steps, whole_tim
             break
         after = [x for x in run.snapshot() if x[1] > t_kill]
         resume = after[0][1] - t_kill
-        lost = next(t for st, t, _ in after if st == last + 1) - t_kill
+        lost = next(t for st, t, _ in after if st > last) - t_kill
         with run.lock:
             seen = [t - t_kill for t in run.failures if t > t_kill]
         result = {"double": second is not None, "resume": resume, "lost": lost,
