@@ -186,9 +186,10 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupColl::split(
 }
 #endif
 
-std::vector<int64_t> ProcessGroupColl::agree_failed() {
+coll_agreement_t ProcessGroupColl::agree(uint32_t flag) {
   WithoutGil released;
   coll_agreement_t agreement{};
+  agreement.flag = flag;
   std::string error;
   coll_status_t status = worker()->exclusive(
       [&](coll_comm_t *comm) {
@@ -198,6 +199,11 @@ std::vector<int64_t> ProcessGroupColl::agree_failed() {
       },
       false);
   TORCH_CHECK(status == COLL_OK, error);
+  return agreement;
+}
+
+std::vector<int64_t> ProcessGroupColl::agree_failed() {
+  const coll_agreement_t agreement = agree(UINT32_MAX);
   return std::vector<int64_t>(agreement.failed, agreement.failed + agreement.nfailed);
 }
 

@@ -1,8 +1,9 @@
 // The Python module torch_coll: importing it registers the torch.distributed backend
 // "coll" (once; importing again does nothing), exposes what this build serves (features(): the
 // CUDA device path, the c10d store, reconfigure), shrink() (a group rebuilt from the
-// survivors of a lost rank) and the backend class, which a program that makes its own
-// ProcessGroup (torchft's reconfigurable groups) constructs as it does ProcessGroupGloo.
+// survivors of a lost rank), agree() (coll_comm_agree) and the backend class, which a
+// program that makes its own ProcessGroup (torchft's reconfigurable groups) constructs as
+// it does ProcessGroupGloo.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
@@ -65,7 +66,7 @@ torch_coll::ProcessGroupColl *coll_backend_of(const py::object &group) {
   backend = group.attr("_get_backend")(cpu);
 #endif
   if (!py::isinstance<torch_coll::ProcessGroupColl>(backend))
-    throw py::type_error("torch_coll.shrink: the group's backend is not \"coll\"");
+    throw py::type_error("torch_coll: the group's backend is not \"coll\"");
   return backend.cast<torch_coll::ProcessGroupColl *>();
 }
 
@@ -118,6 +119,16 @@ py::object shrink(py::object group, py::object exclude_ranks, int shrink_flags) 
 #endif
 }
 
+// torch_coll.agree: see the docstring below.
+py::tuple agree(py::object group, uint32_t flag) {
+  if (group.is_none())
+    group = py::module_::import("torch.distributed.distributed_c10d").attr("_get_default_group")();
+  const coll_agreement_t agreement = coll_backend_of(group)->agree(flag);
+  py::list failed;
+  for (int i = 0; i < agreement.nfailed; i++) failed.append(agreement.failed[i]);
+  return py::make_tuple(agreement.flag, failed, agreement.joiners);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -158,6 +169,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "lives on torch's own store, and any rank may be lost as long as that store outlives "
         "it (torchrun's agent store does); on 1.13 rank 0 of the group hosts libcoll's store "
         "and must be among the survivors.");
+
+  m.def("agree", &agree, py::arg("group") = py::none(), py::arg("flag") = 0xFFFFFFFFu,
+        "Fault-tolerant agreement over `group`'s current communicator (default: the default "
+        "group), libcoll's coll_comm_agree: every live member calls it (the same number of "
+        "times), also after a failed call, and every one gets the same (flag, failed, "
+        "joiners): the bitwise AND of the members' 32-bit flags, the group ranks declared "
+        "failed (ascending), and how many processes wait in coll_comm_join for this "
+        "communicator's lineage (0 when a rank failed). A member that arrives after it was "
+        "declared failed raises. One per training step answers \"did every rank succeed?\" "
+        "(examples/elastic_ddp.py).");
 
 #if TORCH_COLL_ON_C10D_STORE
   m.def("store_requests", &torch_coll::c10d_store_requests,

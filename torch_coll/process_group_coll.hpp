@@ -64,7 +64,8 @@ class ProcessGroupColl : public BackendBase {
 
   // Surviving a lost rank (group_calls.cpp; coll.h "Surviving a lost rank"). The ranks
   // every live rank agrees have failed (coll_comm_agree: collective over the live ranks,
-  // each the same number of times).
+  // each the same number of times). agree(): the whole answer, `flag` AND-ed over the ranks.
+  coll_agreement_t agree(uint32_t flag);
   std::vector<int64_t> agree_failed();
   // A new group of this group's ranks without `exclude` (coll_comm_shrink), ranked in this
   // group's order: every survivor passes the same list and the excluded ranks do not call.

@@ -1,5 +1,6 @@
 """Surviving a lost rank with the "coll" backend: 3 rank processes, one kills itself
 (SIGKILL) between two all-reduces; the survivors see the second fail, call
+torch_coll.agree() (every survivor gets the same flag AND and failed set) and
 torch_coll.shrink() (libcoll agrees on who failed, then shrinks it away: no new store, no
 new rendezvous) and all-reduce on the new group, which has become the default group.
 
@@ -50,7 +51,10 @@ def rank_main(rank, port):
     except RuntimeError as e:
         text = str(e)
         assert "coll: rank %d" % rank in text, text
-    group = torch_coll.shrink()  # who failed is agreed by the survivors
+    # The agreement, as a training step makes it: every survivor gets the same answer.
+    flag, failed, joiners = torch_coll.agree(flag=0xF0 | (1 << rank))
+    assert (flag, failed, joiners) == (0xF0, [lost], 0), (flag, failed, joiners)
+    group = torch_coll.shrink()  # who failed is agreed by the survivors (agreed again)
     took = time.monotonic() - start
     survivors = [r for r in range(WORLD) if r != lost]
     assert group.size() == len(survivors), group.size()
@@ -70,6 +74,8 @@ def rank_main(rank, port):
     dist.barrier()
     # Nobody failed since: the group goes on as it is.
     assert torch_coll.shrink() is dist.distributed_c10d._get_default_group()
+    answer = torch_coll.agree(group, 0xFFFFFFFF ^ rank)
+    assert answer == (0xFFFFFFFF ^ (survivors[0] | survivors[1]), [], 0), answer
     print("ELASTIC rank %d: failure to a working %d-rank group in %.2f s"
           % (rank, len(survivors), took), flush=True)
     dist.destroy_process_group()
