@@ -71,7 +71,7 @@ def parse_args(argv):
                         "does not depend on the members or the kills; default: DDP's float "
                         "average")
     p.add_argument("--store", default="env",
-                   help="env (init_process_group's env://: torchrun's agent store), file:PATH "
+                   help="env (init_process_group's env://: collrun's store, torchrun's agent store), file:PATH "
                         "(a fresh file per job) or tcp:HOST:PORT (a TCPStore hosted by a "
                         "process that is no rank: --host-store)")
     p.add_argument("--rank", type=int, help="this process's rank at the start (default $RANK)")
