@@ -16,7 +16,8 @@ that was next at the kill committed (the time the job is set back); `steps lost`
 committed again. A kill is made only when the job is whole again (N ranks) and has
 committed a few steps since the last recovery. Every cell prints n, p50, p99, min-max.
 
-usage: torch_kill.py [--quick] [--ranks 2,4,8] [--kills 20] [--build build] [--python PY]"""
+usage: torch_kill.py [--quick] [--ranks 2,4,8] [--kills 20] [--restarts N] [--build build]
+                     [--python PY]"""
 import argparse
 import os
 import random
@@ -198,11 +199,15 @@ def main():
                    help="simulated compute per step, seconds (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--restarts", type=int, default=0,
+                   help="kills per restart cell (default: half of --kills, at least 3): each "
+                        "restarts every rank, so they cost far more time than in-place kills")
     p.add_argument("--no-restart", action="store_true",
                    help="only the in-place cells (no torchrun reference)")
-    p.add_argument("--store", default="file", choices=("file", "tcp"),
-                   help="the in-place cells' store: a FileStore, or a TCPStore this script "
-                        "hosts (default file)")
+    p.add_argument("--store", default="env", choices=("file", "tcp", "env"),
+                   help="the in-place cells' store: collrun's own (env://, the default), a "
+                        "FileStore (at 8 ranks its re-reads made recoveries 2-3x slower), or "
+                        "a TCPStore this script hosts")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default=os.path.expanduser(
         "~/.cache/libcoll/venv-torch-2.15.0-py3.11/bin/python"))
@@ -237,6 +242,8 @@ def main():
             host = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                  timeout=datetime.timedelta(seconds=60))
             store = "tcp:127.0.0.1:%d" % host.port
+        elif a.store == "env":  # collrun's store, through torch_coll's env:// handler
+            store = "env"
         else:
             store = "file:" + os.path.join(folder, "store_%d" % n)
         run = Run([collrun, "-n", str(n), "--replace", str(3 * a.kills), a.python, EXAMPLE,
@@ -251,7 +258,7 @@ def main():
         if a.no_restart:
             continue
         label = "restart from checkpoint, %d ranks" % n
-        restarts = 2 if a.quick else max(3, a.kills // 2)
+        restarts = 2 if a.quick else (a.restarts if a.restarts > 0 else max(3, a.kills // 2))
         print("%s: torchrun --nproc-per-node %d, checkpoint every %d steps, %d kills" % (
             label, n, a.checkpoint_every, restarts), flush=True)
         checkpoint = os.path.join(folder, "checkpoint_%d.pt" % n)
